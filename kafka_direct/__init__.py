@@ -1,0 +1,56 @@
+"""kafka-direct: the Kafka direct stream for PySpark, with exactly-once delivery into PostgreSQL.
+
+The public API mirrors Spark's ``spark-streaming-kafka-0-10`` Scala API::
+
+    from kafka_direct import KafkaUtils, LocationStrategies, OffsetRange
+
+    rdd = KafkaUtils.createRDD(sc, {"bootstrap.servers": "host:9092"},
+                               [OffsetRange("events", 0, 0, 100)],
+                               LocationStrategies.PreferConsistent())
+    rdd.offsetRanges()
+"""
+
+from __future__ import annotations
+
+from kafka_direct.consumer_record import ConsumerRecord
+from kafka_direct.errors import (
+    ConfigurationError,
+    DataLossError,
+    KafkaDirectError,
+    KafkaReadError,
+    OffsetMismatchError,
+    OffsetOutOfRangeError,
+    PollTimeoutError,
+    ServiceError,
+    UnknownTopicOrPartitionError,
+)
+from kafka_direct.kafka_rdd import KafkaRDD
+from kafka_direct.kafka_utils import KafkaUtils
+from kafka_direct.location_strategy import LocationStrategies, LocationStrategy
+from kafka_direct.offset_range import HasOffsetRanges, OffsetRange
+from kafka_direct.task_errors import typed_errors
+from kafka_direct.topic_partition import TopicPartition
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ConfigurationError",
+    "ConsumerRecord",
+    "DataLossError",
+    "HasOffsetRanges",
+    "KafkaDirectError",
+    "KafkaRDD",
+    "KafkaReadError",
+    "KafkaUtils",
+    "LocationStrategies",
+    "LocationStrategy",
+    "OffsetMismatchError",
+    "OffsetOutOfRangeError",
+    "OffsetRange",
+    "PollTimeoutError",
+    "ServiceError",
+    "TopicPartition",
+    "UnknownTopicOrPartitionError",
+    "__version__",
+    "typed_errors",
+]

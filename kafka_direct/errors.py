@@ -1,0 +1,166 @@
+"""The exception hierarchy of kafka-direct.
+
+Every error the library raises on purpose derives from :class:`KafkaDirectError`::
+
+    KafkaDirectError
+    ├── ConfigurationError          bad arguments or Kafka parameters (also a ValueError)
+    ├── UnknownTopicOrPartitionError  a topic or partition the cluster does not have
+    ├── KafkaReadError              an executor could not read an offset range
+    │   ├── DataLossError           records of the range were deleted (retention, delete_records)
+    │   ├── OffsetOutOfRangeError   the range ends beyond the log end
+    │   └── PollTimeoutError        no progress on the range within the poll timeout
+    ├── OffsetMismatchError         a stored offset is neither the range's start nor its end
+    └── ServiceError                an embedded test service failed to start or stop
+
+Errors carry their context as attributes (``topic``, ``partition``, offsets ...) and pickle
+with them, because an error raised in an executor task must reach the driver as the same type
+(see :mod:`kafka_direct.task_errors`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "ConfigurationError",
+    "DataLossError",
+    "KafkaDirectError",
+    "KafkaReadError",
+    "OffsetMismatchError",
+    "OffsetOutOfRangeError",
+    "PollTimeoutError",
+    "ServiceError",
+    "UnknownTopicOrPartitionError",
+]
+
+
+def _rebuild(cls: type[KafkaDirectError], message: str, context: dict[str, Any]) -> Any:
+    error = cls.__new__(cls)
+    KafkaDirectError.__init__(error, message, **context)
+    return error
+
+
+class KafkaDirectError(Exception):
+    """Root of every error kafka-direct raises.
+
+    Args:
+        message: What went wrong and how to fix it.
+        **context: Attributes that describe where it went wrong (topic, partition, offsets).
+            Each becomes an attribute of the error and survives pickling.
+    """
+
+    def __init__(self, message: str, **context: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.context = dict(context)
+        for key, value in context.items():
+            setattr(self, key, value)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.message, self.context))
+
+
+class ConfigurationError(KafkaDirectError, ValueError):
+    """An argument or a Kafka parameter is invalid; the message names it and the fix."""
+
+
+class UnknownTopicOrPartitionError(KafkaDirectError):
+    """The cluster has no such topic or partition.
+
+    Attributes:
+        topic: The topic asked for.
+        partition: The partition asked for, or None when the whole topic is unknown.
+    """
+
+    topic: str
+    partition: int | None
+
+    def __init__(self, message: str, *, topic: str, partition: int | None = None) -> None:
+        super().__init__(message, topic=topic, partition=partition)
+
+
+class KafkaReadError(KafkaDirectError):
+    """An executor could not read the records of an offset range.
+
+    Attributes:
+        topic: Topic of the range.
+        partition: Partition of the range.
+        fromOffset: First offset of the range (inclusive).
+        untilOffset: End of the range (exclusive).
+    """
+
+    topic: str
+    partition: int
+    fromOffset: int
+    untilOffset: int
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        topic: str,
+        partition: int,
+        fromOffset: int,
+        untilOffset: int,
+        **context: Any,
+    ) -> None:
+        super().__init__(
+            message,
+            topic=topic,
+            partition=partition,
+            fromOffset=fromOffset,
+            untilOffset=untilOffset,
+            **context,
+        )
+
+
+class DataLossError(KafkaReadError):
+    """Records of a range no longer exist (retention or ``delete_records`` removed them).
+
+    Attributes:
+        logStartOffset: The earliest offset the broker still has.
+    """
+
+    logStartOffset: int
+
+
+class OffsetOutOfRangeError(KafkaReadError):
+    """The range ends beyond the partition's log end.
+
+    Attributes:
+        logEndOffset: The partition's end offset (high watermark) when it was checked.
+    """
+
+    logEndOffset: int
+
+
+class PollTimeoutError(KafkaReadError):
+    """No record and no progress of the consumer position within the poll timeout.
+
+    Attributes:
+        position: The next offset the consumer would have read.
+        timeoutMs: The poll timeout in milliseconds.
+    """
+
+    position: int
+    timeoutMs: int
+
+
+class OffsetMismatchError(KafkaDirectError):
+    """A stored offset is neither the start nor the end of the range being committed.
+
+    That is a gap or an overlap: committing would lose or duplicate records, so nothing is
+    written.
+    """
+
+
+class ServiceError(KafkaDirectError):
+    """An embedded service (broker, database) failed to start, answer or stop.
+
+    Attributes:
+        service: The service's name.
+        log_tail: The last lines of the service's log, to see why.
+    """
+
+    service: str
+    log_tail: str

@@ -1,0 +1,315 @@
+"""Executor-side consumers: one per topic-partition, cached per Python worker.
+
+A :class:`KafkaDataConsumer` reads exactly the records of ``[fromOffset, untilOffset)`` of
+one partition and remembers where it stopped, so the next batch's range (which starts where
+this one ended) continues without a seek. PySpark reuses Python workers across tasks, so the
+cache in this module lives as long as the worker does.
+
+Contract of :meth:`KafkaDataConsumer.read`:
+
+* Records come in offset order, each with ``fromOffset <= offset < untilOffset``.
+* Offsets without a record (transaction markers, aborted transactions under
+  ``read_committed``, compaction) are skipped silently. The range is done when the
+  consumer's *position* reaches ``untilOffset``, not when offset ``untilOffset - 1`` is seen.
+* A retried task (attempt > 0) never reuses a cached consumer: it starts from a fresh one.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from kafka_direct.errors import (
+    DataLossError,
+    KafkaReadError,
+    OffsetOutOfRangeError,
+    PollTimeoutError,
+    UnknownTopicOrPartitionError,
+)
+from kafka_direct.kafka_params import redact
+
+__all__ = ["ConsumerCache", "KafkaDataConsumer", "consumer_cache"]
+
+logger = logging.getLogger(__name__)
+
+ConsumerFactory = Callable[[dict[str, Any]], Any]
+
+#: How long one ``consume`` call may wait before the loop checks the consumer position.
+_POLL_SLICE_S = 0.1
+#: Most records taken from librdkafka in one call; bounds the task's memory.
+MAX_BATCH = 5000
+
+
+def _confluent_consumer(params: dict[str, Any]) -> Any:
+    from confluent_kafka import Consumer
+
+    return Consumer(params)
+
+
+class KafkaDataConsumer:
+    """A confluent-kafka consumer assigned to one topic-partition, positioned between ranges.
+
+    Args:
+        topic: Topic to read.
+        partition: Partition to read.
+        params: Executor Kafka parameters (see :func:`kafka_params.executor_params`).
+        factory: Builds the underlying consumer from ``params`` (injectable for tests).
+    """
+
+    def __init__(self, topic: str, partition: int, params: Mapping[str, Any],
+                 factory: ConsumerFactory = _confluent_consumer) -> None:
+        from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+        self.topic = topic
+        self.partition = partition
+        self._params = dict(params)
+        self._tp = KafkaTopicPartition
+        self._consumer = factory(self._params)
+        self._pending: deque[Any] = deque()
+        self._next: int | None = None  # offset the next delivered record may have, if known
+        self.closed = False
+
+    def _assign(self, offset: int) -> None:
+        self._pending.clear()
+        self._consumer.assign([self._tp(self.topic, self.partition, offset)])
+        self._next = offset
+
+    def _watermarks(self) -> tuple[int, int]:
+        low, high = self._consumer.get_watermark_offsets(
+            self._tp(self.topic, self.partition), timeout=10.0, cached=False)
+        return int(low), int(high)
+
+    def _position(self) -> int:
+        positions = self._consumer.position([self._tp(self.topic, self.partition)])
+        return int(positions[0].offset) if positions else -1
+
+    def _context(self, fromOffset: int, untilOffset: int) -> dict[str, Any]:
+        return {"topic": self.topic, "partition": self.partition,
+                "fromOffset": fromOffset, "untilOffset": untilOffset}
+
+    def read(self, fromOffset: int, untilOffset: int, pollTimeoutMs: int,
+             failOnDataLoss: bool = True) -> Iterator[Any]:
+        """Yield the raw confluent-kafka messages of ``[fromOffset, untilOffset)``.
+
+        Raises:
+            DataLossError: Offsets of the range are below the log start (deleted), and
+                ``failOnDataLoss`` is true. Otherwise a warning is logged and reading goes
+                on from the log start.
+            OffsetOutOfRangeError: The range ends beyond the log end.
+            PollTimeoutError: No progress for ``pollTimeoutMs`` milliseconds.
+            UnknownTopicOrPartitionError: The partition does not exist.
+        """
+        if fromOffset >= untilOffset:
+            return
+        if self._next != fromOffset:
+            self._assign(fromOffset)
+        position = fromOffset
+        last_progress = time.monotonic()
+        while position < untilOffset:
+            if self._pending:
+                batch = list(self._pending)
+                self._pending.clear()
+            else:
+                wanted = max(1, min(MAX_BATCH, untilOffset - position))
+                batch = self._consumer.consume(wanted, _POLL_SLICE_S)
+            progressed = False
+            for index, message in enumerate(batch):
+                error = message.error()
+                if error is not None:
+                    restart = self._on_error(error, position, fromOffset, untilOffset,
+                                             failOnDataLoss)
+                    if restart is None:
+                        continue
+                    position = restart
+                    progressed = True
+                    break
+                offset = message.offset()
+                if offset < position:
+                    continue  # a stale record from before a reassignment
+                if offset >= untilOffset:
+                    self._pending.extend(batch[index:])
+                    position = untilOffset
+                    break
+                position = offset + 1
+                progressed = True
+                yield message
+            if position >= untilOffset:
+                break
+            if not batch and not self._pending:
+                consumer_position = self._position()
+                if consumer_position > position:
+                    position = min(consumer_position, untilOffset)
+                    progressed = True
+                    continue
+            if progressed:
+                last_progress = time.monotonic()
+            else:
+                self._check_stalled(position, fromOffset, untilOffset, pollTimeoutMs,
+                                    last_progress)
+        self._next = untilOffset
+
+    def _on_error(self, error: Any, position: int, fromOffset: int, untilOffset: int,
+                  failOnDataLoss: bool) -> int | None:
+        from confluent_kafka import KafkaError
+
+        code = error.code()
+        context = self._context(fromOffset, untilOffset)
+        if code == KafkaError._PARTITION_EOF:
+            return None
+        if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+            low, high = self._watermarks()
+            if position < low:
+                if failOnDataLoss:
+                    raise DataLossError(
+                        f"offsets [{position}, {min(low, untilOffset)}) of {self.topic}-"
+                        f"{self.partition} are gone: the log now starts at {low} (retention "
+                        f"or delete_records removed them) while reading [{fromOffset}, "
+                        f"{untilOffset}). Set failOnDataLoss=False to skip to the earliest "
+                        "offset with a warning, or restart from offsets that still exist",
+                        logStartOffset=low, **context)
+                logger.warning(
+                    "data loss on %s-%d: offsets [%d, %d) were deleted; reading on from %d "
+                    "(failOnDataLoss=False)", self.topic, self.partition, position,
+                    min(low, untilOffset), min(low, untilOffset))
+                if low >= untilOffset:
+                    return untilOffset
+                self._assign(low)
+                return low
+            raise OffsetOutOfRangeError(
+                f"{self.topic}-{self.partition} has no offset {position}: the log holds "
+                f"[{low}, {high}) but the range is [{fromOffset}, {untilOffset})",
+                logEndOffset=high, **context)
+        if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION,
+                    KafkaError._UNKNOWN_TOPIC):
+            raise UnknownTopicOrPartitionError(
+                f"{self.topic}-{self.partition} does not exist on the cluster ({error.str()}); "
+                "check the topic name and partition count",
+                topic=self.topic, partition=self.partition)
+        if error.fatal():
+            raise KafkaReadError(
+                f"fatal Kafka error reading {self.topic}-{self.partition} "
+                f"[{fromOffset}, {untilOffset}): {error.str()}", **context)
+        logger.warning("Kafka error reading %s-%d (will retry until the poll timeout): %s",
+                       self.topic, self.partition, error.str())
+        return None
+
+    def _check_stalled(self, position: int, fromOffset: int, untilOffset: int,
+                       pollTimeoutMs: int, last_progress: float) -> None:
+        waited_ms = (time.monotonic() - last_progress) * 1000.0
+        context = self._context(fromOffset, untilOffset)
+        if waited_ms >= min(1000.0, pollTimeoutMs):
+            low, high = self._watermarks()
+            if high <= position < untilOffset:
+                raise OffsetOutOfRangeError(
+                    f"range [{fromOffset}, {untilOffset}) of {self.topic}-{self.partition} "
+                    f"ends beyond the log end {high}; ask only for offsets below the end "
+                    "offset (high watermark)", logEndOffset=high, **context)
+        if waited_ms >= pollTimeoutMs:
+            raise PollTimeoutError(
+                f"no progress reading {self.topic}-{self.partition} [{fromOffset}, "
+                f"{untilOffset}) at offset {position} for {pollTimeoutMs} ms (an open "
+                "transaction holding back read_committed, or an unreachable broker?); raise "
+                "spark.streaming.kafka.consumer.poll.ms if the cluster is just slow",
+                position=position, timeoutMs=pollTimeoutMs, **context)
+
+    def close(self) -> None:
+        """Close the underlying consumer; the object cannot read afterwards."""
+        if not self.closed:
+            self.closed = True
+            try:
+                self._consumer.close()
+            except Exception as error:  # noqa: BLE001 - closing is best effort
+                logger.debug("closing consumer of %s-%d failed: %s",
+                             self.topic, self.partition, error)
+
+
+class ConsumerCache:
+    """Cached :class:`KafkaDataConsumer` instances of one Python worker, LRU-bounded.
+
+    Args:
+        capacity: Most consumers kept open (Spark's
+            ``spark.streaming.kafka.consumer.cache.maxCapacity``, default 64).
+    """
+
+    def __init__(self, capacity: int = 64) -> None:
+        self.capacity = capacity
+        self._entries: OrderedDict[tuple[Any, ...], KafkaDataConsumer] = OrderedDict()
+        self._in_use: set[tuple[Any, ...]] = set()
+        self._lock = threading.Lock()
+        self.created = 0
+
+    @staticmethod
+    def _key(topic: str, partition: int, params: Mapping[str, Any]) -> tuple[Any, ...]:
+        return (params.get("group.id"), topic, partition,
+                tuple(sorted((k, str(v)) for k, v in params.items())))
+
+    def acquire(self, topic: str, partition: int, params: Mapping[str, Any], *,
+                attempt: int = 0, factory: ConsumerFactory = _confluent_consumer
+                ) -> tuple[KafkaDataConsumer, Callable[[], None]]:
+        """A consumer for the partition and the function that hands it back.
+
+        A retried task (``attempt > 0``) closes the cached consumer and gets a fresh one, so
+        a consumer in a bad state is not reused.
+        """
+        key = self._key(topic, partition, params)
+        with self._lock:
+            if key in self._in_use:  # two concurrent tasks on one partition: do not share
+                return self._uncached(topic, partition, params, factory)
+            cached = self._entries.pop(key, None)
+            if cached is not None and (attempt > 0 or cached.closed):
+                cached.close()
+                cached = None
+            if cached is None:
+                logger.debug("new executor consumer for %s-%d (%s)", topic, partition,
+                             redact(params).get("group.id"))
+                cached = KafkaDataConsumer(topic, partition, params, factory)
+                self.created += 1
+            self._entries[key] = cached
+            self._in_use.add(key)
+            while len(self._entries) > self.capacity:
+                old_key, old = next(iter(self._entries.items()))
+                if old_key in self._in_use:
+                    break
+                del self._entries[old_key]
+                old.close()
+
+        def release() -> None:
+            with self._lock:
+                self._in_use.discard(key)
+
+        return cached, release
+
+    def _uncached(self, topic: str, partition: int, params: Mapping[str, Any],
+                  factory: ConsumerFactory) -> tuple[KafkaDataConsumer, Callable[[], None]]:
+        consumer = KafkaDataConsumer(topic, partition, params, factory)
+        self.created += 1
+        return consumer, consumer.close
+
+    def discard(self, topic: str, partition: int, params: Mapping[str, Any]) -> None:
+        """Close and forget the cached consumer of the partition (after a failure)."""
+        key = self._key(topic, partition, params)
+        with self._lock:
+            entry = self._entries.pop(key, None)
+            self._in_use.discard(key)
+        if entry is not None:
+            entry.close()
+
+    def clear(self) -> None:
+        """Close every cached consumer."""
+        with self._lock:
+            entries = list(self._entries.values())
+            self._entries.clear()
+            self._in_use.clear()
+        for entry in entries:
+            entry.close()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+#: The worker-wide cache (a module global, because Python workers outlive tasks).
+consumer_cache = ConsumerCache()

@@ -1,0 +1,141 @@
+"""Kafka parameters: a raw librdkafka config dict, validated, made safe, never leaked.
+
+Users pass the same dict they would give ``confluent_kafka.Consumer``. This module checks it
+on the driver (so a typo fails at construction, not in an executor minutes later), forces the
+settings that would break the direct stream's guarantees on executors (as Spark's
+``KafkaUtils.fixKafkaParams`` does), and redacts secrets wherever parameters are shown.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from kafka_direct.errors import ConfigurationError
+
+__all__ = [
+    "EXECUTOR_GROUP_PREFIX",
+    "executor_params",
+    "redact",
+    "validate_params",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Executors read in their own consumer group so they never touch the user's group offsets.
+EXECUTOR_GROUP_PREFIX = "spark-executor-"
+
+_DEFAULT_GROUP = "kafka-direct"
+
+#: Java-client settings librdkafka does not have, with what to do instead.
+_JAVA_ONLY = {
+    "key.deserializer": "pass keyDeserializer= to KafkaUtils instead",
+    "value.deserializer": "pass valueDeserializer= to KafkaUtils instead",
+    "max.poll.records": "records are fetched in batches by librdkafka; remove it",
+    "bootstrap_servers": "librdkafka spells it 'bootstrap.servers'",
+    "group_id": "librdkafka spells it 'group.id'",
+}
+
+_SECRET_MARKERS = ("password", "secret", "token", "sasl.oauthbearer.config", "ssl.key.pem",
+                   "ssl_key", "private", "credential")
+
+_warned: set[tuple[str, str]] = set()
+_warned_lock = threading.Lock()
+
+
+def redact(params: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``params`` fit for logs and error messages: secret values replaced."""
+    return {
+        key: "[redacted]" if any(marker in key.lower() for marker in _SECRET_MARKERS) else value
+        for key, value in params.items()
+    }
+
+
+def validate_params(params: Any, *, require_group: bool = False) -> dict[str, Any]:
+    """Check a user's Kafka parameters and return them as a plain dict.
+
+    Args:
+        params: A mapping of librdkafka property names to values.
+        require_group: Whether ``group.id`` must be present (the stream's consumer group).
+
+    Returns:
+        A new dict with the same items.
+
+    Raises:
+        ConfigurationError: ``params`` is not a mapping, lacks ``bootstrap.servers`` (or
+            ``group.id`` when required), or holds a Java-client setting or a value librdkafka
+            cannot take.
+    """
+    if not isinstance(params, Mapping):
+        raise ConfigurationError(
+            f"kafkaParams must be a dict of librdkafka properties, got {type(params).__name__}"
+        )
+    checked: dict[str, Any] = {}
+    for key, value in params.items():
+        if not isinstance(key, str):
+            raise ConfigurationError(f"kafkaParams keys must be strings, got {key!r}")
+        if key in _JAVA_ONLY:
+            raise ConfigurationError(
+                f"kafkaParams[{key!r}] is not a librdkafka property: {_JAVA_ONLY[key]}"
+            )
+        if value is None or not isinstance(value, str | int | float | bool):
+            shown = redact({key: value})[key]
+            raise ConfigurationError(
+                f"kafkaParams[{key!r}] must be a string, number or bool, got {shown!r}"
+            )
+        checked[key] = value
+    servers = checked.get("bootstrap.servers", checked.get("metadata.broker.list"))
+    if not isinstance(servers, str) or not servers.strip():
+        raise ConfigurationError(
+            "kafkaParams needs 'bootstrap.servers', e.g. {'bootstrap.servers': 'host:9092'}"
+        )
+    if require_group:
+        group = checked.get("group.id")
+        if not isinstance(group, str) or not group.strip():
+            raise ConfigurationError(
+                "kafkaParams needs 'group.id': the consumer group whose offsets the stream "
+                "commits and resumes from"
+            )
+    return checked
+
+
+def _force(params: dict[str, Any], key: str, value: Any, why: str) -> None:
+    current = params.get(key)
+    if key in params and str(current).lower() != str(value).lower():
+        with _warned_lock:
+            first = (key, str(current)) not in _warned
+            _warned.add((key, str(current)))
+        if first:
+            logger.warning("overriding %s to %r for executor (was %r): %s",
+                           key, value, current, why)
+    params[key] = value
+
+
+def executor_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters executors read with, derived from the user's.
+
+    * ``enable.auto.commit`` is false: executors must never move committed offsets.
+    * ``auto.offset.reset`` is ``error``: a missing offset is data loss to report, not a
+      reason to jump silently.
+    * ``group.id`` is ``spark-executor-<group.id>``: executors never join the user's group,
+      so they cannot trigger its rebalances or read its offsets.
+    * ``enable.partition.eof`` is false; a range's end is known from its offsets.
+
+    A user setting that disagrees is overridden with one warning per setting and value.
+    """
+    fixed = dict(params)
+    _force(fixed, "enable.auto.commit", False,
+           "executors read exact offset ranges and never commit")
+    _force(fixed, "enable.auto.offset.store", False,
+           "executors read exact offset ranges and never store offsets")
+    _force(fixed, "auto.offset.reset", "error",
+           "a missing offset is reported as data loss instead of jumping silently")
+    _force(fixed, "enable.partition.eof", False,
+           "a range ends at its untilOffset, not at the partition end")
+    group = str(params.get("group.id") or _DEFAULT_GROUP)
+    if not group.startswith(EXECUTOR_GROUP_PREFIX):
+        group = EXECUTOR_GROUP_PREFIX + group
+    fixed["group.id"] = group
+    return fixed

@@ -1,0 +1,173 @@
+"""KafkaRDD: an RDD with one Spark partition per OffsetRange, read on executors.
+
+Partition ``i`` holds the records of ``offsetRanges()[i]``: a task assigns its cached
+consumer to the range's topic-partition and reads exactly ``[fromOffset, untilOffset)``,
+streaming (memory does not grow with the range). Reads are deterministic, so a retried task
+sees exactly the records the failed attempt saw.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.rdd import PipelinedRDD
+
+from kafka_direct.consumer_record import ConsumerRecord
+from kafka_direct.kafka_data_consumer import ConsumerCache, KafkaDataConsumer, consumer_cache
+from kafka_direct.offset_range import HasOffsetRanges, OffsetRange
+from kafka_direct.task_errors import carry_errors, typed_rdd_class
+
+__all__ = ["KafkaRDD", "ReadSettings", "read_range"]
+
+logger = logging.getLogger(__name__)
+
+Deserializer = Callable[[bytes], Any]
+
+# confluent-kafka numbers timestamp types 0 (none), 1 (create), 2 (log append); Kafka's Java
+# client and Spark's Kafka source use -1, 0, 1.
+_TIMESTAMP_TYPES = {0: -1, 1: 0, 2: 1}
+
+
+@dataclass(frozen=True, slots=True)
+class ReadSettings:
+    """How executors read: shipped to every task with the RDD's function.
+
+    Attributes:
+        params: Executor Kafka parameters (already fixed for executors).
+        pollTimeoutMs: Longest wait without progress before a task fails.
+        failOnDataLoss: Raise DataLossError on deleted offsets (else warn and skip them).
+        useConsumerCache: Reuse consumers across tasks in a Python worker.
+        keyDeserializer: Turns key bytes into the record's key (None keeps bytes).
+        valueDeserializer: Turns value bytes into the record's value (None keeps bytes).
+        messageHandler: Turns each ConsumerRecord into what the RDD holds (None keeps it).
+    """
+
+    params: dict[str, Any]
+    pollTimeoutMs: int = 120_000
+    failOnDataLoss: bool = True
+    useConsumerCache: bool = True
+    keyDeserializer: Deserializer | None = None
+    valueDeserializer: Deserializer | None = None
+    messageHandler: Callable[[ConsumerRecord], Any] | None = None
+
+
+def _records(messages: Iterator[Any], settings: ReadSettings) -> Iterator[Any]:
+    key_of = settings.keyDeserializer
+    value_of = settings.valueDeserializer
+    handler = settings.messageHandler
+    types = _TIMESTAMP_TYPES
+    for message in messages:
+        timestamp_type, timestamp = message.timestamp()
+        key = message.key()
+        value = message.value()
+        headers = message.headers()
+        record = ConsumerRecord(
+            message.topic(),
+            message.partition(),
+            message.offset(),
+            timestamp if timestamp_type else -1,
+            types.get(timestamp_type, -1),
+            key_of(key) if key_of is not None and key is not None else key,
+            value_of(value) if value_of is not None and value is not None else value,
+            tuple(headers) if headers else (),
+        )
+        yield handler(record) if handler is not None else record
+
+
+def read_range(offsetRange: OffsetRange, settings: ReadSettings, *, attempt: int = 0,
+               cache: ConsumerCache | None = None) -> Iterator[Any]:
+    """Read the records of one range on an executor (what a KafkaRDD task does).
+
+    Args:
+        offsetRange: The range to read.
+        settings: How to read.
+        attempt: The task attempt number; a retry never reuses a cached consumer.
+        cache: The consumer cache; the worker-wide one by default.
+    """
+    if offsetRange.count() == 0:
+        return
+    topic, partition = offsetRange.topic, offsetRange.partition
+    if settings.useConsumerCache:
+        consumer, release = (cache or consumer_cache).acquire(
+            topic, partition, settings.params, attempt=attempt)
+    else:
+        consumer = KafkaDataConsumer(topic, partition, settings.params)
+        release = consumer.close
+    ok = False
+    try:
+        yield from _records(
+            consumer.read(offsetRange.fromOffset, offsetRange.untilOffset,
+                          settings.pollTimeoutMs, settings.failOnDataLoss),
+            settings)
+        ok = True
+    finally:
+        if not ok and settings.useConsumerCache:
+            # A failed or abandoned read (take() stops early) leaves the consumer mid-range:
+            # closing it is cheaper than reasoning about where it stands.
+            (cache or consumer_cache).discard(topic, partition, settings.params)
+        release()
+
+
+class _ReadPartition:
+    """The task function of a KafkaRDD: partition -> its range's records."""
+
+    def __init__(self, settings: ReadSettings) -> None:
+        self.settings = settings
+
+    def __call__(self, split: int, ranges: Iterator[OffsetRange]) -> Iterator[Any]:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        attempt = context.attemptNumber() if context is not None else 0
+        for offsetRange in ranges:
+            yield from carry_errors(read_range(offsetRange, self.settings, attempt=attempt))
+
+
+class KafkaRDD(typed_rdd_class(PipelinedRDD), HasOffsetRanges):  # type: ignore[misc]
+    """Records of Kafka offset ranges, one Spark partition per range.
+
+    Built by :meth:`kafka_direct.KafkaUtils.createRDD` (and by the direct stream for each
+    batch). All RDD operations work; errors raised while reading (DataLossError ...) reach
+    the driver with their own type, from this RDD and every RDD derived from it.
+
+    ``count()`` and ``isEmpty()`` read Kafka unless every range is empty: an offset range's
+    size is only an upper bound on its records (transaction markers, compaction).
+    """
+
+    def __init__(self, parent: Any, offsetRanges: Sequence[OffsetRange],
+                 settings: ReadSettings) -> None:
+        super().__init__(parent, _ReadPartition(settings), False)
+        self._offsetRanges = tuple(offsetRanges)
+        self._settings = settings
+
+    def offsetRanges(self) -> list[OffsetRange]:
+        """The ranges, one per Spark partition, in partition order."""
+        return list(self._offsetRanges)
+
+    def count(self) -> int:
+        """The exact number of records (read from Kafka unless all ranges are empty)."""
+        if all(r.count() == 0 for r in self._offsetRanges):
+            return 0
+        return int(super().count())
+
+    def isEmpty(self) -> bool:
+        """Whether the RDD has no record (exact; reads at most one record when it must)."""
+        if all(r.count() == 0 for r in self._offsetRanges):
+            return True
+        return bool(super().isEmpty())
+
+    def toDF(self, spark: Any = None) -> Any:
+        """The records as a DataFrame with the schema of Spark's Kafka source.
+
+        Columns: key, value (binary), topic, partition, offset, timestamp, timestampType,
+        headers. Needs raw records (no deserializers or messageHandler).
+        """
+        from kafka_direct.dataframe import records_to_dataframe
+
+        return records_to_dataframe(self, self._settings, spark)
+
+    def __repr__(self) -> str:
+        return f"KafkaRDD[{self.id()}] with {len(self._offsetRanges)} offset ranges"

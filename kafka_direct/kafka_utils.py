@@ -1,0 +1,159 @@
+"""KafkaUtils: the entry points, named and shaped as in Spark's Scala API."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from kafka_direct.consumer_record import ConsumerRecord
+from kafka_direct.errors import ConfigurationError, UnknownTopicOrPartitionError
+from kafka_direct.kafka_params import executor_params, redact, validate_params
+from kafka_direct.kafka_rdd import KafkaRDD, ReadSettings
+from kafka_direct.location_strategy import (
+    LocationStrategies,
+    LocationStrategy,
+    PreferBrokers,
+    preferred_locations,
+)
+from kafka_direct.offset_range import OffsetRange
+from kafka_direct.spark_support import live_executors, located_rdd
+
+__all__ = ["KafkaUtils", "check_consumer_params", "check_partitions_exist"]
+
+logger = logging.getLogger(__name__)
+
+POLL_TIMEOUT_CONF = "spark.streaming.kafka.consumer.poll.ms"
+CACHE_ENABLED_CONF = "spark.streaming.kafka.consumer.cache.enabled"
+_METADATA_TIMEOUT_S = 30.0
+
+
+def check_consumer_params(params: Mapping[str, Any]) -> Any:
+    """Build a consumer from ``params`` to let librdkafka check every property.
+
+    Returns:
+        The consumer (the caller closes it).
+
+    Raises:
+        ConfigurationError: librdkafka rejects a property; the message names it.
+    """
+    from confluent_kafka import Consumer, KafkaException
+
+    try:
+        return Consumer(dict(params))
+    except (KafkaException, ValueError, TypeError) as error:
+        raise ConfigurationError(
+            f"kafkaParams rejected by librdkafka: {error}. Parameters are librdkafka "
+            f"properties (see its CONFIGURATION.md); given: {redact(params)}"
+        ) from error
+
+
+def check_partitions_exist(consumer: Any, ranges: Iterable[OffsetRange]) -> None:
+    """Raise UnknownTopicOrPartitionError for a range whose partition the cluster lacks."""
+    from confluent_kafka import KafkaException
+
+    for topic in sorted({r.topic for r in ranges}):
+        try:
+            metadata = consumer.list_topics(topic, timeout=_METADATA_TIMEOUT_S)
+        except KafkaException as error:
+            raise ConfigurationError(
+                f"cannot read metadata of topic {topic!r} within {_METADATA_TIMEOUT_S:.0f} s "
+                f"({error}); is bootstrap.servers right and the broker up?"
+            ) from error
+        described = metadata.topics.get(topic)
+        if described is None or described.error is not None or not described.partitions:
+            raise UnknownTopicOrPartitionError(
+                f"topic {topic!r} does not exist on the cluster; create it or fix the name",
+                topic=topic)
+        for r in ranges:
+            if r.topic == topic and r.partition not in described.partitions:
+                raise UnknownTopicOrPartitionError(
+                    f"topic {topic!r} has partitions 0..{len(described.partitions) - 1}, not "
+                    f"{r.partition} (asked for by {r})", topic=topic, partition=r.partition)
+
+
+def _conf(sc: Any, key: str, default: str) -> str:
+    try:
+        return str(sc.getConf().get(key, default))
+    except Exception:  # noqa: BLE001 - a stopped or fake context: use the default
+        return default
+
+
+class KafkaUtils:
+    """Create Kafka RDDs (and, with the streaming engine, direct streams)."""
+
+    @staticmethod
+    def createRDD(
+        sc: Any,
+        kafkaParams: Mapping[str, Any],
+        offsetRanges: Iterable[OffsetRange],
+        locationStrategy: LocationStrategy | None = None,
+        keyDeserializer: Callable[[bytes], Any] | None = None,
+        valueDeserializer: Callable[[bytes], Any] | None = None,
+        messageHandler: Callable[[ConsumerRecord], Any] | None = None,
+        *,
+        failOnDataLoss: bool = True,
+        pollTimeoutMs: int | None = None,
+    ) -> KafkaRDD:
+        """An RDD of the records in ``offsetRanges``, one Spark partition per range.
+
+        Args:
+            sc: The SparkContext.
+            kafkaParams: librdkafka consumer properties; ``bootstrap.servers`` required.
+                Executors read with ``auto.offset.reset=error``, auto-commit off and group
+                ``spark-executor-<group.id>`` whatever is given (one warning per override).
+            offsetRanges: Ranges to read; partition ``i`` of the RDD reads range ``i``.
+            locationStrategy: ``LocationStrategies.PreferConsistent()`` (default) or
+                ``PreferFixed(hostMap)``. ``PreferBrokers()`` is rejected: a batch job has
+                no driver consumer that knows the leaders (as in Spark).
+            keyDeserializer: Applied to each key's bytes on executors (None keeps bytes).
+            valueDeserializer: Applied to each value's bytes on executors.
+            messageHandler: Maps each ConsumerRecord to the RDD's element.
+            failOnDataLoss: Deleted offsets raise DataLossError (default); False logs a
+                warning and reads on from the earliest available offset.
+            pollTimeoutMs: Longest wait without progress on a range before the task fails;
+                default ``spark.streaming.kafka.consumer.poll.ms`` or 120000.
+
+        Raises:
+            ConfigurationError: Bad parameters, ranges or strategy.
+            UnknownTopicOrPartitionError: A range names a partition the cluster lacks.
+        """
+        params = validate_params(kafkaParams)
+        ranges = list(offsetRanges) if offsetRanges is not None else []
+        for r in ranges:
+            if not isinstance(r, OffsetRange):
+                raise ConfigurationError(
+                    f"offsetRanges must hold OffsetRange values, got {r!r}; build them with "
+                    "OffsetRange(topic, partition, fromOffset, untilOffset)")
+        strategy = locationStrategy or LocationStrategies.PreferConsistent()
+        if isinstance(strategy, PreferBrokers):
+            preferred_locations(strategy, [], [])  # raises the explanation
+        if pollTimeoutMs is None:
+            pollTimeoutMs = int(_conf(sc, POLL_TIMEOUT_CONF, "120000"))
+        if pollTimeoutMs <= 0:
+            raise ConfigurationError(f"pollTimeoutMs must be > 0, got {pollTimeoutMs}")
+        fixed = executor_params(params)
+        consumer = check_consumer_params(fixed)
+        try:
+            check_partitions_exist(consumer, ranges)
+        finally:
+            consumer.close()
+        settings = ReadSettings(
+            params=fixed,
+            pollTimeoutMs=pollTimeoutMs,
+            failOnDataLoss=failOnDataLoss,
+            useConsumerCache=_conf(sc, CACHE_ENABLED_CONF, "true").lower() == "true",
+            keyDeserializer=keyDeserializer,
+            valueDeserializer=valueDeserializer,
+            messageHandler=messageHandler,
+        )
+        return KafkaUtils._kafkaRDD(sc, ranges, settings, strategy)
+
+    @staticmethod
+    def _kafkaRDD(sc: Any, ranges: list[OffsetRange], settings: ReadSettings,
+                  strategy: LocationStrategy,
+                  leaders: Mapping[Any, str] | None = None) -> KafkaRDD:
+        """A KafkaRDD from checked inputs (shared by createRDD and the direct stream)."""
+        locations = preferred_locations(
+            strategy, [r.topicPartition() for r in ranges], live_executors(sc), leaders)
+        return KafkaRDD(located_rdd(sc, ranges, locations), ranges, settings)

@@ -1,0 +1,95 @@
+"""OffsetRange: the records of one Kafka partition that one batch reads."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kafka_direct.errors import ConfigurationError
+from kafka_direct.topic_partition import TopicPartition
+
+__all__ = ["HasOffsetRanges", "OffsetRange"]
+
+
+def _check_offset(name: str, value: Any, topic: str, partition: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigurationError(
+            f"OffsetRange {name} for {topic}-{partition} must be an int >= 0, got {value!r}",
+            topic=topic,
+            partition=partition,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetRange:
+    """The half-open offset interval ``[fromOffset, untilOffset)`` of one topic-partition.
+
+    Offsets are Kafka offsets: ``fromOffset`` is the first offset to read and ``untilOffset``
+    the first offset *not* read, which is also the next offset to read once the range is done
+    (what an offset store keeps). ``OffsetRange("t", 0, 5, 5)`` is empty.
+
+    :meth:`count` is ``untilOffset - fromOffset``, the number of *offsets*. A range may hold
+    fewer records than that: transaction markers, aborted transactions and compaction leave
+    offsets without a record, so count the records themselves when exactness matters.
+
+    Args:
+        topic: Topic name.
+        partition: Partition number.
+        fromOffset: First offset of the range (inclusive), >= 0.
+        untilOffset: End of the range (exclusive), >= ``fromOffset``.
+    """
+
+    topic: str
+    partition: int
+    fromOffset: int
+    untilOffset: int
+
+    def __post_init__(self) -> None:
+        TopicPartition(self.topic, self.partition)  # validates topic and partition
+        _check_offset("fromOffset", self.fromOffset, self.topic, self.partition)
+        _check_offset("untilOffset", self.untilOffset, self.topic, self.partition)
+        if self.fromOffset > self.untilOffset:
+            raise ConfigurationError(
+                f"OffsetRange for {self.topic}-{self.partition} has fromOffset "
+                f"{self.fromOffset} > untilOffset {self.untilOffset}; the range is "
+                "[fromOffset, untilOffset), so fromOffset must not exceed untilOffset",
+                topic=self.topic,
+                partition=self.partition,
+                fromOffset=self.fromOffset,
+                untilOffset=self.untilOffset,
+            )
+
+    @classmethod
+    def create(
+        cls, topicPartition: TopicPartition, fromOffset: int, untilOffset: int
+    ) -> OffsetRange:
+        """Build a range for ``topicPartition``, as Scala's ``OffsetRange.create``."""
+        return cls(topicPartition.topic, topicPartition.partition, fromOffset, untilOffset)
+
+    def topicPartition(self) -> TopicPartition:
+        """The range's topic and partition."""
+        return TopicPartition(self.topic, self.partition)
+
+    def count(self) -> int:
+        """``untilOffset - fromOffset``: offsets covered, an upper bound on the records."""
+        return self.untilOffset - self.fromOffset
+
+    def __str__(self) -> str:
+        return (
+            f"OffsetRange(topic: '{self.topic}', partition: {self.partition}, "
+            f"range: [{self.fromOffset} -> {self.untilOffset}])"
+        )
+
+
+class HasOffsetRanges(ABC):
+    """Something that knows the offset ranges it was built from (a KafkaRDD).
+
+    ``offsetRanges()`` lists one range per Spark partition, in partition order, so the
+    ``i``-th range is what partition ``i`` read (``TaskContext.get().partitionId()``).
+    """
+
+    @abstractmethod
+    def offsetRanges(self) -> Sequence[OffsetRange]:
+        """The ranges, one per Spark partition, in partition order."""

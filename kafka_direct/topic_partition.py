@@ -1,0 +1,72 @@
+"""TopicPartition: the identity of one Kafka partition, with a hash stable across processes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kafka_direct.errors import ConfigurationError
+
+__all__ = ["TopicPartition", "java_string_hash"]
+
+_INT32 = 1 << 32
+
+
+def _to_int32(value: int) -> int:
+    value %= _INT32
+    return value - _INT32 if value >= 1 << 31 else value
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode`` of ``text`` (UTF-16 code units, 32-bit wrap-around).
+
+    Python's own ``hash(str)`` is randomized per process, so it cannot place partitions
+    consistently across the driver and executors; this one can, and agrees with the JVM.
+    """
+    h = 0
+    encoded = text.encode("utf-16-be")
+    for i in range(0, len(encoded), 2):
+        h = (31 * h + ((encoded[i] << 8) | encoded[i + 1])) % _INT32
+    return _to_int32(h)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TopicPartition:
+    """A topic and a partition number.
+
+    Hashable and ordered (by topic, then partition). :meth:`stableHash` equals Kafka's Java
+    ``TopicPartition.hashCode()``, the same in every process, which is what placement uses.
+
+    Args:
+        topic: Topic name, non-empty.
+        partition: Partition number, >= 0.
+    """
+
+    topic: str
+    partition: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.topic, str) or not self.topic:
+            raise ConfigurationError(
+                f"TopicPartition topic must be a non-empty string, got {self.topic!r}",
+                topic=self.topic,
+            )
+        if isinstance(self.partition, bool) or not isinstance(self.partition, int):
+            raise ConfigurationError(
+                f"TopicPartition partition must be an int, got {self.partition!r} for topic "
+                f"{self.topic!r}",
+                topic=self.topic,
+            )
+        if self.partition < 0:
+            raise ConfigurationError(
+                f"TopicPartition partition must be >= 0, got {self.partition} for topic "
+                f"{self.topic!r}",
+                topic=self.topic,
+                partition=self.partition,
+            )
+
+    def stableHash(self) -> int:
+        """Kafka's ``TopicPartition.hashCode()``: ``31 * (31 + partition) + topic.hashCode()``."""
+        return _to_int32(31 * (31 + self.partition) + java_string_hash(self.topic))
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"

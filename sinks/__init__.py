@@ -1,0 +1,9 @@
+"""Exactly-once writers into PostgreSQL: idempotent and transactional sinks.
+
+A sink persists a batch's results together with the batch's offsets, so a stream that
+restarts from the stored offsets neither loses nor repeats a record.
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []
