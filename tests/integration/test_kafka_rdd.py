@@ -1,0 +1,229 @@
+"""KafkaRDD / createRDD against the real broker and a real local Spark."""
+
+import json
+
+import pytest
+from confluent_kafka import Producer
+
+from kafka_direct import (
+    ConfigurationError,
+    DataLossError,
+    KafkaRDD,
+    KafkaUtils,
+    LocationStrategies,
+    OffsetOutOfRangeError,
+    OffsetRange,
+    PollTimeoutError,
+    UnknownTopicOrPartitionError,
+)
+from kafka_direct.kafka_data_consumer import ConsumerCache
+from kafka_direct.kafka_params import executor_params
+from kafka_direct.kafka_rdd import ReadSettings, read_range
+
+
+def fill(kafka, topic, partitions, per_partition):
+    for p in range(partitions):
+        kafka.produce(topic, [f"{p}:{i}".encode() for i in range(per_partition)], partition=p)
+
+
+def test_reads_exact_ranges_of_several_partitions_in_partition_order(kafka, kafka_topic,
+                                                                     spark, params):
+    topic = kafka_topic(partitions=3)
+    fill(kafka, topic, 3, 50)
+    ranges = [OffsetRange(topic, 2, 5, 17), OffsetRange(topic, 0, 0, 50),
+              OffsetRange(topic, 1, 49, 50), OffsetRange(topic, 1, 10, 10)]
+    rdd = KafkaUtils.createRDD(spark, params, ranges)
+    assert isinstance(rdd, KafkaRDD)
+    assert rdd.offsetRanges() == ranges
+    assert rdd.getNumPartitions() == 4
+    per_partition = rdd.mapPartitionsWithIndex(
+        lambda i, records: [(i, [(r.partition, r.offset, r.value) for r in records])]).collect()
+    for index, got in per_partition:
+        r = ranges[index]
+        assert got == [(r.partition, o, f"{r.partition}:{o}".encode())
+                       for o in range(r.fromOffset, r.untilOffset)]
+    assert rdd.count() == 12 + 50 + 1
+    assert rdd.isEmpty() is False
+    assert [r.offset for r in rdd.take(3)] == [5, 6, 7]
+    empty = KafkaUtils.createRDD(spark, params, [OffsetRange(topic, 0, 3, 3)])
+    assert empty.count() == 0 and empty.isEmpty() and empty.collect() == []
+    assert KafkaUtils.createRDD(spark, params, []).collect() == []
+
+
+def test_keys_headers_timestamps_deserializers_and_message_handler(kafka, kafka_topic, spark,
+                                                                   params):
+    topic = kafka_topic()
+    kafka.produce(topic, [json.dumps({"n": i}).encode() for i in range(3)],
+                  keys=[b"k0", None, b"k2"], headers=[("source", b"test")])
+    raw = KafkaUtils.createRDD(spark, params, [OffsetRange(topic, 0, 0, 3)]).collect()
+    assert [r.key for r in raw] == [b"k0", None, b"k2"]
+    assert all(r.headers == (("source", b"test"),) for r in raw)
+    assert all(r.timestamp > 1_600_000_000_000 and r.timestampType == 0 for r in raw)
+    decoded = KafkaUtils.createRDD(
+        spark, params, [OffsetRange(topic, 0, 0, 3)],
+        keyDeserializer=lambda b: b.decode(), valueDeserializer=json.loads,
+        messageHandler=lambda r: (r.key, r.value["n"], r.offset)).collect()
+    assert decoded == [("k0", 0, 0), (None, 1, 1), ("k2", 2, 2)]
+
+
+def test_transaction_markers_and_aborted_records_are_gaps_not_errors(kafka, kafka_topic,
+                                                                     spark, params):
+    topic = kafka_topic()
+    kafka.produce(topic, [b"plain-0", b"plain-1"])
+    producer = Producer(kafka.params(**{"transactional.id": f"tx-{topic}"}))
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce(topic, value=f"aborted-{i}".encode(), partition=0)
+    producer.abort_transaction(30)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce(topic, value=f"committed-{i}".encode(), partition=0)
+    producer.commit_transaction(30)
+    kafka.produce(topic, [b"plain-2"])
+    (low, high), = kafka.end_offsets(topic, [0]).values()
+    rdd = KafkaUtils.createRDD(spark, params, [OffsetRange(topic, 0, 0, high)])
+    values = [r.value for r in rdd.collect()]
+    assert values == [b"plain-0", b"plain-1", b"committed-0", b"committed-1", b"committed-2",
+                      b"plain-2"]
+    assert rdd.count() == 6 < high  # the markers take offsets but hold no record
+    offsets = [r.offset for r in rdd.collect()]
+    assert offsets == sorted(offsets) and len(set(offsets)) == 6
+    # a range of only the last commit marker: exact, empty, and it ends
+    last_committed = offsets[4]
+    marker_only = KafkaUtils.createRDD(
+        spark, params, [OffsetRange(topic, 0, last_committed + 1, offsets[5])])
+    assert marker_only.count() == 0 and marker_only.isEmpty()
+
+
+def test_deleted_records_raise_typed_data_loss_or_skip_with_fail_on_data_loss_false(
+        kafka, kafka_topic, spark, params):
+    topic = kafka_topic(partitions=2)
+    fill(kafka, topic, 2, 40)
+    kafka.delete_records(topic, 1, 25)
+    rdd = KafkaUtils.createRDD(spark, params, [OffsetRange(topic, 0, 0, 40),
+                                               OffsetRange(topic, 1, 10, 40)])
+    with pytest.raises(DataLossError) as info:
+        rdd.map(lambda r: r.offset).filter(lambda o: o >= 0).collect()  # derived RDDs too
+    error = info.value
+    assert (error.topic, error.partition, error.fromOffset, error.untilOffset,
+            error.logStartOffset) == (topic, 1, 10, 40, 25)
+    lenient = KafkaUtils.createRDD(spark, params, [OffsetRange(topic, 1, 10, 40)],
+                                   failOnDataLoss=False)
+    assert [r.offset for r in lenient.collect()] == list(range(25, 40))
+
+
+def test_a_range_beyond_the_log_end_is_a_typed_error(kafka, kafka_topic, spark, params):
+    topic = kafka_topic()
+    fill(kafka, topic, 1, 10)
+    rdd = KafkaUtils.createRDD(spark, params, [OffsetRange(topic, 0, 5, 20)])
+    with pytest.raises(OffsetOutOfRangeError) as info:
+        rdd.count()
+    assert info.value.logEndOffset == 10 and info.value.untilOffset == 20
+
+
+def test_no_progress_within_the_poll_timeout_is_a_typed_error_naming_the_range(
+        own_kafka, spark):
+    own_kafka.create_topic("stalled")
+    own_kafka.produce("stalled", [b"x"] * 5)
+    rdd = KafkaUtils.createRDD(spark, own_kafka.params(), [OffsetRange("stalled", 0, 0, 5)],
+                               pollTimeoutMs=1500)
+    own_kafka.pause()  # the broker stops answering once the RDD is defined
+    try:
+        with pytest.raises(PollTimeoutError) as info:
+            rdd.collect()
+    finally:
+        own_kafka.resume()
+    error = info.value
+    assert (error.topic, error.partition, error.fromOffset, error.untilOffset) == (
+        "stalled", 0, 0, 5)
+    assert error.timeoutMs == 1500 and "1500 ms" in str(error)
+    assert rdd.count() == 5  # the same RDD reads fine once the broker answers again
+
+
+def test_driver_side_errors_name_the_fault(kafka, kafka_topic, spark, params):
+    topic = kafka_topic(partitions=2)
+    with pytest.raises(UnknownTopicOrPartitionError, match="does not exist"):
+        KafkaUtils.createRDD(spark, params, [OffsetRange("no-such-topic-xyz", 0, 0, 1)])
+    with pytest.raises(UnknownTopicOrPartitionError, match="partitions 0..1, not 5") as info:
+        KafkaUtils.createRDD(spark, params, [OffsetRange(topic, 5, 0, 1)])
+    assert info.value.partition == 5
+    with pytest.raises(ConfigurationError, match="PreferFixed"):
+        KafkaUtils.createRDD(spark, params, [OffsetRange(topic, 0, 0, 0)],
+                             LocationStrategies.PreferBrokers())
+    with pytest.raises(ConfigurationError, match="no.such.property"):
+        KafkaUtils.createRDD(spark, {**params, "no.such.property": 1},
+                             [OffsetRange(topic, 0, 0, 0)])
+    with pytest.raises(ConfigurationError, match="OffsetRange"):
+        KafkaUtils.createRDD(spark, params, [(topic, 0, 0, 1)])
+
+
+def test_a_failed_first_attempt_is_retried_and_reads_the_same_records(kafka, kafka_topic,
+                                                                       spark, params, tmp_path):
+    topic = kafka_topic(partitions=2)
+    fill(kafka, topic, 2, 30)
+    seen_dir = str(tmp_path)
+
+    def fail_first_attempt(index, records):
+        import os
+
+        from pyspark import TaskContext
+
+        attempt = TaskContext.get().attemptNumber()
+        offsets = [r.offset for r in records]
+        with open(os.path.join(seen_dir, f"{index}-{attempt}"), "w") as f:
+            f.write(json.dumps(offsets))
+        if attempt == 0:
+            raise RuntimeError("first attempt fails on purpose")
+        return [(index, offsets)]
+
+    ranges = [OffsetRange(topic, 0, 3, 30), OffsetRange(topic, 1, 0, 17)]
+    result = dict(KafkaUtils.createRDD(spark, params, ranges)
+                  .mapPartitionsWithIndex(fail_first_attempt).collect())
+    for index, r in enumerate(ranges):
+        expected = list(range(r.fromOffset, r.untilOffset))
+        assert result[index] == expected
+        assert json.loads((tmp_path / f"{index}-0").read_text()) == expected
+        assert json.loads((tmp_path / f"{index}-1").read_text()) == expected
+
+
+def test_consecutive_ranges_reuse_one_cached_consumer_without_seeking(kafka, kafka_topic):
+    topic = kafka_topic()
+    fill(kafka, topic, 1, 100)
+    cache = ConsumerCache()
+    settings = ReadSettings(params=executor_params(kafka.params(**{"group.id": "reuse"})))
+    try:
+        first = [r.offset for r in read_range(OffsetRange(topic, 0, 0, 40), settings,
+                                              cache=cache)]
+        consumer, release = cache.acquire(topic, 0, settings.params)
+        release()
+        second = [r.offset for r in read_range(OffsetRange(topic, 0, 40, 100), settings,
+                                               cache=cache)]
+        again, release = cache.acquire(topic, 0, settings.params)
+        release()
+        assert first + second == list(range(100))
+        assert cache.created == 1 and again is consumer
+        retried = [r.offset for r in read_range(OffsetRange(topic, 0, 40, 100), settings,
+                                                attempt=1, cache=cache)]
+        assert retried == second and cache.created == 2
+    finally:
+        cache.clear()
+
+
+def test_to_df_has_the_schema_of_sparks_kafka_source(kafka, kafka_topic, spark, params):
+    topic = kafka_topic()
+    kafka.produce(topic, [b"a", b"b"], keys=[b"k", None], headers=[("h", b"1")])
+    rdd = KafkaUtils.createRDD(spark, params, [OffsetRange(topic, 0, 0, 2)])
+    df = rdd.toDF()
+    assert df.columns == ["key", "value", "topic", "partition", "offset", "timestamp",
+                          "timestampType", "headers"]
+    assert df.schema["offset"].dataType.typeName() == "long"
+    assert df.schema["timestamp"].dataType.typeName() == "timestamp"
+    rows = df.orderBy("offset").collect()
+    assert [(bytes(r.value), r.topic, r.partition, r.offset) for r in rows] == [
+        (b"a", topic, 0, 0), (b"b", topic, 0, 1)]
+    assert rows[0].key == b"k" and rows[1].key is None
+    assert rows[0].headers[0].key == "h" and bytes(rows[0].headers[0].value) == b"1"
+    with pytest.raises(ConfigurationError, match="raw records"):
+        KafkaUtils.createRDD(spark, params, [OffsetRange(topic, 0, 0, 2)],
+                             valueDeserializer=bytes.decode).toDF()

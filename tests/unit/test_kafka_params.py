@@ -1,0 +1,48 @@
+import logging
+
+import pytest
+
+from kafka_direct import ConfigurationError
+from kafka_direct.kafka_params import executor_params, redact, validate_params
+
+
+def test_validate_params_requires_bootstrap_servers_and_plain_values():
+    assert validate_params({"bootstrap.servers": "h:1"}) == {"bootstrap.servers": "h:1"}
+    with pytest.raises(ConfigurationError, match="bootstrap.servers"):
+        validate_params({"group.id": "g"})
+    with pytest.raises(ConfigurationError, match="group.id"):
+        validate_params({"bootstrap.servers": "h:1"}, require_group=True)
+    with pytest.raises(ConfigurationError, match="must be a dict"):
+        validate_params([("bootstrap.servers", "h:1")])
+    with pytest.raises(ConfigurationError, match="valueDeserializer"):
+        validate_params({"bootstrap.servers": "h:1", "value.deserializer": "x"})
+    with pytest.raises(ConfigurationError, match="string, number or bool"):
+        validate_params({"bootstrap.servers": "h:1", "client.id": None})
+
+
+def test_secret_values_never_appear_in_errors_or_redacted_copies():
+    params = {"bootstrap.servers": "h:1", "sasl.password": "hunter2", "ssl.key.password": "k"}
+    shown = redact(params)
+    assert shown["sasl.password"] == "[redacted]" and shown["ssl.key.password"] == "[redacted]"
+    assert shown["bootstrap.servers"] == "h:1"
+    with pytest.raises(ConfigurationError) as info:
+        validate_params({"bootstrap.servers": "h:1", "sasl.password": ["hunter2"]})
+    assert "hunter2" not in str(info.value)
+
+
+def test_executor_params_force_safe_values_with_one_warning_each(caplog):
+    user = {"bootstrap.servers": "h:1", "group.id": "g", "enable.auto.commit": "true",
+            "auto.offset.reset": "latest", "fetch.min.bytes": 10}
+    with caplog.at_level(logging.WARNING, logger="kafka_direct.kafka_params"):
+        fixed = executor_params(user)
+        executor_params(user)  # the same overrides again: no new warnings
+    assert fixed["enable.auto.commit"] is False
+    assert fixed["auto.offset.reset"] == "error"
+    assert fixed["group.id"] == "spark-executor-g"
+    assert fixed["fetch.min.bytes"] == 10
+    assert user["group.id"] == "g"  # the caller's dict is untouched
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 2
+    assert any("enable.auto.commit" in w for w in warnings)
+    assert any("auto.offset.reset" in w for w in warnings)
+    assert executor_params(fixed)["group.id"] == "spark-executor-g"  # idempotent
