@@ -205,7 +205,7 @@ class KafkaDataConsumer:
             try:
                 _, high = self._watermarks(
                     timeout=max(0.5, (pollTimeoutMs - waited_ms) / 1000.0))
-            except Exception as error:  # noqa: BLE001 - an unreachable broker: keep waiting
+            except Exception as error:
                 logger.debug("cannot read watermarks of %s-%d: %s",
                              self.topic, self.partition, error)
                 high = untilOffset
@@ -228,7 +228,7 @@ class KafkaDataConsumer:
             self.closed = True
             try:
                 self._consumer.close()
-            except Exception as error:  # noqa: BLE001 - closing is best effort
+            except Exception as error:
                 logger.debug("closing consumer of %s-%d failed: %s",
                              self.topic, self.partition, error)
 

@@ -50,7 +50,7 @@ def live_executors(sc: Any) -> list[ExecutorLocation]:
             host = str(summary.hostPort()).rsplit(":", 1)[0]
             found.append(ExecutorLocation(host, executor_id))
         return sorted(found)
-    except Exception as error:  # noqa: BLE001 - placement is an optimisation, never fatal
+    except Exception as error:
         logger.warning("cannot list live executors (%s); tasks get no preferred location",
                        error)
         return []
@@ -62,7 +62,7 @@ def _scala_seq(jvm: Any, items: Sequence[Any]) -> Any:
         java_list.add(item)
     try:  # Scala 2.13 (Spark 4)
         return jvm.scala.jdk.javaapi.CollectionConverters.asScala(java_list).toSeq()
-    except Exception:  # noqa: BLE001 - Scala 2.12 (Spark 3.5) has only JavaConverters
+    except Exception:
         return jvm.scala.collection.JavaConverters.asScalaBufferConverter(
             java_list).asScala().toSeq()
 

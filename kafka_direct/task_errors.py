@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from kafka_direct.errors import KafkaDirectError
 
 __all__ = [
-    "TaskFailure",
+    "CarriedTaskError",
     "carry_errors",
     "decode_error",
     "encode_error",
@@ -37,7 +37,7 @@ _PAYLOAD = re.compile(r"\[kafka-direct-error:([A-Za-z0-9+/=]+)\]")
 T = TypeVar("T")
 
 
-class TaskFailure(RuntimeError):
+class CarriedTaskError(RuntimeError):
     """What a task raises in place of a KafkaDirectError: its text carries the pickled error."""
 
 
@@ -53,7 +53,7 @@ def decode_error(text: str) -> KafkaDirectError | None:
     for payload in reversed(matches):
         try:
             error = pickle.loads(base64.b64decode(payload))
-        except Exception:  # noqa: BLE001 - a damaged payload just means "not ours"
+        except Exception:
             continue
         if isinstance(error, KafkaDirectError):
             return error
@@ -61,11 +61,11 @@ def decode_error(text: str) -> KafkaDirectError | None:
 
 
 def carry_errors(records: Iterator[T]) -> Iterator[T]:
-    """Yield from ``records``; a KafkaDirectError becomes a :class:`TaskFailure`."""
+    """Yield from ``records``; a KafkaDirectError becomes a :class:`CarriedTaskError`."""
     try:
         yield from records
     except KafkaDirectError as error:
-        raise TaskFailure(encode_error(error)) from error
+        raise CarriedTaskError(encode_error(error)) from error
 
 
 def _failure_text(error: BaseException) -> str:

@@ -84,7 +84,7 @@ class KafkaService:
     def create_topic(self, name: str, partitions: int = 1,
                      config: dict[str, str] | None = None) -> str:
         """Create a topic and wait until its metadata shows all partitions."""
-        from confluent_kafka.admin import NewTopic
+        from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
         admin = self.admin()
         futures = admin.create_topics(
@@ -95,7 +95,7 @@ class KafkaService:
 
     def add_partitions(self, name: str, total: int) -> None:
         """Grow a topic to ``total`` partitions."""
-        from confluent_kafka.admin import NewPartitions
+        from confluent_kafka.admin import NewPartitions  # type: ignore[attr-defined]
 
         admin = self.admin()
         admin.create_partitions([NewPartitions(name, total)])[name].result(30)
@@ -179,9 +179,15 @@ def _answers(bootstrap: str) -> bool:
     return True
 
 
+_NOIDA_READY = b"press Ctrl-C to stop"
+
+
 def _noida_binary() -> str:
-    """The noida-db broker binary itself (its console script is a wrapper that would come
-    between us and the broker: signals and the parent-death signal must reach the broker)."""
+    """The path of the noida-db broker binary itself.
+
+    Its console script is a wrapper process that would stand between us and the broker, but
+    signals and the parent-death signal must reach the broker.
+    """
     spec = importlib.util.find_spec("noida_db")
     if spec is None or not spec.submodule_search_locations:
         raise ServiceError("EmbeddedKafka needs the noida-db package (pip install noida-db)",
@@ -236,9 +242,18 @@ class EmbeddedKafka(KafkaService):
             return self
         self._process = ServiceProcess(f"kafka broker ({self.backend})", self._argv(),
                                        self.data_dir / "broker.log")
+        log = self._process.log_path
+        offset = log.stat().st_size if log.exists() else 0  # a restart appends to the log
         self._process.start()
-        self._process.wait_ready(lambda: _answers(self.bootstrap_servers),
-                                 self.startup_timeout)
+
+        def ready() -> bool:
+            # noida-db says it listens only once it does: without that, a broker of somebody
+            # else's on the same port would pass for ours while ours fails to bind.
+            if self.backend == "noida" and _NOIDA_READY not in log.read_bytes()[offset:]:
+                return False
+            return _answers(self.bootstrap_servers)
+
+        self._process.wait_ready(ready, self.startup_timeout)
         logger.info("Kafka broker (%s) at %s", self.backend, self.bootstrap_servers)
         return self
 
@@ -299,11 +314,11 @@ class ExternalKafka(KafkaService):
 def docker_available() -> bool:
     """Whether a Docker daemon answers (testcontainers needs one)."""
     try:
-        import docker  # type: ignore[import-not-found]
+        import docker  # type: ignore[import-untyped,unused-ignore]
 
         docker.from_env(timeout=3).ping()
         return True
-    except Exception:  # noqa: BLE001 - any failure means no usable daemon
+    except Exception:
         return False
 
 

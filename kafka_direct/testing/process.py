@@ -111,7 +111,7 @@ class ServiceProcess:
             self.process = subprocess.Popen(
                 self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 env=self.env, close_fds=True,
-                preexec_fn=_child_setup(self.death_signal, self.uid, self.gid),  # noqa: PLW1509
+                preexec_fn=_child_setup(self.death_signal, self.uid, self.gid),
             )
         _running.add(self)
         logger.info("started %s (pid %d)", self.name, self.process.pid)

@@ -81,7 +81,7 @@ def test_transaction_markers_and_aborted_records_are_gaps_not_errors(kafka, kafk
         producer.produce(topic, value=f"committed-{i}".encode(), partition=0)
     producer.commit_transaction(30)
     kafka.produce(topic, [b"plain-2"])
-    (low, high), = kafka.end_offsets(topic, [0]).values()
+    (_, high), = kafka.end_offsets(topic, [0]).values()
     rdd = KafkaUtils.createRDD(spark, params, [OffsetRange(topic, 0, 0, high)])
     values = [r.value for r in rdd.collect()]
     assert values == [b"plain-0", b"plain-1", b"committed-0", b"committed-1", b"committed-2",

@@ -12,7 +12,7 @@ from kafka_direct.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafka_direct.task_errors import (
-    TaskFailure,
+    CarriedTaskError,
     carry_errors,
     decode_error,
     encode_error,
@@ -51,7 +51,7 @@ def test_errors_pickle_with_type_and_attributes(error):
 
 def test_encoded_error_survives_being_embedded_in_spark_failure_text():
     text = ("py4j.protocol.Py4JJavaError: An error occurred ...\nTraceback ...\n"
-            f"kafka_direct.task_errors.TaskFailure: {encode_error(data_loss())}\n\tat org...")
+            f"kafka_direct.task_errors.CarriedTaskError: {encode_error(data_loss())}\n\tat org...")
     decoded = decode_error(text)
     assert isinstance(decoded, DataLossError)
     assert (decoded.topic, decoded.partition, decoded.logStartOffset) == ("t", 3, 5)
@@ -66,7 +66,7 @@ def test_carry_errors_turns_our_errors_into_task_failures():
 
     it = carry_errors(records())
     assert next(it) == 1
-    with pytest.raises(TaskFailure) as info:
+    with pytest.raises(CarriedTaskError) as info:
         next(it)
     assert isinstance(decode_error(str(info.value)), DataLossError)
 
