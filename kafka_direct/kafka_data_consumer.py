@@ -95,6 +95,15 @@ class KafkaDataConsumer:
              failOnDataLoss: bool = True) -> Iterator[Any]:
         """Yield the raw confluent-kafka messages of ``[fromOffset, untilOffset)``.
 
+        The same as :meth:`read_batches`, one message at a time.
+        """
+        for batch in self.read_batches(fromOffset, untilOffset, pollTimeoutMs, failOnDataLoss):
+            yield from batch
+
+    def read_batches(self, fromOffset: int, untilOffset: int, pollTimeoutMs: int,
+                     failOnDataLoss: bool = True) -> Iterator[list[Any]]:
+        """Yield the raw confluent-kafka messages of ``[fromOffset, untilOffset)`` in lists.
+
         Raises:
             DataLossError: Offsets of the range are below the log start (deleted), and
                 ``failOnDataLoss`` is true. Otherwise a warning is logged and reading goes
@@ -117,26 +126,36 @@ class KafkaDataConsumer:
                 wanted = max(1, min(MAX_BATCH, untilOffset - position))
                 batch = self._consumer.consume(wanted, _POLL_SLICE_S)
             progressed = False
-            for index, message in enumerate(batch):
-                error = message.error()
-                if error is not None:
-                    restart = self._on_error(error, position, fromOffset, untilOffset,
-                                             failOnDataLoss)
-                    if restart is None:
-                        continue
-                    position = restart
-                    progressed = True
-                    break
-                offset = message.offset()
-                if offset < position:
-                    continue  # a stale record from before a reassignment
-                if offset >= untilOffset:
-                    self._pending.extend(batch[index:])
-                    position = untilOffset
-                    break
-                position = offset + 1
+            if batch and self._plain(batch, position, untilOffset):
+                # The common case, without per-record Python work: one partition's offsets
+                # only grow, so first and last inside the range means all are.
+                position = batch[-1].offset() + 1
                 progressed = True
-                yield message
+                yield batch
+            elif batch:
+                accepted: list[Any] = []
+                for index, message in enumerate(batch):
+                    error = message.error()
+                    if error is not None:
+                        restart = self._on_error(error, position, fromOffset, untilOffset,
+                                                 failOnDataLoss)
+                        if restart is None:
+                            continue
+                        position = restart
+                        progressed = True
+                        break
+                    offset = message.offset()
+                    if offset < position:
+                        continue  # a stale record from before a reassignment
+                    if offset >= untilOffset:
+                        self._pending.extend(batch[index:])
+                        position = untilOffset
+                        break
+                    position = offset + 1
+                    progressed = True
+                    accepted.append(message)
+                if accepted:
+                    yield accepted
             if position >= untilOffset:
                 break
             if not batch and not self._pending:
@@ -151,6 +170,14 @@ class KafkaDataConsumer:
                 self._check_stalled(position, fromOffset, untilOffset, pollTimeoutMs,
                                     last_progress)
         self._next = untilOffset
+
+    @staticmethod
+    def _plain(batch: list[Any], position: int, untilOffset: int) -> bool:
+        """Whether every message of the batch is a record inside ``[position, untilOffset)``."""
+        for message in batch:
+            if message.error() is not None:
+                return False
+        return bool(batch[0].offset() >= position and batch[-1].offset() < untilOffset)
 
     def _on_error(self, error: Any, position: int, fromOffset: int, untilOffset: int,
                   failOnDataLoss: bool) -> int | None:

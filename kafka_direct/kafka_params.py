@@ -41,6 +41,8 @@ _JAVA_ONLY = {
 _SECRET_MARKERS = ("password", "secret", "token", "sasl.oauthbearer.config", "ssl.key.pem",
                    "ssl_key", "private", "credential")
 
+_EXECUTOR_DEFAULTS = {"queued.max.messages.kbytes": 16384, "queued.min.messages": 20000}
+
 _warned: set[tuple[str, str]] = set()
 _warned_lock = threading.Lock()
 
@@ -123,6 +125,10 @@ def executor_params(params: Mapping[str, Any]) -> dict[str, Any]:
       so they cannot trigger its rebalances or read its offsets.
     * ``enable.partition.eof`` is false; a range's end is known from its offsets.
 
+    Unless the user sets them, the prefetch queue per consumer is smaller than librdkafka's
+    default (``queued.max.messages.kbytes`` 16 MiB, ``queued.min.messages`` 20000): an
+    executor caches up to 64 consumers, and records fetched past a range's end are wasted.
+
     A user setting that disagrees is overridden with one warning per setting and value.
     """
     fixed = dict(params)
@@ -134,6 +140,8 @@ def executor_params(params: Mapping[str, Any]) -> dict[str, Any]:
            "a missing offset is reported as data loss instead of jumping silently")
     _force(fixed, "enable.partition.eof", False,
            "a range ends at its untilOffset, not at the partition end")
+    for key, value in _EXECUTOR_DEFAULTS.items():
+        fixed.setdefault(key, value)
     group = str(params.get("group.id") or _DEFAULT_GROUP)
     if not group.startswith(EXECUTOR_GROUP_PREFIX):
         group = EXECUTOR_GROUP_PREFIX + group

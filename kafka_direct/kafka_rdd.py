@@ -26,11 +26,6 @@ logger = logging.getLogger(__name__)
 
 Deserializer = Callable[[bytes], Any]
 
-# confluent-kafka numbers timestamp types 0 (none), 1 (create), 2 (log append); Kafka's Java
-# client and Spark's Kafka source use -1, 0, 1.
-_TIMESTAMP_TYPES = {0: -1, 1: 0, 2: 1}
-
-
 @dataclass(frozen=True, slots=True)
 class ReadSettings:
     """How executors read: shipped to every task with the RDD's function.
@@ -54,27 +49,38 @@ class ReadSettings:
     messageHandler: Callable[[ConsumerRecord], Any] | None = None
 
 
-def _records(messages: Iterator[Any], settings: ReadSettings) -> Iterator[Any]:
+def _records(batches: Iterator[list[Any]], topic: str, partition: int,
+             settings: ReadSettings) -> Iterator[Any]:
+    # The hot loop of every task: tuple.__new__ skips the named tuple's Python-level
+    # constructor, and topic and partition come from the range instead of two calls a record.
+    # confluent-kafka numbers timestamp types 0 (none), 1 (create), 2 (log append); Kafka's
+    # Java client and Spark use -1, 0, 1: hence ``kind - 1``.
+    new = tuple.__new__
+    record_type = ConsumerRecord
     key_of = settings.keyDeserializer
     value_of = settings.valueDeserializer
     handler = settings.messageHandler
-    types = _TIMESTAMP_TYPES
-    for message in messages:
-        timestamp_type, timestamp = message.timestamp()
-        key = message.key()
-        value = message.value()
-        headers = message.headers()
-        record = ConsumerRecord(
-            message.topic(),
-            message.partition(),
-            message.offset(),
-            timestamp if timestamp_type else -1,
-            types.get(timestamp_type, -1),
-            key_of(key) if key_of is not None and key is not None else key,
-            value_of(value) if value_of is not None and value is not None else value,
-            tuple(headers) if headers else (),
-        )
-        yield handler(record) if handler is not None else record
+    if key_of is None and value_of is None and handler is None:
+        for batch in batches:
+            for message in batch:
+                kind, timestamp = message.timestamp()
+                headers = message.headers()
+                yield new(record_type, (topic, partition, message.offset(),
+                                        timestamp if kind else -1, kind - 1, message.key(),
+                                        message.value(), tuple(headers) if headers else ()))
+        return
+    for batch in batches:
+        for message in batch:
+            kind, timestamp = message.timestamp()
+            headers = message.headers()
+            key = message.key()
+            value = message.value()
+            record = new(record_type, (
+                topic, partition, message.offset(), timestamp if kind else -1, kind - 1,
+                key_of(key) if key_of is not None and key is not None else key,
+                value_of(value) if value_of is not None and value is not None else value,
+                tuple(headers) if headers else ()))
+            yield handler(record) if handler is not None else record
 
 
 def read_range(offsetRange: OffsetRange, settings: ReadSettings, *, attempt: int = 0,
@@ -100,9 +106,9 @@ def read_range(offsetRange: OffsetRange, settings: ReadSettings, *, attempt: int
     ok = False
     try:
         yield from _records(
-            consumer.read(offsetRange.fromOffset, offsetRange.untilOffset,
-                          settings.pollTimeoutMs, settings.failOnDataLoss),
-            settings)
+            consumer.read_batches(offsetRange.fromOffset, offsetRange.untilOffset,
+                                  settings.pollTimeoutMs, settings.failOnDataLoss),
+            topic, partition, settings)
         ok = True
     finally:
         if not ok and settings.useConsumerCache:
