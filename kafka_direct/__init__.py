@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from kafka_direct.consumer_record import ConsumerRecord
 from kafka_direct.errors import (
+    CheckpointError,
     ConfigurationError,
     DataLossError,
     KafkaDirectError,
@@ -22,18 +23,21 @@ from kafka_direct.errors import (
     OffsetOutOfRangeError,
     PollTimeoutError,
     ServiceError,
+    StreamingStateError,
     UnknownTopicOrPartitionError,
 )
 from kafka_direct.kafka_rdd import KafkaRDD
 from kafka_direct.kafka_utils import KafkaUtils
 from kafka_direct.location_strategy import LocationStrategies, LocationStrategy
 from kafka_direct.offset_range import HasOffsetRanges, OffsetRange
+from kafka_direct.streaming import StreamingContext
 from kafka_direct.task_errors import typed_errors
 from kafka_direct.topic_partition import TopicPartition
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CheckpointError",
     "ConfigurationError",
     "ConsumerRecord",
     "DataLossError",
@@ -49,6 +53,8 @@ __all__ = [
     "OffsetRange",
     "PollTimeoutError",
     "ServiceError",
+    "StreamingContext",
+    "StreamingStateError",
     "TopicPartition",
     "UnknownTopicOrPartitionError",
     "__version__",

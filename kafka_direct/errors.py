@@ -10,6 +10,8 @@ Every error the library raises on purpose derives from :class:`KafkaDirectError`
     │   ├── OffsetOutOfRangeError   the range ends beyond the log end
     │   └── PollTimeoutError        no progress on the range within the poll timeout
     ├── OffsetMismatchError         a stored offset is neither the range's start nor its end
+    ├── StreamingStateError         a StreamingContext used in a state that forbids it
+    ├── CheckpointError             a checkpoint directory that cannot be read or restored
     └── ServiceError                an embedded test service failed to start or stop
 
 Errors carry their context as attributes (``topic``, ``partition``, offsets ...) and pickle
@@ -22,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "CheckpointError",
     "ConfigurationError",
     "DataLossError",
     "KafkaDirectError",
@@ -30,6 +33,7 @@ __all__ = [
     "OffsetOutOfRangeError",
     "PollTimeoutError",
     "ServiceError",
+    "StreamingStateError",
     "UnknownTopicOrPartitionError",
 ]
 
@@ -152,6 +156,20 @@ class OffsetMismatchError(KafkaDirectError):
     That is a gap or an overlap: committing would lose or duplicate records, so nothing is
     written.
     """
+
+
+class StreamingStateError(KafkaDirectError, RuntimeError):
+    """A StreamingContext was asked for something its state forbids (start after stop...)."""
+
+
+class CheckpointError(KafkaDirectError):
+    """A checkpoint directory cannot be read, or its checkpoint does not fit the application.
+
+    Attributes:
+        directory: The checkpoint directory.
+    """
+
+    directory: str
 
 
 class ServiceError(KafkaDirectError):

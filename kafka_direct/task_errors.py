@@ -24,6 +24,7 @@ from kafka_direct.errors import KafkaDirectError
 
 __all__ = [
     "CarriedTaskError",
+    "carried_error",
     "carry_errors",
     "decode_error",
     "encode_error",
@@ -77,11 +78,18 @@ def _failure_text(error: BaseException) -> str:
     return "\n".join(parts)
 
 
+def carried_error(error: BaseException) -> KafkaDirectError | None:
+    """The KafkaDirectError ``error`` is or carries (from a Spark failure), else None."""
+    if isinstance(error, KafkaDirectError):
+        return error
+    return decode_error(_failure_text(error))
+
+
 def rethrow(error: BaseException) -> None:
     """Raise the KafkaDirectError carried by a Spark failure, if it carries one."""
     if isinstance(error, KafkaDirectError):
         return
-    original = decode_error(_failure_text(error))
+    original = carried_error(error)
     if original is not None:
         raise original from error
 

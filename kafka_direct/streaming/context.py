@@ -1,0 +1,321 @@
+"""StreamingContext: the entry point of a streaming application.
+
+States: ``INITIALIZED`` (building the graph) -> ``ACTIVE`` (batches run) -> ``STOPPED``. Only
+one context may be active in a process. Starting twice warns; starting after a stop raises.
+A failed batch stops the context, and :meth:`awaitTermination` raises that failure.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterable
+from types import FrameType
+from typing import Any, ClassVar
+
+from kafka_direct.errors import CheckpointError, ConfigurationError, StreamingStateError
+from kafka_direct.streaming.callables import with_time
+from kafka_direct.streaming.checkpoint import Checkpoint, CheckpointReader
+from kafka_direct.streaming.clock import Clock, clock_from_conf
+from kafka_direct.streaming.dstream import DStream
+from kafka_direct.streaming.dstream_graph import DStreamGraph
+from kafka_direct.streaming.durations import batch_datetime, to_ms
+from kafka_direct.streaming.input_dstream import ConstantInputDStream, QueueInputDStream
+from kafka_direct.streaming.job_scheduler import JobScheduler
+from kafka_direct.streaming.listener import (
+    StreamingListener,
+    StreamingListenerStreamingStarted,
+    StreamingListenerStreamingStopped,
+)
+from kafka_direct.streaming.transformed_dstream import TransformedDStream, UnionDStream
+
+__all__ = ["StreamingContext"]
+
+logger = logging.getLogger(__name__)
+
+
+class StreamingContext:
+    """Runs a graph of DStreams in batches of ``batchDuration`` seconds.
+
+    Args:
+        sparkContext: A SparkContext, or a SparkConf to create one from.
+        batchDuration: The batch interval in seconds (e.g. 0.5, 2, 10).
+        clock: Where time comes from (default: ``spark.streaming.clock``, the wall clock);
+            a :class:`~kafka_direct.streaming.clock.ManualClock` makes tests deterministic.
+    """
+
+    _active: ClassVar[StreamingContext | None] = None
+    _activeLock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, sparkContext: Any, batchDuration: float,
+                 clock: Clock | None = None) -> None:
+        from pyspark import SparkConf, SparkContext
+
+        if isinstance(sparkContext, SparkConf):
+            sparkContext = SparkContext.getOrCreate(sparkContext)
+        if sparkContext is None:
+            raise ConfigurationError("StreamingContext needs a SparkContext or a SparkConf")
+        self.sparkContext = sparkContext
+        self._conf = sparkContext.getConf()
+        self.appName = str(self._conf.get("spark.app.name", ""))
+        self.graph = DStreamGraph(to_ms(batchDuration, "batchDuration"))
+        self.clock = clock or clock_from_conf(self._conf)
+        self.state = "INITIALIZED"
+        self.checkpointDir: str | None = None
+        self.checkpointDuration: int | None = None
+        self.initialCheckpoint: Checkpoint | None = None
+        self._dstreamIds = itertools.count()
+        self._inputStreamIds = itertools.count()
+        self.scheduler = JobScheduler(self)
+        self._terminated = threading.Event()
+        self._error: BaseException | None = None
+        self._stopLock = threading.Lock()
+        self._previousHandlers: dict[int, Any] = {}
+        directory = self._conf.get("spark.streaming.checkpoint.directory", None)
+        if directory:
+            self.checkpoint(directory)
+
+    # -- settings ---------------------------------------------------------------------------
+
+    def conf(self, key: str, default: str) -> str:
+        """A Spark setting of the context's SparkContext."""
+        return str(self._conf.get(key, default))
+
+    @property
+    def batchDuration(self) -> int:
+        """The batch interval in milliseconds."""
+        return self.graph.batchDuration
+
+    def remember(self, duration: float) -> None:
+        """Keep every stream's RDDs for at least ``duration`` seconds (before start)."""
+        self._requireState("INITIALIZED", "remember")
+        self.graph.remember(to_ms(duration, "remember duration"))
+
+    def checkpoint(self, directory: str | None) -> None:
+        """Checkpoint metadata (and stateful RDDs) into ``directory``; None disables."""
+        if directory is None:
+            self.checkpointDir = None
+            return
+        path = os.path.abspath(str(directory))
+        os.makedirs(path, exist_ok=True)
+        self.sparkContext.setCheckpointDir(path)
+        self.checkpointDir = path
+        self.checkpointDuration = self.checkpointDuration or self.graph.batchDuration
+
+    def addStreamingListener(self, streamingListener: StreamingListener) -> None:
+        """Deliver streaming events to ``streamingListener``."""
+        if not isinstance(streamingListener, StreamingListener):
+            raise ConfigurationError(
+                f"addStreamingListener takes a StreamingListener, got {streamingListener!r}")
+        self.scheduler.listenerBus.addListener(streamingListener)
+
+    # -- input and composition --------------------------------------------------------------
+
+    def queueStream(self, rdds: Iterable[Any], oneAtATime: bool = True,
+                    default: Any = None) -> DStream:
+        """A stream of the queued RDDs (or lists): one per batch, or all at once.
+
+        Pass a ``collections.deque`` to keep adding RDDs while the stream runs.
+        """
+        queue = rdds if isinstance(rdds, collections.deque) else collections.deque(rdds)
+        if default is not None and not hasattr(default, "mapPartitions"):
+            default = self.sparkContext.parallelize(list(default))
+        return QueueInputDStream(self, queue, oneAtATime, default)
+
+    def constantStream(self, rdd: Any) -> DStream:
+        """A stream with the same RDD every batch."""
+        return ConstantInputDStream(self, rdd)
+
+    def union(self, *dstreams: DStream) -> DStream:
+        """The union of streams with the same slide duration."""
+        if not dstreams:
+            raise ConfigurationError("union needs at least one DStream")
+        return UnionDStream(self, list(dstreams))
+
+    def transform(self, dstreams: list[DStream], transformFunc: Callable[..., Any],
+                  withTime: bool | None = None) -> DStream:
+        """``transformFunc(rdds)`` or ``transformFunc(time, rdds)`` over several streams."""
+        call = with_time(transformFunc, 1, withTime, "StreamingContext.transform")
+        return TransformedDStream(self, list(dstreams),
+                                  lambda t, rdds: call(batch_datetime(t), rdds))
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def _requireState(self, state: str, what: str) -> None:
+        if self.state != state:
+            raise StreamingStateError(
+                f"{what} is only possible while the StreamingContext is {state}; it is "
+                f"{self.state}")
+
+    def start(self) -> None:
+        """Validate the graph and start running batches."""
+        if self.state == "ACTIVE":
+            logger.warning("StreamingContext has already been started")
+            return
+        if self.state == "STOPPED":
+            raise StreamingStateError("StreamingContext has already been stopped")
+        with StreamingContext._activeLock:
+            active = StreamingContext._active
+            if active is not None and active is not self:
+                raise StreamingStateError(
+                    "Only one StreamingContext may be started in this process; stop the "
+                    "running one first")
+            self.graph.validate()
+            if self.checkpointDir is not None and self.checkpointDuration is not None and \
+                    self.checkpointDuration % self.graph.batchDuration:
+                raise ConfigurationError("the checkpoint interval must be a multiple of the "
+                                         "batch interval")
+            self.scheduler.start()
+            self.state = "ACTIVE"
+            StreamingContext._active = self
+        self._installSignalHandlers()
+        self.scheduler.listenerBus.post(
+            StreamingListenerStreamingStarted(self.clock.getTimeMillis()))
+        logger.info("StreamingContext started")
+
+    def stop(self, stopSparkContext: bool | None = None, stopGracefully: bool = False) -> None:
+        """Stop batches; gracefully waits for generated batches, else cancels running jobs.
+
+        Args:
+            stopSparkContext: Stop the SparkContext too (default
+                ``spark.streaming.stopSparkContextByDefault``, true).
+            stopGracefully: Finish the generated batches first (within
+                ``spark.streaming.gracefulStopTimeout``).
+        """
+        if stopSparkContext is None:
+            stopSparkContext = self.conf("spark.streaming.stopSparkContextByDefault",
+                                         "true").lower() == "true"
+        with self._stopLock:
+            if self.state == "INITIALIZED":
+                logger.warning("StreamingContext has not been started yet")
+            elif self.state == "STOPPED":
+                logger.warning("StreamingContext has already been stopped")
+            else:
+                self.scheduler.stop(stopGracefully and self.scheduler.error is None)
+                self.scheduler.listenerBus.post(
+                    StreamingListenerStreamingStopped(self.clock.getTimeMillis()))
+                self.scheduler.listenerBus.stop()
+                logger.info("StreamingContext stopped successfully")
+            self.state = "STOPPED"
+            self._restoreSignalHandlers()
+            with StreamingContext._activeLock:
+                if StreamingContext._active is self:
+                    StreamingContext._active = None
+            if stopSparkContext:
+                self.sparkContext.stop()
+            self._terminated.set()
+
+    def _onError(self, error: BaseException) -> None:
+        """A batch failed: remember the error and stop.
+
+        The stop runs on a thread of its own: this may be called on a job thread, which the
+        stop waits for.
+        """
+        if self._error is None:
+            self._error = error
+        threading.Thread(target=self.stop, kwargs={"stopSparkContext": False},
+                         name="streaming-stop-on-error", daemon=True).start()
+
+    def awaitTermination(self, timeout: float | None = None) -> bool:
+        """Wait until the context stops (True) or ``timeout`` seconds pass (False).
+
+        Raises:
+            The error that stopped the context, if a batch failed.
+        """
+        stopped = self._terminated.wait(timeout)
+        if self._error is not None and stopped:
+            raise self._error
+        return stopped
+
+    def awaitTerminationOrTimeout(self, timeout: float) -> bool:
+        """:meth:`awaitTermination` with a required timeout."""
+        return self.awaitTermination(timeout)
+
+    def _installSignalHandlers(self) -> None:
+        if self.conf("spark.streaming.stopGracefullyOnShutdown", "false").lower() != "true":
+            return
+        if threading.current_thread() is not threading.main_thread():
+            logger.warning("spark.streaming.stopGracefullyOnShutdown needs start() on the main "
+                           "thread to catch signals; not installed")
+            return
+
+        def graceful(signum: int, _frame: FrameType | None) -> None:
+            logger.info("Invoking stop(stopGracefully=True) on signal %d", signum)
+            self._restoreSignalHandlers()  # a second signal acts as it would without us
+            threading.Thread(target=self.stop, name="streaming-graceful-stop",
+                             kwargs={"stopSparkContext": False, "stopGracefully": True}).start()
+
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            self._previousHandlers[signum] = signal.signal(signum, graceful)
+
+    def _restoreSignalHandlers(self) -> None:
+        if not self._previousHandlers:
+            return
+        if threading.current_thread() is threading.main_thread():
+            for signum, handler in self._previousHandlers.items():
+                signal.signal(signum, handler)
+            self._previousHandlers.clear()
+
+    # -- recovery ---------------------------------------------------------------------------
+
+    @staticmethod
+    def getOrCreate(checkpointPath: str, setupFunc: Callable[[], StreamingContext]
+                    ) -> StreamingContext:
+        """Recover from the newest checkpoint in ``checkpointPath``, or create afresh.
+
+        Either way ``setupFunc()`` builds the context and its graph (checkpoints hold data,
+        not code); with a checkpoint, the streams then get their state back and the batches
+        it left pending, and those missed while down, run first.
+
+        Raises:
+            CheckpointError: The directory cannot be read, every checkpoint in it is damaged,
+                or it was written with another batch interval.
+        """
+        checkpoint = CheckpointReader.read(checkpointPath)
+        ssc = setupFunc()
+        if not isinstance(ssc, StreamingContext):
+            raise ConfigurationError(f"setupFunc must return a StreamingContext, got {ssc!r}")
+        if checkpoint is None:
+            if ssc.checkpointDir is None:
+                ssc.checkpoint(checkpointPath)
+            return ssc
+        if checkpoint.batchDuration != ssc.batchDuration:
+            raise CheckpointError(
+                f"the checkpoint in {checkpointPath} was written with a batch interval of "
+                f"{checkpoint.batchDuration} ms, the application now uses "
+                f"{ssc.batchDuration} ms; restore the interval or delete the checkpoint",
+                directory=str(checkpointPath))
+        if ssc.checkpointDir is None:
+            ssc.checkpoint(checkpointPath)
+        ssc.graph.restoreCheckpointState(checkpoint.streams)
+        ssc.initialCheckpoint = checkpoint
+        logger.info("Recovered StreamingContext from checkpoint of %d ms (%d pending batches)",
+                    checkpoint.checkpointTime, len(checkpoint.pendingTimes))
+        return ssc
+
+    @staticmethod
+    def getActive() -> StreamingContext | None:
+        """The active context of this process, if any."""
+        return StreamingContext._active
+
+    # -- internals for streams --------------------------------------------------------------
+
+    def _newDStreamId(self) -> int:
+        return next(self._dstreamIds)
+
+    def _newInputStreamId(self) -> int:
+        return next(self._inputStreamIds)
+
+    def _restoreCheckpointedRDD(self, path: str) -> Any:
+        return self.sparkContext._checkpointFile(path, self.sparkContext.serializer)
+
+    def _deleteCheckpointFile(self, path: str) -> None:
+        import shutil
+        from urllib.parse import urlparse
+
+        local = urlparse(path).path if path.startswith("file:") else path
+        shutil.rmtree(local, ignore_errors=True)

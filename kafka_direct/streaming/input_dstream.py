@@ -1,0 +1,147 @@
+"""Input streams: where batches come from (queues of RDDs, a constant RDD, Kafka).
+
+An input stream has no parents; it gets an ``inputStreamId``, registers with the graph,
+produces one RDD per batch interval, reports what it brought in to the InputInfoTracker, and
+may have a RateController (backpressure) that the scheduler subscribes to batch updates.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import TYPE_CHECKING, Any
+
+from typing_extensions import override
+
+from kafka_direct.errors import ConfigurationError
+from kafka_direct.streaming.batch_info import StreamInputInfo
+from kafka_direct.streaming.dstream import DStream
+
+if TYPE_CHECKING:
+    from kafka_direct.streaming.context import StreamingContext
+    from kafka_direct.streaming.rate_controller import RateController
+
+__all__ = ["ConstantInputDStream", "InputDStream", "QueueInputDStream"]
+
+
+class InputDStream(DStream):
+    """Base of input streams: one RDD per batch interval, from outside the graph.
+
+    Subclasses implement :meth:`compute`, and :meth:`start` / :meth:`stop` if they hold
+    resources. Input streams whose per-batch state can be written as JSON (the Kafka stream:
+    its offset ranges) override :meth:`checkpointState` and :meth:`restoreCheckpointState`
+    so a recovered driver regenerates pending batches identically.
+    """
+
+    #: Whether the stream's batches can be recreated from a checkpoint.
+    supportsCheckpointing = True
+
+    def __init__(self, ssc: StreamingContext) -> None:
+        super().__init__(ssc)
+        self.inputStreamId = ssc._newInputStreamId()
+        self.lastValidTime: int | None = None
+        ssc.graph.addInputStream(self)
+
+    @override
+    @property
+    def dependencies(self) -> list[DStream]:
+        return []
+
+    @override
+    @property
+    def slideDuration(self) -> int:
+        return self.ssc.graph.batchDuration
+
+    @property
+    def rateController(self) -> RateController | None:
+        """The stream's backpressure controller, if it has one."""
+        return None
+
+    @property
+    def name(self) -> str:
+        """Name for people."""
+        return f"{type(self).__name__} {self.inputStreamId}"
+
+    def isTimeValid(self, time: int) -> bool:
+        """Valid and not before the last valid time (input must never go backwards)."""
+        if not super().isTimeValid(time):
+            return False
+        if self.lastValidTime is not None and time < self.lastValidTime:
+            return False
+        self.lastValidTime = time
+        return True
+
+    def reportInfo(self, time: int, numRecords: int, metadata: dict[str, Any] | None = None
+                   ) -> None:
+        """Tell the InputInfoTracker what this stream brought into batch ``time``."""
+        self.ssc.scheduler.inputInfoTracker.reportInfo(
+            time, StreamInputInfo(self.inputStreamId, numRecords, metadata or {}))
+
+    def start(self) -> None:
+        """Called when the context starts."""
+
+    def stop(self) -> None:
+        """Called when the context stops."""
+
+
+class QueueInputDStream(InputDStream):
+    """Batches taken from a queue of RDDs: one per batch, or all queued ones at once.
+
+    The queue is a ``collections.deque`` that can be appended to while the stream runs; a
+    queued list becomes an RDD when its batch comes.
+    Its RDDs are data of this driver process, so the stream cannot be checkpointed.
+    """
+
+    supportsCheckpointing = False
+
+    def __init__(self, ssc: StreamingContext, queue: collections.deque[Any], oneAtATime: bool,
+                 defaultRDD: Any = None) -> None:
+        super().__init__(ssc)
+        self.queue = queue
+        self.oneAtATime = oneAtATime
+        self.defaultRDD = defaultRDD
+
+    def validateAtStart(self) -> None:
+        """Reject checkpointing: the queued RDDs cannot be recreated after a restart."""
+        if self.ssc.checkpointDir is not None:
+            raise ConfigurationError(
+                "queueStream doesn't support checkpointing: its RDDs exist only in this "
+                "driver; remove StreamingContext.checkpoint() or use a replayable input")
+        super().validateAtStart()
+
+    @override
+    def compute(self, validTime: int) -> Any:
+        taken: list[Any] = []
+        if self.queue:
+            if self.oneAtATime:
+                taken.append(self.queue.popleft())
+            else:
+                while self.queue:
+                    taken.append(self.queue.popleft())
+        taken = [self._as_rdd(item) for item in taken]
+        if taken:
+            rdd = taken[0] if len(taken) == 1 else self.ssc.sparkContext.union(taken)
+        elif self.defaultRDD is not None:
+            rdd = self.defaultRDD
+        else:
+            rdd = self.ssc.sparkContext.emptyRDD()
+        return rdd
+
+
+    def _as_rdd(self, item: Any) -> Any:
+        from pyspark import RDD
+
+        return item if isinstance(item, RDD) else self.ssc.sparkContext.parallelize(list(item))
+
+
+class ConstantInputDStream(InputDStream):
+    """The same RDD every batch (for tests and demos)."""
+
+    def __init__(self, ssc: StreamingContext, rdd: Any) -> None:
+        if rdd is None:
+            raise ConfigurationError("constantStream needs an RDD, got None")
+        super().__init__(ssc)
+        self.rdd = rdd
+
+    @override
+    def compute(self, validTime: int) -> Any:
+        return self.rdd

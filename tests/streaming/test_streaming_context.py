@@ -1,0 +1,202 @@
+"""StreamingContext lifecycle, batches, listeners and failures, on a ManualClock."""
+
+import threading
+import time
+
+import pytest
+
+from kafka_direct import ConfigurationError, StreamingStateError
+from kafka_direct.streaming import StreamingContext
+from tests.streaming.helpers import Driver
+
+
+class Boom(ValueError):
+    pass
+
+
+def test_states_and_their_transitions(spark, caplog):
+    driver = Driver(spark)
+    ssc = driver.ssc
+    assert ssc.state == "INITIALIZED"
+    with pytest.raises(ConfigurationError, match="No output operations registered"):
+        ssc.start()
+    ssc.queueStream([[1]]).foreachRDD(lambda rdd: None)
+    ssc.start()
+    assert ssc.state == "ACTIVE" and StreamingContext.getActive() is ssc
+    ssc.start()
+    assert "has already been started" in caplog.text
+    with pytest.raises(StreamingStateError, match="after starting a context"):
+        ssc.queueStream([[1]])
+    other = StreamingContext(spark, 1)
+    other.queueStream([[1]]).foreachRDD(lambda rdd: None)
+    with pytest.raises(StreamingStateError, match="Only one StreamingContext"):
+        other.start()
+    driver.stop()
+    assert ssc.state == "STOPPED" and StreamingContext.getActive() is None
+    assert ssc.awaitTermination(0.1) is True
+    with pytest.raises(StreamingStateError, match="already been stopped"):
+        ssc.start()
+    ssc.stop(stopSparkContext=False)
+    assert "has already been stopped" in caplog.text
+    never = StreamingContext(spark, 1)
+    never.stop(stopSparkContext=False)
+    assert "has not been started yet" in caplog.text and never.state == "STOPPED"
+    assert not spark._jsc.sc().isStopped()
+
+
+def test_batches_run_at_multiples_of_the_interval_with_their_records(spark):
+    driver = Driver(spark, batch_seconds=1, start_ms=500)
+    seen = []
+    stream = driver.ssc.queueStream([[1, 2, 3], [4], []])
+    stream.map(lambda x: x * 2).foreachRDD(
+        lambda time, rdd: seen.append((time.timestamp(), sorted(rdd.collect()))))
+    driver.start()
+    assert driver.ssc.graph.zeroTime == 0  # one interval before the first batch, at 1000
+    driver.clock.setTime(1000)
+    driver.recorder.wait_completed(1000)
+    driver.run(2)
+    driver.stop()
+    assert seen == [(1.0, [2, 4, 6]), (2.0, [8]), (3.0, [])]
+
+
+def test_listener_events_come_in_order_for_each_batch(spark):
+    driver = Driver(spark)
+    stream = driver.ssc.queueStream([[1], [2]])
+    stream.foreachRDD(lambda rdd: rdd.count())
+    stream.map(str).foreachRDD(lambda rdd: rdd.collect())
+    driver.start()
+    driver.run(2)
+    driver.stop()
+    recorder = driver.recorder
+    assert recorder.wait_completed(1000) is not None
+    assert driver.ssc.scheduler.listenerBus is not None
+    names = [name for name, _ in recorder.events]
+    assert names[0] == "streamingStarted" and names[-1] == "streamingStopped"
+    for batch_time in (1000, 2000):
+        order = recorder.names(batch_time)
+        assert order[0] == "batchSubmitted" and order[1] == "batchStarted"
+        assert order[-1] == "batchCompleted"
+        assert order.count("outputOperationStarted") == 2
+        assert order.count("outputOperationCompleted") == 2
+        info = recorder.wait_completed(batch_time)
+        assert info.schedulingDelay >= 0 and info.processingDelay >= 0
+        assert info.totalDelay == info.schedulingDelay + info.processingDelay
+        assert sorted(info.outputOperationInfos) == [0, 1]
+        assert all(op.failureReason is None for op in info.outputOperationInfos.values())
+        assert info.outputOperationInfos[0].name.startswith("foreachRDD at ")
+
+
+def test_spark_jobs_carry_the_batch_job_group_and_description(spark):
+    driver = Driver(spark)
+    seen = {}
+
+    def output(rdd):
+        sc = rdd.context
+        seen["description"] = sc.getLocalProperty("spark.job.description")
+        seen["group"] = sc.getLocalProperty("spark.jobGroup.id")
+        rdd.count()
+
+    driver.ssc.queueStream([[1, 2]]).foreachRDD(output)
+    driver.start()
+    driver.run(1)
+    driver.stop()
+    assert seen["group"] == "streaming-1000-0"
+    assert seen["description"].startswith("Streaming job from [output operation 0, batch time ")
+    assert list(spark.statusTracker().getJobIdsForGroup("streaming-1000-0"))
+
+
+def test_a_failed_output_operation_stops_the_stream_with_its_error(spark):
+    driver = Driver(spark)
+    ran = []
+
+    def output(time, rdd):
+        ran.append(time.timestamp())
+        if len(ran) == 2:
+            raise Boom("batch 2 cannot be written")
+        rdd.count()
+
+    driver.ssc.queueStream([[1], [2], [3], [4]]).foreachRDD(output)
+    driver.start()
+    driver.run(1)
+    driver.clock.advance(1000)
+    with pytest.raises(Boom, match="batch 2 cannot be written"):
+        driver.ssc.awaitTermination(30)
+    failed = driver.recorder.wait_completed(2000)
+    assert "Boom: batch 2 cannot be written" in failed.outputOperationInfos[0].failureReason
+    assert driver.ssc.state == "STOPPED"
+    driver.clock.advance(5000)
+    time.sleep(0.3)
+    assert ran == [1.0, 2.0]  # no later batch ran
+    with pytest.raises(Boom):
+        driver.ssc.awaitTerminationOrTimeout(1)
+
+
+def test_graceful_stop_finishes_the_generated_batches(spark):
+    driver = Driver(spark)
+    release = threading.Event()
+    done = []
+
+    def slow(rdd):
+        release.wait(10)
+        done.append(rdd.collect())
+
+    driver.ssc.queueStream([[1], [2]]).foreachRDD(slow)
+    driver.start()
+    driver.clock.advance(1000)
+    while not driver.recorder.names(1000).count("batchStarted"):
+        time.sleep(0.01)
+    stopper = threading.Thread(target=driver.stop, kwargs={"graceful": True})
+    stopper.start()
+    time.sleep(0.3)
+    assert stopper.is_alive()  # waiting for batch 1000
+    release.set()
+    stopper.join(20)
+    assert not stopper.is_alive() and done == [[1]]
+
+
+def test_immediate_stop_cancels_running_jobs(spark):
+    driver = Driver(spark)
+    started = threading.Event()
+
+    def forever(rdd):
+        started.set()
+        rdd.map(lambda x: time.sleep(30)).count()
+
+    driver.ssc.queueStream([[1]]).foreachRDD(forever)
+    driver.start()
+    driver.clock.advance(1000)
+    assert started.wait(10)
+    time.sleep(0.5)
+    begun = time.monotonic()
+    driver.stop()
+    assert time.monotonic() - begun < 10
+
+
+def test_real_time_batches_on_the_system_clock(spark):
+    ssc = StreamingContext(spark, 0.3)
+    times = []
+    ssc.constantStream(spark.parallelize([1])).foreachRDD(
+        lambda t, rdd: times.append(t.timestamp()))
+    ssc.start()
+    assert ssc.awaitTerminationOrTimeout(1.5) is False
+    ssc.stop(stopSparkContext=False, stopGracefully=True)
+    assert len(times) >= 3
+    millis = [round(t * 1000) for t in times]
+    assert all(m % 300 == 0 for m in millis)
+    assert all(b - a == 300 for a, b in zip(millis, millis[1:], strict=False))
+
+
+def test_stop_gracefully_on_sigterm(spark):
+    import os
+    import signal
+
+    spark.getConf()  # the setting is read from the SparkContext's conf at start
+    driver = Driver(spark)
+    driver.ssc._conf.set("spark.streaming.stopGracefullyOnShutdown", "true")
+    driver.ssc.queueStream([[1]]).foreachRDD(lambda rdd: None)
+    previous = signal.getsignal(signal.SIGTERM)
+    driver.start()
+    os.kill(os.getpid(), signal.SIGTERM)
+    assert driver.ssc.awaitTermination(20) is True
+    assert driver.ssc.state == "STOPPED"
+    assert signal.getsignal(signal.SIGTERM) == previous
