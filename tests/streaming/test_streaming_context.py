@@ -1,5 +1,6 @@
 """StreamingContext lifecycle, batches, listeners and failures, on a ManualClock."""
 
+import itertools
 import threading
 import time
 
@@ -183,7 +184,7 @@ def test_real_time_batches_on_the_system_clock(spark):
     assert len(times) >= 3
     millis = [round(t * 1000) for t in times]
     assert all(m % 300 == 0 for m in millis)
-    assert all(b - a == 300 for a, b in zip(millis, millis[1:], strict=False))
+    assert all(b - a == 300 for a, b in itertools.pairwise(millis))
 
 
 def test_stop_gracefully_on_sigterm(spark):
