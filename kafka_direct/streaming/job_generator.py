@@ -50,6 +50,8 @@ class JobGenerator:
         self._progress = threading.Condition()
         self.lastGeneratedTime: int | None = None
         self.lastProcessedBatch: int | None = None
+        #: The last batch time handled, with or without jobs (for tests and monitoring).
+        self.lastTickTime: int | None = None
 
     @property
     def shouldCheckpoint(self) -> bool:
@@ -125,6 +127,8 @@ class JobGenerator:
         except Exception as error:
             self.scheduler.reportError(f"Error generating jobs for time {time} ms", error)
             return
+        finally:
+            self.lastTickTime = time
         self.doCheckpoint(time, clearCheckpointDataLater=False)
 
     def onBatchCompletion(self, time: int) -> None:

@@ -4,6 +4,7 @@ import threading
 import time
 
 from kafka_direct.streaming import ManualClock, StreamingContext, StreamingListener
+from kafka_direct.streaming.input_dstream import InputDStream
 
 
 class Recorder(StreamingListener):
@@ -75,10 +76,39 @@ class Driver:
         self.ssc.start()
 
     def run(self, batches):
-        """Advance the clock batch by batch, waiting for each to complete."""
+        """Advance the clock batch by batch, waiting for each batch with jobs to complete."""
         for _ in range(batches):
             self.clock.advance(self.interval)
-            self.recorder.wait_completed(self.clock.getTimeMillis())
+            self.wait_tick(self.clock.getTimeMillis())
+
+    def wait_tick(self, batch_time, timeout=30.0):
+        """Wait until batch ``batch_time`` was generated and, if it had jobs, completed."""
+        deadline = time.monotonic() + timeout
+        while True:
+            generator = self.ssc.scheduler.jobGenerator
+            tick = generator.lastTickTime if generator is not None else None
+            if tick is not None and tick >= batch_time:
+                break
+            assert time.monotonic() < deadline, f"batch {batch_time} was not generated"
+            time.sleep(0.005)
+        self.ssc.scheduler.listenerBus.waitUntilEmpty()
+        if batch_time in [e.batchInfo.batchTime for n, e in self.recorder.events
+                          if n == "batchSubmitted"]:
+            self.recorder.wait_completed(batch_time, timeout)
 
     def stop(self, graceful=False):
         self.ssc.stop(stopSparkContext=False, stopGracefully=graceful)
+
+
+class ScriptedInputDStream(InputDStream):
+    """Batch k (k = 1, 2, ...) holds ``batches[k - 1]``: replayable, hence checkpointable."""
+
+    def __init__(self, ssc, batches):
+        super().__init__(ssc)
+        self.batches = [list(b) for b in batches]
+
+    def compute(self, validTime):
+        index = (validTime - self.zeroTime) // self.slideDuration - 1
+        data = self.batches[index] if 0 <= index < len(self.batches) else []
+        self.reportInfo(validTime, len(data), {"Description": f"batch {index + 1}"})
+        return self.ssc.sparkContext.parallelize(data, 2)
