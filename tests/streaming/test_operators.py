@@ -182,7 +182,7 @@ def test_save_as_text_files_uses_sparks_file_names(spark, tmp_path):
 
     run(spark, 2, build)
     assert sorted(os.listdir(tmp_path)) == ["out-1000.txt", "out-2000.txt"]
-    text = "".join(open(os.path.join(tmp_path, "out-1000.txt", f)).read()
+    text = "".join((tmp_path / "out-1000.txt" / f).read_text()
                    for f in os.listdir(tmp_path / "out-1000.txt") if f.startswith("part-"))
     assert sorted(text.split()) == ["a", "b"]
 

@@ -27,7 +27,8 @@ def sums(pairs):
     return sorted(totals.items())
 
 
-def run(spark, build, batches=len(BATCHES), checkpoint=None):
+def run(spark, build, batches=None, checkpoint=None):
+    batches = len(BATCHES) if batches is None else batches
     driver = Driver(spark)
     if checkpoint is not None:
         driver.ssc.checkpoint(str(checkpoint))
@@ -99,8 +100,9 @@ def test_update_state_by_key_with_an_initial_rdd(spark, tmp_path):
 
     def build(ssc):
         out = []
-        initial = ssc.sparkContext.parallelize([("a", 100 - 100), ("z", 3)])
-        ScriptedInputDStream(ssc, BATCHES[:6]).updateStateByKey(update, initialRDD=initial).foreachRDD(
+        initial = ssc.sparkContext.parallelize([("a", 0), ("z", 3)])
+        stream = ScriptedInputDStream(ssc, BATCHES[:6])
+        stream.updateStateByKey(update, initialRDD=initial).foreachRDD(
             lambda rdd: out.append(sorted(rdd.collect())))
         return out
 
