@@ -13,14 +13,18 @@ The public API mirrors Spark's ``spark-streaming-kafka-0-10`` Scala API::
 from __future__ import annotations
 
 from kafka_direct.consumer_record import ConsumerRecord
+from kafka_direct.consumer_strategy import ConsumerStrategies, ConsumerStrategy
+from kafka_direct.direct_kafka_input_dstream import DirectKafkaInputDStream
 from kafka_direct.errors import (
     CheckpointError,
     ConfigurationError,
     DataLossError,
     KafkaDirectError,
     KafkaReadError,
+    KafkaUnavailableError,
     OffsetMismatchError,
     OffsetOutOfRangeError,
+    PartitionsRevokedError,
     PollTimeoutError,
     ServiceError,
     StreamingStateError,
@@ -29,7 +33,8 @@ from kafka_direct.errors import (
 from kafka_direct.kafka_rdd import KafkaRDD
 from kafka_direct.kafka_utils import KafkaUtils
 from kafka_direct.location_strategy import LocationStrategies, LocationStrategy
-from kafka_direct.offset_range import HasOffsetRanges, OffsetRange
+from kafka_direct.offset_range import CanCommitOffsets, HasOffsetRanges, OffsetRange
+from kafka_direct.per_partition_config import DefaultPerPartitionConfig, PerPartitionConfig
 from kafka_direct.streaming import StreamingContext
 from kafka_direct.task_errors import typed_errors
 from kafka_direct.topic_partition import TopicPartition
@@ -37,20 +42,28 @@ from kafka_direct.topic_partition import TopicPartition
 __version__ = "0.1.0"
 
 __all__ = [
+    "CanCommitOffsets",
     "CheckpointError",
     "ConfigurationError",
     "ConsumerRecord",
+    "ConsumerStrategies",
+    "ConsumerStrategy",
     "DataLossError",
+    "DefaultPerPartitionConfig",
+    "DirectKafkaInputDStream",
     "HasOffsetRanges",
     "KafkaDirectError",
     "KafkaRDD",
     "KafkaReadError",
+    "KafkaUnavailableError",
     "KafkaUtils",
     "LocationStrategies",
     "LocationStrategy",
     "OffsetMismatchError",
     "OffsetOutOfRangeError",
     "OffsetRange",
+    "PartitionsRevokedError",
+    "PerPartitionConfig",
     "PollTimeoutError",
     "ServiceError",
     "StreamingContext",

@@ -5,6 +5,8 @@ Every error the library raises on purpose derives from :class:`KafkaDirectError`
     KafkaDirectError
     ├── ConfigurationError          bad arguments or Kafka parameters (also a ValueError)
     ├── UnknownTopicOrPartitionError  a topic or partition the cluster does not have
+    ├── KafkaUnavailableError       the brokers did not answer the driver, retries exhausted
+    ├── PartitionsRevokedError      a rebalance took partitions away from a stream
     ├── KafkaReadError              an executor could not read an offset range
     │   ├── DataLossError           records of the range were deleted (retention, delete_records)
     │   ├── OffsetOutOfRangeError   the range ends beyond the log end
@@ -29,8 +31,10 @@ __all__ = [
     "DataLossError",
     "KafkaDirectError",
     "KafkaReadError",
+    "KafkaUnavailableError",
     "OffsetMismatchError",
     "OffsetOutOfRangeError",
+    "PartitionsRevokedError",
     "PollTimeoutError",
     "ServiceError",
     "StreamingStateError",
@@ -81,6 +85,31 @@ class UnknownTopicOrPartitionError(KafkaDirectError):
 
     def __init__(self, message: str, *, topic: str, partition: int | None = None) -> None:
         super().__init__(message, topic=topic, partition=partition)
+
+
+class KafkaUnavailableError(KafkaDirectError):
+    """The driver could not get an answer from Kafka, after its retries.
+
+    Attributes:
+        attempts: How many times it tried.
+    """
+
+    attempts: int
+
+
+class PartitionsRevokedError(KafkaDirectError):
+    """A consumer group rebalance gave partitions of a stream to another member.
+
+    Usually a second stream (or consumer) using the same ``group.id``: each stream needs a
+    group of its own.
+
+    Attributes:
+        group: The consumer group.
+        partitions: The partitions taken away, as ``topic-partition`` strings.
+    """
+
+    group: str
+    partitions: list[str]
 
 
 class KafkaReadError(KafkaDirectError):

@@ -18,6 +18,7 @@ from kafka_direct.errors import ConfigurationError
 __all__ = [
     "EXECUTOR_GROUP_PREFIX",
     "executor_params",
+    "force_param",
     "redact",
     "validate_params",
 ]
@@ -43,7 +44,7 @@ _SECRET_MARKERS = ("password", "secret", "token", "sasl.oauthbearer.config", "ss
 
 _EXECUTOR_DEFAULTS = {"queued.max.messages.kbytes": 16384, "queued.min.messages": 20000}
 
-_warned: set[tuple[str, str]] = set()
+_warned: set[tuple[str, str, str]] = set()
 _warned_lock = threading.Lock()
 
 
@@ -103,15 +104,17 @@ def validate_params(params: Any, *, require_group: bool = False) -> dict[str, An
     return checked
 
 
-def _force(params: dict[str, Any], key: str, value: Any, why: str) -> None:
+def force_param(params: dict[str, Any], key: str, value: Any, why: str,
+                role: str = "executor") -> None:
+    """Set ``params[key]`` to ``value``; a different user value gets one warning per process."""
     current = params.get(key)
     if key in params and str(current).lower() != str(value).lower():
         with _warned_lock:
-            first = (key, str(current)) not in _warned
-            _warned.add((key, str(current)))
+            first = (role, key, str(current)) not in _warned
+            _warned.add((role, key, str(current)))
         if first:
-            logger.warning("overriding %s to %r for executor (was %r): %s",
-                           key, value, current, why)
+            logger.warning("overriding %s to %r for %s (was %r): %s",
+                           key, value, role, current, why)
     params[key] = value
 
 
@@ -132,13 +135,13 @@ def executor_params(params: Mapping[str, Any]) -> dict[str, Any]:
     A user setting that disagrees is overridden with one warning per setting and value.
     """
     fixed = dict(params)
-    _force(fixed, "enable.auto.commit", False,
+    force_param(fixed, "enable.auto.commit", False,
            "executors read exact offset ranges and never commit")
-    _force(fixed, "enable.auto.offset.store", False,
+    force_param(fixed, "enable.auto.offset.store", False,
            "executors read exact offset ranges and never store offsets")
-    _force(fixed, "auto.offset.reset", "error",
+    force_param(fixed, "auto.offset.reset", "error",
            "a missing offset is reported as data loss instead of jumping silently")
-    _force(fixed, "enable.partition.eof", False,
+    force_param(fixed, "enable.partition.eof", False,
            "a range ends at its untilOffset, not at the partition end")
     for key, value in _EXECUTOR_DEFAULTS.items():
         fixed.setdefault(key, value)

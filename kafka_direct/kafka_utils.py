@@ -150,6 +150,39 @@ class KafkaUtils:
         return KafkaUtils._kafkaRDD(sc, ranges, settings, strategy)
 
     @staticmethod
+    def createDirectStream(
+        ssc: Any,
+        locationStrategy: LocationStrategy,
+        consumerStrategy: Any,
+        perPartitionConfig: Any = None,
+        keyDeserializer: Callable[[bytes], Any] | None = None,
+        valueDeserializer: Callable[[bytes], Any] | None = None,
+        messageHandler: Callable[[ConsumerRecord], Any] | None = None,
+    ) -> Any:
+        """A direct stream: one KafkaRDD per batch, one offset range per partition.
+
+        Args:
+            ssc: The StreamingContext.
+            locationStrategy: Where executors read (``LocationStrategies.PreferConsistent()``).
+            consumerStrategy: Which partitions and where to start
+                (``ConsumerStrategies.Subscribe([...], kafkaParams)`` ...).
+            perPartitionConfig: Per-partition rate limits (default: Spark settings
+                ``spark.streaming.kafka.maxRatePerPartition`` / ``minRatePerPartition``).
+            keyDeserializer: Applied to key bytes on executors.
+            valueDeserializer: Applied to value bytes on executors.
+            messageHandler: Maps each ConsumerRecord to the RDD element.
+
+        Returns:
+            A :class:`~kafka_direct.direct_kafka_input_dstream.DirectKafkaInputDStream`; its
+            RDDs have ``offsetRanges()`` and it has ``commitAsync(ranges, callback)``.
+        """
+        from kafka_direct.direct_kafka_input_dstream import DirectKafkaInputDStream
+
+        return DirectKafkaInputDStream(ssc, locationStrategy, consumerStrategy,
+                                       perPartitionConfig, keyDeserializer, valueDeserializer,
+                                       messageHandler)
+
+    @staticmethod
     def _kafkaRDD(sc: Any, ranges: list[OffsetRange], settings: ReadSettings,
                   strategy: LocationStrategy,
                   leaders: Mapping[Any, str] | None = None) -> KafkaRDD:

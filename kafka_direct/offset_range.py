@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.topic_partition import TopicPartition
 
-__all__ = ["HasOffsetRanges", "OffsetRange"]
+__all__ = ["CanCommitOffsets", "HasOffsetRanges", "OffsetRange"]
 
 
 def _check_offset(name: str, value: Any, topic: str, partition: int) -> None:
@@ -93,3 +93,23 @@ class HasOffsetRanges(ABC):
     @abstractmethod
     def offsetRanges(self) -> Sequence[OffsetRange]:
         """The ranges, one per Spark partition, in partition order."""
+
+
+class CanCommitOffsets(ABC):
+    """A stream that can commit offset ranges to its Kafka consumer group (the direct stream).
+
+    Committed offsets are *next offsets to read*: committing ``OffsetRange(t, p, 10, 20)``
+    stores 20 for ``t-p``, where a consumer of the group resumes.
+    """
+
+    @abstractmethod
+    def commitAsync(self, offsetRanges: Sequence[OffsetRange],
+                    callback: Callable[[dict[TopicPartition, int] | None,
+                                        Exception | None], None] | None = None) -> None:
+        """Queue ranges to commit once the current batch's output operations finish.
+
+        Args:
+            offsetRanges: Ranges whose records were processed; per partition the largest
+                ``untilOffset`` is committed.
+            callback: Called with the committed offsets, or with the error.
+        """

@@ -165,11 +165,15 @@ class StreamingContext:
                     "Only one StreamingContext may be started in this process; stop the "
                     "running one first")
             self.graph.validate()
-            if self.checkpointDir is not None and self.checkpointDuration is not None and \
-                    self.checkpointDuration % self.graph.batchDuration:
-                raise ConfigurationError("the checkpoint interval must be a multiple of the "
-                                         "batch interval")
-            self.scheduler.start()
+            try:
+                self.scheduler.start()
+            except BaseException:
+                # Nothing half-started stays behind; the error says what was wrong.
+                self.scheduler.stop(False)
+                self.scheduler.listenerBus.stop()
+                self.state = "STOPPED"
+                self._terminated.set()
+                raise
             self.state = "ACTIVE"
             StreamingContext._active = self
         self._installSignalHandlers()

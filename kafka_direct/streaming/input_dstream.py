@@ -76,6 +76,13 @@ class InputDStream(DStream):
         self.ssc.scheduler.inputInfoTracker.reportInfo(
             time, StreamInputInfo(self.inputStreamId, numRecords, metadata or {}))
 
+    def onBatchCompleted(self, time: int) -> None:
+        """Called once every output operation of batch ``time`` succeeded (on a job thread).
+
+        The Kafka stream commits queued offsets here, so the last batch's commit is not
+        deferred to a batch that may never come.
+        """
+
     def start(self) -> None:
         """Called when the context starts."""
 

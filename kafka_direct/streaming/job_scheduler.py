@@ -138,6 +138,13 @@ class JobScheduler:
         if job.error is not None:
             self.reportError(f"Error running job {job.id}", job.error)
         if completed:
+            if self.error is None:
+                for stream in self.ssc.graph.inputStreams:
+                    try:
+                        stream.onBatchCompleted(jobSet.time)
+                    except Exception:
+                        logger.exception("%s failed after batch %d ms", stream.name,
+                                         jobSet.time)
             with self._lock:
                 self.jobSets.pop(jobSet.time, None)
             info = jobSet.toBatchInfo()

@@ -1,0 +1,223 @@
+"""DriverConsumer: the direct stream's one consumer on the driver, which never reads records.
+
+It exists to ask Kafka questions — which partitions (and, for subscriptions, which the
+consumer group assigns to this stream), where each starts and ends, what the group committed —
+and to commit the group's offsets when the application says so. Assigned partitions are
+paused at once, so it never fetches records, and it never commits by itself.
+
+Offsets of many partitions are asked in one request through an AdminClient (``ListOffsets``
+with the stream's isolation level: under ``read_committed``, librdkafka's default, the end is
+the last stable offset, so no batch ever waits for an open transaction).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from kafka_direct.topic_partition import TopicPartition
+
+__all__ = ["DriverConsumer", "admin_params"]
+
+logger = logging.getLogger(__name__)
+
+ClientFactory = Callable[[dict[str, Any]], Any]
+
+_ADMIN_PREFIXES = ("bootstrap.servers", "metadata.broker.list", "security.", "ssl.", "sasl.",
+                   "client.id", "socket.", "broker.", "api.version", "reconnect.", "retry.",
+                   "client.dns", "connections.max", "debug", "log_level", "topic.metadata",
+                   "metadata.max", "enable.ssl")
+
+
+def admin_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The connection and security properties of ``params`` (what an AdminClient takes)."""
+    return {k: v for k, v in params.items() if k.startswith(_ADMIN_PREFIXES)}
+
+
+def _consumer(params: dict[str, Any]) -> Any:
+    from confluent_kafka import Consumer
+
+    return Consumer(params)
+
+
+def _admin(params: dict[str, Any]) -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient(params)
+
+
+class DriverConsumer:
+    """Kafka questions and commits for one direct stream.
+
+    Args:
+        params: Driver Kafka parameters (auto-commit already off).
+        requestTimeoutMs: How long one question may take.
+        consumerFactory: Builds the confluent-kafka Consumer (injectable for tests).
+        adminFactory: Builds the AdminClient (injectable for tests).
+    """
+
+    def __init__(self, params: Mapping[str, Any], requestTimeoutMs: int = 30_000,
+                 consumerFactory: ClientFactory = _consumer,
+                 adminFactory: ClientFactory = _admin) -> None:
+        self.params = dict(params)
+        self.groupId = str(self.params.get("group.id", ""))
+        self.timeout = requestTimeoutMs / 1000.0
+        self.readCommitted = str(self.params.get("isolation.level", "read_committed")) \
+            == "read_committed"
+        self._consumer = consumerFactory(self.params)
+        self._admin = adminFactory(admin_params(self.params))
+        self._lock = threading.RLock()
+        self._assigned: set[TopicPartition] = set()
+        self.subscribed = False
+
+    # -- group membership ---------------------------------------------------------------------
+
+    def subscribe(self, topics: list[str]) -> None:
+        """Join the consumer group for ``topics`` (names, or ``^regex`` patterns)."""
+
+        def on_assign(consumer: Any, partitions: list[Any]) -> None:
+            with self._lock:
+                self._assigned = {TopicPartition(p.topic, p.partition) for p in partitions}
+            if partitions:
+                consumer.pause(partitions)  # the driver never fetches records
+            logger.info("group %s assigned %d partitions to this stream", self.groupId,
+                        len(partitions))
+
+        def on_revoke(_consumer: Any, partitions: list[Any]) -> None:
+            with self._lock:
+                self._assigned -= {TopicPartition(p.topic, p.partition) for p in partitions}
+
+        with self._lock:
+            self._consumer.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke,
+                                     on_lost=on_revoke)
+            self.subscribed = True
+
+    def poll(self) -> None:
+        """Serve group callbacks (assignments, revocations) without taking records."""
+        with self._lock:
+            message = self._consumer.poll(0)
+        if message is not None and message.error() is not None:
+            logger.warning("driver consumer of group %s: %s", self.groupId,
+                           message.error().str())
+
+    def assignment(self, waitSeconds: float = 0.0) -> set[TopicPartition]:
+        """The partitions the group gives this stream.
+
+        Waits up to ``waitSeconds`` while the assignment is empty (a rebalance under way).
+        """
+        deadline = time.monotonic() + waitSeconds
+        while True:
+            self.poll()
+            with self._lock:
+                assigned = set(self._assigned)
+            if assigned or time.monotonic() >= deadline:
+                return assigned
+            time.sleep(0.05)
+
+    # -- questions ----------------------------------------------------------------------------
+
+    def partitionsOf(self, topics: Iterable[str]) -> dict[str, int]:
+        """Partition counts of the topics that exist (a missing topic is left out)."""
+        counts = {}
+        for topic in topics:
+            with self._lock:
+                metadata = self._consumer.list_topics(topic, timeout=self.timeout)
+            described = metadata.topics.get(topic)
+            if described is not None and described.error is None and described.partitions:
+                counts[topic] = len(described.partitions)
+        return counts
+
+    def topicsMatching(self, matches: Callable[[str], bool]) -> dict[str, int]:
+        """Partition counts of every topic whose name ``matches``."""
+        with self._lock:
+            metadata = self._consumer.list_topics(timeout=self.timeout)
+        return {name: len(t.partitions) for name, t in metadata.topics.items()
+                if matches(name) and t.error is None and t.partitions}
+
+    def leaders(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, str]:
+        """The host of each partition's leader broker."""
+        with self._lock:
+            metadata = self._consumer.list_topics(timeout=self.timeout)
+        hosts = {broker_id: broker.host for broker_id, broker in metadata.brokers.items()}
+        found = {}
+        for tp in partitions:
+            topic = metadata.topics.get(tp.topic)
+            partition = topic.partitions.get(tp.partition) if topic is not None else None
+            if partition is not None and partition.leader in hosts:
+                found[tp] = hosts[partition.leader]
+        return found
+
+    def _listOffsets(self, partitions: Iterable[TopicPartition], spec: Any
+                     ) -> dict[TopicPartition, int]:
+        from confluent_kafka import IsolationLevel
+        from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+        request = {KafkaTopicPartition(tp.topic, tp.partition): spec for tp in partitions}
+        if not request:
+            return {}
+        level = (IsolationLevel.READ_COMMITTED if self.readCommitted
+                 else IsolationLevel.READ_UNCOMMITTED)
+        futures = self._admin.list_offsets(request, isolation_level=level,
+                                           request_timeout=self.timeout)
+        return {TopicPartition(k.topic, k.partition): int(f.result(self.timeout).offset)
+                for k, f in futures.items()}
+
+    def latestOffsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """End offsets: the last stable offset under read_committed, else the high watermark."""
+        from confluent_kafka.admin import OffsetSpec
+
+        return self._listOffsets(partitions, OffsetSpec.latest())
+
+    def earliestOffsets(self, partitions: Iterable[TopicPartition]
+                        ) -> dict[TopicPartition, int]:
+        """Log start offsets."""
+        from confluent_kafka.admin import OffsetSpec
+
+        return self._listOffsets(partitions, OffsetSpec.earliest())
+
+    def offsetsForTimes(self, timestamps: Mapping[TopicPartition, int]
+                        ) -> dict[TopicPartition, int]:
+        """The first offset at or after each timestamp (ms); the end offset if none."""
+        from confluent_kafka.admin import OffsetSpec
+
+        result = {}
+        for tp, timestamp in timestamps.items():
+            found = self._listOffsets([tp], OffsetSpec.for_timestamp(int(timestamp)))
+            result.update(found)
+        missing = [tp for tp, offset in result.items() if offset < 0]
+        if missing:
+            result.update(self.latestOffsets(missing))
+        return result
+
+    def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The group's committed offsets (partitions without one are left out)."""
+        from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+        request = [KafkaTopicPartition(tp.topic, tp.partition) for tp in partitions]
+        if not request:
+            return {}
+        with self._lock:
+            answers = self._consumer.committed(request, timeout=self.timeout)
+        return {TopicPartition(a.topic, a.partition): int(a.offset) for a in answers
+                if a.offset is not None and a.offset >= 0}
+
+    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Commit next-to-read offsets to the group, synchronously."""
+        from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+        request = [KafkaTopicPartition(tp.topic, tp.partition, offset)
+                   for tp, offset in sorted(offsets.items())]
+        if request:
+            with self._lock:
+                self._consumer.commit(offsets=request, asynchronous=False)
+
+    def close(self) -> None:
+        """Leave the group and close the clients."""
+        with self._lock:
+            try:
+                self._consumer.close()
+            except Exception as error:
+                logger.debug("closing the driver consumer failed: %s", error)

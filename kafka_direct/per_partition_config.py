@@ -1,0 +1,68 @@
+"""PerPartitionConfig: rate limits per topic-partition."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kafka_direct.errors import ConfigurationError
+from kafka_direct.topic_partition import TopicPartition
+
+__all__ = ["DefaultPerPartitionConfig", "PerPartitionConfig"]
+
+MAX_RATE_CONF = "spark.streaming.kafka.maxRatePerPartition"
+MIN_RATE_CONF = "spark.streaming.kafka.minRatePerPartition"
+
+
+class PerPartitionConfig:
+    """Rate limits of each topic-partition; subclass to vary them per partition.
+
+    Rates are records per second; the direct stream turns them into records per batch.
+    """
+
+    def maxRatePerPartition(self, topicPartition: TopicPartition) -> float:
+        """Most records per second read from the partition; 0 for no limit."""
+        return 0.0
+
+    def minRatePerPartition(self, topicPartition: TopicPartition) -> int:
+        """Fewest records per batch read from the partition when it has that many (>= 1)."""
+        return 1
+
+
+def _number(conf: Any, key: str, default: str) -> float:
+    raw = conf.get(key, default)
+    try:
+        value = float(raw)
+    except (TypeError, ValueError) as error:
+        raise ConfigurationError(f"{key} must be a number, got {raw!r}") from error
+    if value < 0:
+        raise ConfigurationError(f"{key} must be >= 0, got {raw!r}")
+    return value
+
+
+class DefaultPerPartitionConfig(PerPartitionConfig):
+    """Limits from Spark settings, optionally overridden per topic-partition.
+
+    Args:
+        conf: The SparkConf (``spark.streaming.kafka.maxRatePerPartition``, default 0 = none;
+            ``spark.streaming.kafka.minRatePerPartition``, default 1).
+        maxRates: Per topic-partition overrides of the maximum rate.
+        minRates: Per topic-partition overrides of the minimum rate.
+    """
+
+    def __init__(self, conf: Any, maxRates: Mapping[TopicPartition, float] | None = None,
+                 minRates: Mapping[TopicPartition, int] | None = None) -> None:
+        self.maxRate = _number(conf, MAX_RATE_CONF, "0")
+        self.minRate = int(_number(conf, MIN_RATE_CONF, "1"))
+        if self.minRate < 1:
+            raise ConfigurationError(f"{MIN_RATE_CONF} must be >= 1, got {self.minRate}")
+        self.maxRates = dict(maxRates or {})
+        self.minRates = dict(minRates or {})
+
+    def maxRatePerPartition(self, topicPartition: TopicPartition) -> float:
+        """The override for the partition, else the Spark setting."""
+        return float(self.maxRates.get(topicPartition, self.maxRate))
+
+    def minRatePerPartition(self, topicPartition: TopicPartition) -> int:
+        """The override for the partition, else the Spark setting."""
+        return int(self.minRates.get(topicPartition, self.minRate))

@@ -1,0 +1,89 @@
+"""How far each partition may advance in one batch (Spark's clamp, then better).
+
+Pure functions of offsets and rates, so they are tested against Spark's formulas directly:
+
+* Without backpressure, each partition reads at most ``maxRatePerPartition * batch seconds``.
+* With backpressure, the estimated rate (or ``initialRate`` before the first estimate: the
+  Scala original read the whole backlog in the first batch) is split over the partitions in
+  proportion to their lag, then capped by each partition's maximum rate.
+* Any limit in force is floored at ``minRatePerPartition`` records per batch.
+* Optionally a total cap per batch (Structured Streaming's ``maxOffsetsPerTrigger``) is split
+  over the partitions by lag.
+* No partition with zero lag causes a division by zero: no lag, no limit needed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from kafka_direct.per_partition_config import PerPartitionConfig
+from kafka_direct.topic_partition import TopicPartition
+
+__all__ = ["clamp", "maxMessagesPerPartition", "prorate_total"]
+
+Offsets = Mapping[TopicPartition, int]
+
+
+def maxMessagesPerPartition(latest: Offsets, current: Offsets, config: PerPartitionConfig,
+                            batchSeconds: float, estimatedRate: float | None
+                            ) -> dict[TopicPartition, int] | None:
+    """Most records each partition may read this batch, or None when nothing limits it.
+
+    Args:
+        latest: The newest offsets (the end of what could be read).
+        current: Where each partition's next batch starts.
+        config: Per-partition maximum and minimum rates.
+        batchSeconds: The batch interval in seconds.
+        estimatedRate: Backpressure's rate for the whole stream (records/s), or None when
+            backpressure is off. A rate <= 0 means no estimate.
+    """
+    lag = {tp: max(end - current.get(tp, end), 0) for tp, end in latest.items()}
+    if estimatedRate is not None and estimatedRate > 0:
+        total_lag = sum(lag.values())
+        if total_lag == 0:
+            return None  # nothing to read: no limit needed (and no 0/0)
+        per_partition = {}
+        for tp, partition_lag in lag.items():
+            share = partition_lag / total_lag * estimatedRate
+            maximum = config.maxRatePerPartition(tp)
+            per_partition[tp] = min(share, maximum) if maximum > 0 else share
+    else:
+        per_partition = {tp: config.maxRatePerPartition(tp) for tp in latest}
+    if sum(per_partition.values()) <= 0:
+        return None
+    return {tp: max(int(batchSeconds * limit), config.minRatePerPartition(tp))
+            for tp, limit in per_partition.items()}
+
+
+def prorate_total(latest: Offsets, current: Offsets, maxTotal: int) -> dict[TopicPartition, int]:
+    """Ends that read at most ``maxTotal`` records in all, shared in proportion to lag.
+
+    Shares are floored, then the records left over go to the largest remainders, so the
+    total is exactly ``min(maxTotal, total lag)``.
+    """
+    lag = {tp: max(end - current.get(tp, end), 0) for tp, end in latest.items()}
+    total = sum(lag.values())
+    if maxTotal <= 0 or total <= maxTotal:
+        return dict(latest)
+    exact = {tp: partition_lag * maxTotal / total for tp, partition_lag in lag.items()}
+    shares = {tp: math.floor(value) for tp, value in exact.items()}
+    left = maxTotal - sum(shares.values())
+    for tp in sorted(exact, key=lambda t: (shares[t] - exact[t], t))[:left]:
+        shares[tp] += 1
+    return {tp: current.get(tp, latest[tp]) + shares[tp] for tp in latest}
+
+
+def clamp(latest: Offsets, current: Offsets, config: PerPartitionConfig, batchSeconds: float,
+          estimatedRate: float | None = None, maxTotal: int = 0) -> dict[TopicPartition, int]:
+    """The end offset of each partition's range for this batch.
+
+    Never beyond ``latest`` and never before ``current``.
+    """
+    limits = maxMessagesPerPartition(latest, current, config, batchSeconds, estimatedRate)
+    ends = dict(latest)
+    if limits is not None:
+        ends = {tp: min(current.get(tp, end) + limits[tp], end) for tp, end in latest.items()}
+    if maxTotal > 0:
+        ends = prorate_total(ends, current, maxTotal)
+    return ends
