@@ -37,6 +37,13 @@ def admin_params(params: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if k.startswith(_ADMIN_PREFIXES)}
 
 
+def _spec(kind: str, *args: Any) -> Any:
+    """An ``OffsetSpec`` (latest, earliest, for_timestamp) for ``list_offsets``."""
+    from confluent_kafka import admin
+
+    return getattr(admin.__dict__["OffsetSpec"], kind)(*args)
+
+
 def _consumer(params: dict[str, Any]) -> Any:
     from confluent_kafka import Consumer
 
@@ -167,25 +174,19 @@ class DriverConsumer:
 
     def latestOffsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """End offsets: the last stable offset under read_committed, else the high watermark."""
-        from confluent_kafka.admin import OffsetSpec
-
-        return self._listOffsets(partitions, OffsetSpec.latest())
+        return self._listOffsets(partitions, _spec("latest"))
 
     def earliestOffsets(self, partitions: Iterable[TopicPartition]
                         ) -> dict[TopicPartition, int]:
         """Log start offsets."""
-        from confluent_kafka.admin import OffsetSpec
-
-        return self._listOffsets(partitions, OffsetSpec.earliest())
+        return self._listOffsets(partitions, _spec("earliest"))
 
     def offsetsForTimes(self, timestamps: Mapping[TopicPartition, int]
                         ) -> dict[TopicPartition, int]:
         """The first offset at or after each timestamp (ms); the end offset if none."""
-        from confluent_kafka.admin import OffsetSpec
-
         result = {}
         for tp, timestamp in timestamps.items():
-            found = self._listOffsets([tp], OffsetSpec.for_timestamp(int(timestamp)))
+            found = self._listOffsets([tp], _spec("for_timestamp", int(timestamp)))
             result.update(found)
         missing = [tp for tp, offset in result.items() if offset < 0]
         if missing:

@@ -13,7 +13,7 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from types import FrameType
 from typing import Any, ClassVar
 
@@ -46,13 +46,15 @@ class StreamingContext:
         batchDuration: The batch interval in seconds (e.g. 0.5, 2, 10).
         clock: Where time comes from (default: ``spark.streaming.clock``, the wall clock);
             a :class:`~kafka_direct.streaming.clock.ManualClock` makes tests deterministic.
+        conf: Spark settings for this context only (``spark.streaming.*``), over those of
+            the SparkContext.
     """
 
     _active: ClassVar[StreamingContext | None] = None
     _activeLock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, sparkContext: Any, batchDuration: float,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, conf: Mapping[str, Any] | None = None) -> None:
         from pyspark import SparkConf, SparkContext
 
         if isinstance(sparkContext, SparkConf):
@@ -61,6 +63,8 @@ class StreamingContext:
             raise ConfigurationError("StreamingContext needs a SparkContext or a SparkConf")
         self.sparkContext = sparkContext
         self._conf = sparkContext.getConf()
+        for key, value in (conf or {}).items():
+            self._conf.set(key, str(value).lower() if isinstance(value, bool) else str(value))
         self.appName = str(self._conf.get("spark.app.name", ""))
         self.graph = DStreamGraph(to_ms(batchDuration, "batchDuration"))
         self.clock = clock or clock_from_conf(self._conf)
