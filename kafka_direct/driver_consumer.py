@@ -78,6 +78,8 @@ class DriverConsumer:
         self._admin = adminFactory(admin_params(self.params))
         self._lock = threading.RLock()
         self._assigned: set[TopicPartition] = set()
+        self._closed = threading.Event()
+        self._keeper: threading.Thread | None = None
         self.subscribed = False
 
     # -- group membership ---------------------------------------------------------------------
@@ -101,6 +103,19 @@ class DriverConsumer:
             self._consumer.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke,
                                      on_lost=on_revoke)
             self.subscribed = True
+        # Rebalances are served by poll(): keep polling between batches, so another member's
+        # join is answered at once and a long batch interval never exceeds
+        # max.poll.interval.ms (which would throw this stream out of its group).
+        self._keeper = threading.Thread(target=self._keep_membership, daemon=True,
+                                        name=f"driver-consumer-{self.groupId}")
+        self._keeper.start()
+
+    def _keep_membership(self) -> None:
+        while not self._closed.wait(0.2):
+            try:
+                self.poll()
+            except Exception as error:  # a closed consumer, or a broker away: try again
+                logger.debug("driver consumer poll failed: %s", error)
 
     def poll(self) -> None:
         """Serve group callbacks (assignments, revocations) without taking records."""
@@ -167,10 +182,19 @@ class DriverConsumer:
             return {}
         level = (IsolationLevel.READ_COMMITTED if self.readCommitted
                  else IsolationLevel.READ_UNCOMMITTED)
-        futures = self._admin.list_offsets(request, isolation_level=level,
-                                           request_timeout=self.timeout)
-        return {TopicPartition(k.topic, k.partition): int(f.result(self.timeout).offset)
-                for k, f in futures.items()}
+        for attempt in (1, 2):
+            futures = self._admin.list_offsets(request, isolation_level=level,
+                                               request_timeout=self.timeout)
+            try:
+                return {TopicPartition(k.topic, k.partition): int(f.result(self.timeout).offset)
+                        for k, f in futures.items()}
+            except Exception as error:
+                if attempt == 2 or "leader" not in str(error).lower():
+                    raise
+                # A partition just created: refresh the admin client's metadata, once.
+                for topic in {tp.topic for tp in request}:
+                    self._admin.list_topics(topic, timeout=self.timeout)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def latestOffsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """End offsets: the last stable offset under read_committed, else the high watermark."""
@@ -217,6 +241,9 @@ class DriverConsumer:
 
     def close(self) -> None:
         """Leave the group and close the clients."""
+        self._closed.set()
+        if self._keeper is not None:
+            self._keeper.join(5)
         with self._lock:
             try:
                 self._consumer.close()

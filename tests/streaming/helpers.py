@@ -65,9 +65,9 @@ class Recorder(StreamingListener):
 class Driver:
     """A context on a ManualClock at 0 with 1 s batches, and a recorder listening."""
 
-    def __init__(self, sc, batch_seconds=1, start_ms=0):
+    def __init__(self, sc, batch_seconds=1, start_ms=0, conf=None):
         self.clock = ManualClock(start_ms)
-        self.ssc = StreamingContext(sc, batch_seconds, clock=self.clock)
+        self.ssc = StreamingContext(sc, batch_seconds, clock=self.clock, conf=conf)
         self.recorder = Recorder()
         self.ssc.addStreamingListener(self.recorder)
         self.interval = int(batch_seconds * 1000)
