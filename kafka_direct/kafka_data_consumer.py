@@ -71,11 +71,16 @@ class KafkaDataConsumer:
         self._consumer = factory(self._params)
         self._pending: deque[Any] = deque()
         self._next: int | None = None  # offset the next delivered record may have, if known
+        self._paused = False
         self.closed = False
 
     def _assign(self, offset: int) -> None:
         self._pending.clear()
-        self._consumer.assign([self._tp(self.topic, self.partition, offset)])
+        partition = self._tp(self.topic, self.partition, offset)
+        if self._paused:  # librdkafka keeps a partition's pause across assignments
+            self._consumer.resume([partition])
+            self._paused = False
+        self._consumer.assign([partition])
         self._next = offset
 
     def _watermarks(self, timeout: float = 10.0) -> tuple[int, int]:
@@ -116,6 +121,14 @@ class KafkaDataConsumer:
             return
         if self._next != fromOffset:
             self._assign(fromOffset)
+        elif self._paused:
+            # Continue where the last range ended. The pause dropped what librdkafka had
+            # prefetched, and a resumed partition would wait about a second before fetching
+            # again: seeking starts the fetch at once.
+            self._consumer.resume([self._tp(self.topic, self.partition)])
+            self._consumer.seek(self._tp(self.topic, self.partition, fromOffset))
+            self._pending.clear()
+        self._paused = False
         position = fromOffset
         last_progress = time.monotonic()
         while position < untilOffset:
@@ -170,6 +183,10 @@ class KafkaDataConsumer:
                 self._check_stalled(position, fromOffset, untilOffset, pollTimeoutMs,
                                     last_progress)
         self._next = untilOffset
+        # An idle cached consumer must not keep fetching: dozens of them long-polling the
+        # brokers slow every other read down. The next range resumes where this one ended.
+        self._consumer.pause([self._tp(self.topic, self.partition)])
+        self._paused = True
 
     @staticmethod
     def _plain(batch: list[Any], position: int, untilOffset: int) -> bool:

@@ -42,7 +42,8 @@ _JAVA_ONLY = {
 _SECRET_MARKERS = ("password", "secret", "token", "sasl.oauthbearer.config", "ssl.key.pem",
                    "ssl_key", "private", "credential")
 
-_EXECUTOR_DEFAULTS = {"queued.max.messages.kbytes": 16384, "queued.min.messages": 20000}
+_EXECUTOR_DEFAULTS = {"queued.max.messages.kbytes": 16384, "queued.min.messages": 20000,
+                      "fetch.queue.backoff.ms": 10}
 
 _warned: set[tuple[str, str, str]] = set()
 _warned_lock = threading.Lock()

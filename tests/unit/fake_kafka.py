@@ -48,14 +48,26 @@ class FakeConsumer:
         self.log, self.topic, self.partition = log, topic, partition
         self.pointer = None
         self.assigns = []
+        self.seeks = []
         self.closed = False
         self.error_pending = False
+        self.paused = False
 
     def assign(self, tps):
         (tp,) = tps
         self.pointer = tp.offset
         self.assigns.append(tp.offset)
         self.error_pending = self.pointer < self.log.low or self.pointer > self.log.high
+
+    def pause(self, tps):
+        self.paused = True
+
+    def resume(self, tps):
+        self.paused = False
+
+    def seek(self, tp):
+        self.pointer = tp.offset
+        self.seeks.append(tp.offset)
 
     def consume(self, num, timeout):
         if self.error_pending:
