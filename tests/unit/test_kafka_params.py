@@ -30,7 +30,10 @@ def test_secret_values_never_appear_in_errors_or_redacted_copies():
     assert "hunter2" not in str(info.value)
 
 
-def test_executor_params_force_safe_values_with_one_warning_each(caplog):
+def test_executor_params_force_safe_values_with_one_warning_each(caplog, monkeypatch):
+    from kafka_direct import kafka_params
+
+    monkeypatch.setattr(kafka_params, "_warned", set())  # earlier tests warned already
     user = {"bootstrap.servers": "h:1", "group.id": "g", "enable.auto.commit": "true",
             "auto.offset.reset": "latest", "fetch.min.bytes": 10}
     with caplog.at_level(logging.WARNING, logger="kafka_direct.kafka_params"):
