@@ -317,3 +317,29 @@ def test_an_unreachable_broker_is_retried_then_a_clear_error(spark, own_kafka):
     finally:
         own_kafka.resume()
         driver.stop()
+
+
+def test_real_time_batches_on_the_system_clock(spark, kafka, kafka_topic):
+    from kafka_direct.streaming import StreamingContext
+
+    topic = kafka_topic(partitions=2)
+    ssc = StreamingContext(spark, 0.4)
+    stream = KafkaUtils.createDirectStream(
+        ssc, LocationStrategies.PreferBrokers(),
+        ConsumerStrategies.Assign([TopicPartition(topic, 0), TopicPartition(topic, 1)],
+                                  kafka.params(**{"group.id": group("rt"),
+                                                  "auto.offset.reset": "earliest"})),
+        valueDeserializer=lambda b: b.decode())
+    values = []
+    stream.foreachRDD(lambda rdd: values.extend(r.value for r in rdd.collect()))
+    ssc.start()
+    try:
+        for i in range(5):
+            kafka.produce(topic, [f"v{i}".encode()], partition=i % 2)
+            time.sleep(0.3)
+        deadline = time.monotonic() + 20
+        while len(values) < 5 and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        ssc.stop(stopSparkContext=False, stopGracefully=True)
+    assert sorted(values) == [f"v{i}" for i in range(5)]

@@ -201,3 +201,45 @@ def test_stop_gracefully_on_sigterm(spark):
     assert driver.ssc.awaitTermination(20) is True
     assert driver.ssc.state == "STOPPED"
     assert signal.getsignal(signal.SIGTERM) == previous
+
+
+def test_a_failing_or_slow_listener_never_holds_batches_back(spark):
+    from kafka_direct.streaming import StreamingListener
+
+    release = threading.Event()
+
+    class Broken(StreamingListener):
+        def onBatchCompleted(self, e):
+            raise RuntimeError("listener bug")
+
+    class Slow(StreamingListener):
+        def onBatchSubmitted(self, e):
+            release.wait(10)
+
+    driver = Driver(spark)
+    driver.ssc.addStreamingListener(Broken())
+    driver.ssc.addStreamingListener(Slow())
+    ran = []
+    driver.ssc.queueStream([[1], [2], [3]]).foreachRDD(lambda t, rdd: ran.append(t.second))
+    driver.start()
+    for t in (1000, 2000, 3000):
+        driver.clock.setTime(t)
+    deadline = time.monotonic() + 20
+    while len(ran) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ran == [1, 2, 3]  # batches ran while the slow listener was still blocked
+    release.set()
+    driver.recorder.wait_completed(3000)  # later listeners still get every event
+    driver.stop()
+
+
+def test_concurrent_jobs_run_output_operations_side_by_side(spark):
+    driver = Driver(spark, conf={"spark.streaming.concurrentJobs": "2"})
+    both = threading.Barrier(2, timeout=10)
+    stream = driver.ssc.queueStream([[1]])
+    stream.foreachRDD(lambda rdd: both.wait())
+    stream.foreachRDD(lambda rdd: both.wait())
+    driver.start()
+    driver.run(1)  # with one job thread the barrier would time out and fail the batch
+    driver.stop()
+    assert not driver.recorder.wait_completed(1000).failed
