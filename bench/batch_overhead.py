@@ -13,27 +13,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import threading
 import time
 
-from kafka_direct.streaming import ManualClock, StreamingContext, StreamingListener
+from bench_support import Completed, time_generation
+
+from kafka_direct.streaming import ManualClock, StreamingContext
 from kafka_direct.testing import spark_context
-
-
-class Completed(StreamingListener):
-    def __init__(self):
-        self.times = []
-        self.changed = threading.Condition()
-
-    def onBatchCompleted(self, batchCompleted):
-        with self.changed:
-            self.times.append(batchCompleted.batchInfo.batchTime)
-            self.changed.notify_all()
-
-    def wait(self, batch_time):
-        with self.changed:
-            while batch_time not in self.times:
-                self.changed.wait(30)
 
 
 def measure(sc, partitions, batches):
@@ -48,16 +33,7 @@ def measure(sc, partitions, batches):
     completed = Completed()
     ssc.addStreamingListener(completed)
     ssc.start()
-    generator = ssc.scheduler.jobGenerator
-    durations = []
-    original = generator.generateJobs
-
-    def timed(batch_time):
-        start = time.perf_counter()
-        original(batch_time)
-        durations.append((time.perf_counter() - start) * 1000)
-
-    generator.generateJobs = timed
+    durations = time_generation(ssc)
     for i in range(1, batches + 1):
         clock.setTime(i * 1000)
         completed.wait(i * 1000)

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import threading
 import time
+
+from bench_support import Completed, time_generation
 
 from kafka_direct import ConsumerStrategies, KafkaUtils, LocationStrategies, TopicPartition
 from kafka_direct.per_partition_config import DefaultPerPartitionConfig
@@ -26,25 +27,8 @@ from kafka_direct.streaming import (
     ManualClock,
     PIDRateEstimator,
     StreamingContext,
-    StreamingListener,
 )
 from kafka_direct.testing import kafka_service, spark_context
-
-
-class Completed(StreamingListener):
-    def __init__(self):
-        self.times = set()
-        self.changed = threading.Condition()
-
-    def onBatchCompleted(self, batchCompleted):
-        with self.changed:
-            self.times.add(batchCompleted.batchInfo.batchTime)
-            self.changed.notify_all()
-
-    def wait(self, batch_time):
-        with self.changed:
-            while batch_time not in self.times:
-                self.changed.wait(30)
 
 
 def driver_work(batches):
@@ -68,15 +52,7 @@ def driver_work(batches):
         completed = Completed()
         ssc.addStreamingListener(completed)
         ssc.start()
-        generator = ssc.scheduler.jobGenerator
-        original, durations = generator.generateJobs, []
-
-        def timed(batch_time):
-            start = time.perf_counter()
-            original(batch_time)
-            durations.append((time.perf_counter() - start) * 1000)
-
-        generator.generateJobs = timed
+        durations = time_generation(ssc)
         for i in range(1, batches + 1):
             kafka.produce(topic, [b"x" * 100] * 200)  # new records in some partitions
             clock.setTime(i * 1000)

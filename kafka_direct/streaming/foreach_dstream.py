@@ -9,6 +9,7 @@ from typing_extensions import override
 
 from kafka_direct.streaming.dstream import DStream
 from kafka_direct.streaming.job import Job
+from kafka_direct.streaming.transformed_dstream import UnaryDStream
 
 if TYPE_CHECKING:
     from kafka_direct.streaming.context import StreamingContext
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 __all__ = ["ForEachDStream"]
 
 
-class ForEachDStream(DStream):
+class ForEachDStream(UnaryDStream):
     """Runs ``func(time_ms, rdd)`` for every batch in which the parent has an RDD.
 
     Args:
@@ -28,21 +29,10 @@ class ForEachDStream(DStream):
 
     def __init__(self, ssc: StreamingContext, parent: DStream,
                  func: Callable[[int, Any], None], name: str) -> None:
-        super().__init__(ssc)
-        self.parent = parent
+        super().__init__(ssc, parent)
         self.func = func
         self.name = name
         self.outputOpId = -1
-
-    @override
-    @property
-    def dependencies(self) -> list[DStream]:
-        return [self.parent]
-
-    @override
-    @property
-    def slideDuration(self) -> int:
-        return self.parent.slideDuration
 
     @override
     def compute(self, validTime: int) -> Any:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from typing_extensions import override
 
 from kafka_direct.streaming.dstream import DStream
+from kafka_direct.streaming.transformed_dstream import UnaryDStream
 
 if TYPE_CHECKING:
     from kafka_direct.streaming.context import StreamingContext
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 __all__ = ["StateDStream"]
 
 
-class StateDStream(DStream):
+class StateDStream(UnaryDStream):
     """Each batch: ``func(time, previous state or initial RDD, new RDD)``.
 
     With no new RDD for a batch the state stays as it was. The state is checkpointed, since
@@ -32,23 +33,12 @@ class StateDStream(DStream):
 
     def __init__(self, ssc: StreamingContext, parent: DStream,
                  func: Callable[[int, Any, Any], Any], initialRDD: Any = None) -> None:
-        super().__init__(ssc)
-        self.parent = parent
+        super().__init__(ssc, parent)
         self.func = func
         self.initialRDD = initialRDD
         from pyspark import StorageLevel
 
         self.storageLevel = StorageLevel.MEMORY_ONLY
-
-    @override
-    @property
-    def dependencies(self) -> list[DStream]:
-        return [self.parent]
-
-    @override
-    @property
-    def slideDuration(self) -> int:
-        return self.parent.slideDuration
 
     @override
     def compute(self, validTime: int) -> Any:

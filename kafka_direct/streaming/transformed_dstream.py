@@ -13,7 +13,7 @@ from kafka_direct.streaming.dstream import DStream
 if TYPE_CHECKING:
     from kafka_direct.streaming.context import StreamingContext
 
-__all__ = ["TransformedDStream", "UnionDStream"]
+__all__ = ["MultiParentDStream", "TransformedDStream", "UnaryDStream", "UnionDStream"]
 
 #: ``func(time_ms, rdds)`` -> RDD or None.
 RDDsFunction = Callable[[int, list[Any]], Any]
@@ -33,7 +33,44 @@ def _check_same_slide(parents: Sequence[DStream], what: str) -> int:
     return slides.pop()
 
 
-class TransformedDStream(DStream):
+class UnaryDStream(DStream):
+    """A stream computed from one parent, sliding with it unless it says otherwise."""
+
+    def __init__(self, ssc: StreamingContext, parent: DStream) -> None:
+        super().__init__(ssc)
+        self.parent = parent
+
+    @property
+    @override
+    def dependencies(self) -> list[DStream]:
+        return [self.parent]
+
+    @property
+    @override
+    def slideDuration(self) -> int:
+        return self.parent.slideDuration
+
+
+class MultiParentDStream(DStream):
+    """A stream computed from several parents that share a slide duration."""
+
+    def __init__(self, ssc: StreamingContext, parents: Sequence[DStream], what: str) -> None:
+        self._slide = _check_same_slide(parents, what)
+        super().__init__(ssc)
+        self.parents = list(parents)
+
+    @property
+    @override
+    def dependencies(self) -> list[DStream]:
+        return list(self.parents)
+
+    @property
+    @override
+    def slideDuration(self) -> int:
+        return self._slide
+
+
+class TransformedDStream(MultiParentDStream):
     """Each batch: ``func(time, [parent RDDs])``. Every RDD-to-RDD operator is one of these.
 
     Args:
@@ -44,20 +81,8 @@ class TransformedDStream(DStream):
 
     def __init__(self, ssc: StreamingContext, parents: Sequence[DStream],
                  func: RDDsFunction) -> None:
-        self._slide = _check_same_slide(parents, "transform")
-        super().__init__(ssc)
-        self.parents = list(parents)
+        super().__init__(ssc, parents, "transform")
         self.func = func
-
-    @override
-    @property
-    def dependencies(self) -> list[DStream]:
-        return list(self.parents)
-
-    @override
-    @property
-    def slideDuration(self) -> int:
-        return self._slide
 
     @override
     def compute(self, validTime: int) -> Any:
@@ -70,23 +95,11 @@ class TransformedDStream(DStream):
         return self.func(validTime, rdds)
 
 
-class UnionDStream(DStream):
+class UnionDStream(MultiParentDStream):
     """Each batch: the union of the parents' RDDs."""
 
     def __init__(self, ssc: StreamingContext, parents: Sequence[DStream]) -> None:
-        self._slide = _check_same_slide(parents, "union")
-        super().__init__(ssc)
-        self.parents = list(parents)
-
-    @override
-    @property
-    def dependencies(self) -> list[DStream]:
-        return list(self.parents)
-
-    @override
-    @property
-    def slideDuration(self) -> int:
-        return self._slide
+        super().__init__(ssc, parents, "union")
 
     @override
     def compute(self, validTime: int) -> Any:

@@ -9,11 +9,12 @@ from typing_extensions import override
 
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.streaming.dstream import DStream
+from kafka_direct.streaming.transformed_dstream import UnaryDStream
 
 if TYPE_CHECKING:
     from kafka_direct.streaming.context import StreamingContext
 
-__all__ = ["ReducedWindowedDStream", "WindowedDStream", "check_window"]
+__all__ = ["ReducedWindowedDStream", "WindowDStream", "WindowedDStream", "check_window"]
 
 #: ``func(time_ms, previous or None, new_rdd)`` -> RDD
 WindowFunction = Callable[[int, Any, Any], Any]
@@ -32,36 +33,37 @@ def check_window(parent: DStream, windowDuration: int, slideDuration: int) -> No
             f"multiple of the slide duration of parent DStream ({parent_slide} ms)")
 
 
-class WindowedDStream(DStream):
-    """Each slide: the union of the parent's RDDs of the last ``windowDuration`` ms."""
+class WindowDStream(UnaryDStream):
+    """What windowed streams share: a window over the parent, sliding every ``slide`` ms.
+
+    Each parent RDD is read by several windows, so the parent is persisted (computed once),
+    and it must remember its RDDs for a window longer than this stream remembers its own.
+    """
 
     def __init__(self, ssc: StreamingContext, parent: DStream, windowDuration: int,
                  slideDuration: int) -> None:
         check_window(parent, windowDuration, slideDuration)
-        super().__init__(ssc)
-        self.parent = parent
+        super().__init__(ssc, parent)
         self.windowDuration = windowDuration
         self._slide = slideDuration
         from pyspark import StorageLevel
 
-        # Each parent RDD is read by several windows: compute it once.
         if parent.storageLevel is None:
             parent.storageLevel = StorageLevel.MEMORY_ONLY
 
-    @override
     @property
-    def dependencies(self) -> list[DStream]:
-        return [self.parent]
-
     @override
-    @property
     def slideDuration(self) -> int:
         return self._slide
 
-    @override
     @property
+    @override
     def parentRememberDuration(self) -> int | None:
         return (self.rememberDuration or 0) + self.windowDuration
+
+
+class WindowedDStream(WindowDStream):
+    """Each slide: the union of the parent's RDDs of the last ``windowDuration`` ms."""
 
     @override
     def compute(self, validTime: int) -> Any:
@@ -72,7 +74,7 @@ class WindowedDStream(DStream):
         return rdds[0] if len(rdds) == 1 else self.ssc.sparkContext.union(rdds)
 
 
-class ReducedWindowedDStream(DStream):
+class ReducedWindowedDStream(WindowDStream):
     """A windowed reduction kept up to date incrementally.
 
     With an inverse function and a window of at least five slides, each window is the
@@ -92,34 +94,13 @@ class ReducedWindowedDStream(DStream):
     def __init__(self, ssc: StreamingContext, parent: DStream, reduceFunc: WindowFunction,
                  invReduceFunc: WindowFunction | None, windowDuration: int,
                  slideDuration: int) -> None:
-        check_window(parent, windowDuration, slideDuration)
-        super().__init__(ssc)
-        self.parent = parent
+        super().__init__(ssc, parent, windowDuration, slideDuration)
         self.reduceFunc = reduceFunc
         self.invReduceFunc = invReduceFunc
-        self.windowDuration = windowDuration
-        self._slide = slideDuration
         self.mustCheckpoint = invReduceFunc is not None
         from pyspark import StorageLevel
 
         self.storageLevel = StorageLevel.MEMORY_ONLY
-        if parent.storageLevel is None:
-            parent.storageLevel = StorageLevel.MEMORY_ONLY
-
-    @override
-    @property
-    def dependencies(self) -> list[DStream]:
-        return [self.parent]
-
-    @override
-    @property
-    def slideDuration(self) -> int:
-        return self._slide
-
-    @override
-    @property
-    def parentRememberDuration(self) -> int | None:
-        return (self.rememberDuration or 0) + self.windowDuration
 
     def _union(self, rdds: list[Any]) -> Any:
         return rdds[0] if len(rdds) == 1 else self.ssc.sparkContext.union(rdds)
