@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import chain
 from typing import Any
 
 from pyspark.rdd import PipelinedRDD
@@ -21,7 +20,7 @@ from kafka_direct.kafka_data_consumer import ConsumerCache, KafkaDataConsumer, c
 from kafka_direct.offset_range import HasOffsetRanges, OffsetRange
 from kafka_direct.task_errors import carry_errors, typed_rdd_class
 
-__all__ = ["KafkaRDD", "ReadSettings", "read_range", "read_range_batches"]
+__all__ = ["KafkaRDD", "ReadSettings", "read_range"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,44 +49,43 @@ class ReadSettings:
     messageHandler: Callable[[ConsumerRecord], Any] | None = None
 
 
-def _record_batches(batches: Iterator[list[Any]], topic: str, partition: int,
-                    settings: ReadSettings) -> Iterator[list[Any]]:
-    # The hot loop of every task, one list of records per fetched batch (consumers flatten
-    # them with itertools.chain, in C). tuple.__new__ skips the named tuple's Python-level
-    # constructor; topic and partition come from the range instead of two calls a record.
+def _records(batches: Iterator[list[Any]], topic: str, partition: int,
+             settings: ReadSettings) -> Iterator[Any]:
+    # The hot loop of every task: tuple.__new__ skips the named tuple's Python-level
+    # constructor, and topic and partition come from the range instead of two calls a record.
     # confluent-kafka numbers timestamp types 0 (none), 1 (create), 2 (log append); Kafka's
     # Java client and Spark use -1, 0, 1: hence ``kind - 1``.
     new = tuple.__new__
-    rt = ConsumerRecord
+    record_type = ConsumerRecord
     key_of = settings.keyDeserializer
     value_of = settings.valueDeserializer
     handler = settings.messageHandler
     if key_of is None and value_of is None and handler is None:
         for batch in batches:
-            yield [new(rt, (topic, partition, m.offset(),
-                            t[1] if (t := m.timestamp())[0] else -1, t[0] - 1, m.key(),
-                            m.value(), tuple(h) if (h := m.headers()) else ()))
-                   for m in batch]
+            for message in batch:
+                kind, timestamp = message.timestamp()
+                headers = message.headers()
+                yield new(record_type, (topic, partition, message.offset(),
+                                        timestamp if kind else -1, kind - 1, message.key(),
+                                        message.value(), tuple(headers) if headers else ()))
         return
     for batch in batches:
-        records = []
         for message in batch:
             kind, timestamp = message.timestamp()
             headers = message.headers()
             key = message.key()
             value = message.value()
-            record = new(rt, (
+            record = new(record_type, (
                 topic, partition, message.offset(), timestamp if kind else -1, kind - 1,
                 key_of(key) if key_of is not None and key is not None else key,
                 value_of(value) if value_of is not None and value is not None else value,
                 tuple(headers) if headers else ()))
-            records.append(handler(record) if handler is not None else record)
-        yield records
+            yield handler(record) if handler is not None else record
 
 
-def read_range_batches(offsetRange: OffsetRange, settings: ReadSettings, *, attempt: int = 0,
-                       cache: ConsumerCache | None = None) -> Iterator[list[Any]]:
-    """Read the records of one range on an executor, a list per fetch (what a task does).
+def read_range(offsetRange: OffsetRange, settings: ReadSettings, *, attempt: int = 0,
+               cache: ConsumerCache | None = None) -> Iterator[Any]:
+    """Read the records of one range on an executor (what a KafkaRDD task does).
 
     Args:
         offsetRange: The range to read.
@@ -107,7 +105,7 @@ def read_range_batches(offsetRange: OffsetRange, settings: ReadSettings, *, atte
         release = consumer.close
     ok = False
     try:
-        yield from _record_batches(
+        yield from _records(
             consumer.read_batches(offsetRange.fromOffset, offsetRange.untilOffset,
                                   settings.pollTimeoutMs, settings.failOnDataLoss),
             topic, partition, settings)
@@ -118,13 +116,6 @@ def read_range_batches(offsetRange: OffsetRange, settings: ReadSettings, *, atte
             # closing it is cheaper than reasoning about where it stands.
             cache.discard(topic, partition, settings.params)
         release()
-
-
-def read_range(offsetRange: OffsetRange, settings: ReadSettings, *, attempt: int = 0,
-               cache: ConsumerCache | None = None) -> Iterator[Any]:
-    """The records of one range, one by one (see :func:`read_range_batches`)."""
-    return chain.from_iterable(read_range_batches(offsetRange, settings, attempt=attempt,
-                                                  cache=cache))
 
 
 class _ReadPartition:
@@ -138,9 +129,8 @@ class _ReadPartition:
 
         context = TaskContext.get()
         attempt = context.attemptNumber() if context is not None else 0
-        batches = (batch for offsetRange in ranges
-                   for batch in read_range_batches(offsetRange, self.settings, attempt=attempt))
-        return chain.from_iterable(carry_errors(batches))
+        for offsetRange in ranges:
+            yield from carry_errors(read_range(offsetRange, self.settings, attempt=attempt))
 
 
 class KafkaRDD(typed_rdd_class(PipelinedRDD), HasOffsetRanges):  # type: ignore[misc]

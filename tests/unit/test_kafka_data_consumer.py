@@ -4,7 +4,7 @@ import pytest
 
 from kafka_direct import DataLossError, OffsetOutOfRangeError, OffsetRange, PollTimeoutError
 from kafka_direct.kafka_data_consumer import ConsumerCache, KafkaDataConsumer
-from kafka_direct.kafka_rdd import ReadSettings, read_range, read_range_batches
+from kafka_direct.kafka_rdd import ReadSettings, read_range
 from tests.unit.fake_kafka import FakeConsumer, FakeLog
 
 PARAMS = {"bootstrap.servers": "fake:1", "group.id": "spark-executor-g"}
@@ -131,7 +131,7 @@ def test_read_range_builds_records_and_discards_a_consumer_left_mid_range():
     assert [(r.offset, r.value, r.timestamp, r.timestampType) for r in records] == [
         (2, "v2", 1002, 0), (3, "v3", 1003, 0), (4, "v4", 1004, 0)]
     assert len(cache) == 1
-    partial = read_range_batches(OffsetRange("t", 0, 5, 9), settings, cache=cache)
+    partial = read_range(OffsetRange("t", 0, 5, 9), settings, cache=cache)
     next(partial)
-    partial.close()  # like take(1), which stops reading
+    partial.close()  # like take(1)
     assert len(cache) == 0 and made[0].closed
