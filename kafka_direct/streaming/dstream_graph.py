@@ -66,20 +66,15 @@ class DStreamGraph:
                     f"{stream!r} slides every {stream.slideDuration} ms, which is not a "
                     f"multiple of the batch interval {self.batchDuration} ms")
 
-    def start(self, zeroTime: int) -> None:
-        """Initialize every stream with the zero time, validate, and start the inputs."""
-        with self._lock:
-            self.zeroTime = zeroTime
-            self.startTime = zeroTime
-            self._initialize(zeroTime)
-            for stream in self.inputStreams:
-                stream.start()
+    def start(self, zeroTime: int, startTime: int | None = None) -> None:
+        """Initialize every stream with the zero time, validate, and start the inputs.
 
-    def restart(self, zeroTime: int, startTime: int) -> None:
-        """Initialize with the zero time of the run a checkpoint came from."""
+        A recovered graph gets the zero time of the run its checkpoint came from, and the
+        time it restarts at.
+        """
         with self._lock:
             self.zeroTime = zeroTime
-            self.startTime = startTime
+            self.startTime = zeroTime if startTime is None else startTime
             self._initialize(zeroTime)
             for stream in self.inputStreams:
                 stream.start()

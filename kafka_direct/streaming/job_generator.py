@@ -86,7 +86,7 @@ class JobGenerator:
             jump = conf_time_ms(self.ssc._conf, "spark.streaming.manualClock.jump", 0)
             self.clock.setTime(checkpoint.checkpointTime + jump)
         restartTime = self.timer.getRestartTime(checkpoint.zeroTime)
-        self.graph.restart(checkpoint.zeroTime, restartTime)
+        self.graph.start(checkpoint.zeroTime, restartTime)
         downTimes = list(range(checkpoint.checkpointTime, restartTime, self.batchDuration))
         logger.info("Batches during down time (%d batches): %s", len(downTimes), downTimes)
         pending = sorted(checkpoint.pendingTimes)
