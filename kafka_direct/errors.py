@@ -184,7 +184,27 @@ class OffsetMismatchError(KafkaDirectError):
 
     That is a gap or an overlap: committing would lose or duplicate records, so nothing is
     written.
+
+    Attributes:
+        group: The consumer group.
+        topic: The range's topic.
+        partition: The range's partition.
+        stored: The stored next offset (None when the store has none).
+        fromOffset: The range's start, which the stored offset should equal.
+        untilOffset: The range's end.
     """
+
+    group: str
+    topic: str
+    partition: int
+    stored: int | None
+    fromOffset: int
+    untilOffset: int
+
+    def __init__(self, message: str, *, group: str, topic: str, partition: int,
+                 stored: int | None, fromOffset: int, untilOffset: int) -> None:
+        super().__init__(message, group=group, topic=topic, partition=partition,
+                         stored=stored, fromOffset=fromOffset, untilOffset=untilOffset)
 
 
 class StreamingStateError(KafkaDirectError, RuntimeError):

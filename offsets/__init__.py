@@ -6,4 +6,8 @@ An offset store keeps, per (group, topic, partition), the *next offset to read*:
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from offsets.kafka_offset_store import KafkaOffsetStore
+from offsets.offset_store import OffsetStore
+from offsets.postgres_offset_store import PostgresOffsetStore
+
+__all__ = ["KafkaOffsetStore", "OffsetStore", "PostgresOffsetStore"]

@@ -1,0 +1,209 @@
+"""PostgresOffsetStore: offsets in a PostgreSQL table, committed in the results' transaction.
+
+One row per (group, topic, partition) holds the next offset to read and when it changed.
+:meth:`PostgresOffsetStore.claim` and :meth:`PostgresOffsetStore.advance` work inside a
+transaction the caller owns, so a sink writes a range's results and moves its offset in the
+same transaction; :meth:`commit` does both steps for several ranges in a transaction of its
+own. The row lock taken by ``claim`` (``SELECT ... FOR UPDATE``) makes concurrent writers of
+the same partition wait for each other; the one that comes second finds the offset moved on:
+its range is already applied (a duplicate, which writes nothing) or it is an
+:class:`~kafka_direct.errors.OffsetMismatchError`.
+
+Identifiers are always quoted with ``psycopg2.sql``; connection strings never appear in logs
+or errors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from kafka_direct import ConfigurationError, OffsetMismatchError, OffsetRange, TopicPartition
+from offsets.offset_store import OffsetStore
+
+__all__ = ["PostgresOffsetStore"]
+
+logger = logging.getLogger(__name__)
+
+
+class PostgresOffsetStore(OffsetStore):
+    """Offsets in ``schema.table`` of a PostgreSQL database.
+
+    Args:
+        dsn: A libpq connection string, or None when ``connect`` is given.
+        table: Table name (created by :meth:`ensure_schema`, or on first use).
+        schema: Schema of the table.
+        connect: A function returning a new psycopg2 connection (instead of ``dsn``).
+    """
+
+    def __init__(self, dsn: str | None = None, table: str = "kafka_offsets",
+                 schema: str = "public", connect: Callable[[], Any] | None = None) -> None:
+        if (dsn is None) == (connect is None):
+            raise ConfigurationError("PostgresOffsetStore needs a dsn or a connect function "
+                                     "(one of them)")
+        for name, value in (("table", table), ("schema", schema)):
+            if not isinstance(value, str) or not value:
+                raise ConfigurationError(f"PostgresOffsetStore {name} must be a non-empty "
+                                         f"name, got {value!r}")
+        self._dsn = dsn
+        self._connect = connect
+        self.table = table
+        self.schema = schema
+        self._ready = False
+
+    def __repr__(self) -> str:
+        return f"PostgresOffsetStore(table={self.schema}.{self.table})"  # no credentials
+
+    def connect(self) -> Any:
+        """A new connection to the store's database."""
+        if self._connect is not None:
+            return self._connect()
+        import psycopg2
+
+        return psycopg2.connect(self._dsn)
+
+    def _identifier(self) -> Any:
+        from psycopg2 import sql
+
+        return sql.Identifier(self.schema, self.table)
+
+    def ensure_schema(self, cursor: Any = None) -> None:
+        """Create the schema and table if they do not exist (safe to repeat)."""
+        from psycopg2 import sql
+
+        statements = [
+            sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema)),
+            sql.SQL("CREATE TABLE IF NOT EXISTS {} ("
+                    "group_id text NOT NULL, topic text NOT NULL, "
+                    "kafka_partition integer NOT NULL CHECK (kafka_partition >= 0), "
+                    "next_offset bigint NOT NULL CHECK (next_offset >= 0), "
+                    "updated_at timestamptz NOT NULL DEFAULT now(), "
+                    "PRIMARY KEY (group_id, topic, kafka_partition))").format(self._identifier()),
+        ]
+        if cursor is not None:
+            for statement in statements:
+                cursor.execute(statement)
+        else:
+            with self._transaction() as own:
+                for statement in statements:
+                    own.execute(statement)
+        self._ready = True
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        """A cursor in a transaction of its own: committed on success, else rolled back."""
+        connection = self.connect()
+        try:
+            with connection, connection.cursor() as cursor:
+                yield cursor
+        finally:
+            connection.close()
+
+    def _ensure(self, cursor: Any = None) -> None:
+        if not self._ready:
+            self.ensure_schema(cursor)
+
+    def load(self, group: str, topics: Iterable[str] | None = None
+             ) -> dict[TopicPartition, int]:
+        """The stored next offsets of ``group`` (of ``topics`` only, if given)."""
+        from psycopg2 import sql
+
+        self._ensure()
+        query = sql.SQL("SELECT topic, kafka_partition, next_offset FROM {} "
+                        "WHERE group_id = %s").format(self._identifier())
+        params: list[Any] = [group]
+        if topics is not None:
+            query = query + sql.SQL(" AND topic = ANY(%s)")
+            params.append(list(topics))
+        with self._transaction() as cursor:
+            cursor.execute(query, params)
+            rows = cursor.fetchall()
+        return {TopicPartition(topic, int(p)): int(offset) for topic, p, offset in rows}
+
+    def seed(self, group: str, offsets: Mapping[TopicPartition, int],
+             cursor: Any = None) -> None:
+        """Insert starting offsets for partitions without a row; existing rows stay."""
+        from psycopg2 import sql
+
+        statement = sql.SQL("INSERT INTO {} (group_id, topic, kafka_partition, next_offset) "
+                            "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING"
+                            ).format(self._identifier())
+        rows = [(group, tp.topic, tp.partition, int(offset))
+                for tp, offset in sorted(offsets.items())]
+        if cursor is not None:
+            self._ensure(cursor)
+            cursor.executemany(statement, rows)
+            return
+        self._ensure()
+        with self._transaction() as own:
+            own.executemany(statement, rows)
+
+    def claim(self, cursor: Any, group: str, offsetRange: OffsetRange) -> bool:
+        """Lock the range's row in the caller's transaction and check it.
+
+        Returns:
+            True when the stored offset is the range's ``fromOffset`` (write the results,
+            then :meth:`advance`); False when it is already ``untilOffset`` (the range was
+            applied before: write nothing).
+
+        Raises:
+            OffsetMismatchError: Any other stored offset, or no row (seed it first).
+        """
+        from psycopg2 import sql
+
+        cursor.execute(sql.SQL("SELECT next_offset FROM {} WHERE group_id = %s AND topic = %s "
+                               "AND kafka_partition = %s FOR UPDATE").format(self._identifier()),
+                       (group, offsetRange.topic, offsetRange.partition))
+        row = cursor.fetchone()
+        stored = None if row is None else int(row[0])
+        if stored == offsetRange.fromOffset:
+            return offsetRange.count() > 0
+        if stored == offsetRange.untilOffset:
+            logger.info("range %s of group %s was applied before; skipped", offsetRange, group)
+            return False
+        what = ("no stored offset (seed the partition's starting offset first)"
+                if stored is None else
+                f"stored offset {stored} is "
+                + ("ahead of" if stored > offsetRange.untilOffset else
+                   "inside" if stored > offsetRange.fromOffset else "behind")
+                + " the range: " + ("an overlap, records would be written twice"
+                                    if stored > offsetRange.fromOffset
+                                    else "a gap, records would be lost"))
+        raise OffsetMismatchError(
+            f"cannot commit [{offsetRange.fromOffset}, {offsetRange.untilOffset}) of "
+            f"{offsetRange.topic}-{offsetRange.partition} for group {group!r}: {what}; "
+            f"expected {offsetRange.fromOffset}", group=group, topic=offsetRange.topic,
+            partition=offsetRange.partition, stored=stored, fromOffset=offsetRange.fromOffset,
+            untilOffset=offsetRange.untilOffset)
+
+    def advance(self, cursor: Any, group: str, offsetRange: OffsetRange) -> None:
+        """Set the range's partition to ``untilOffset`` (after a successful :meth:`claim`)."""
+        from psycopg2 import sql
+
+        cursor.execute(sql.SQL("UPDATE {} SET next_offset = %s, updated_at = now() "
+                               "WHERE group_id = %s AND topic = %s AND kafka_partition = %s "
+                               "AND next_offset = %s").format(self._identifier()),
+                       (offsetRange.untilOffset, group, offsetRange.topic,
+                        offsetRange.partition, offsetRange.fromOffset))
+
+    def commit(self, group: str, offsetRanges: Sequence[OffsetRange],
+               cursor: Any = None) -> None:
+        """Advance every range, all or nothing (in ``cursor``'s transaction if given).
+
+        Raises:
+            OffsetMismatchError: A range does not continue from its stored offset.
+        """
+        ranges = sorted(offsetRanges, key=lambda r: (r.topic, r.partition))  # lock order
+        if cursor is not None:
+            self._apply(cursor, group, ranges)
+            return
+        self._ensure()
+        with self._transaction() as own:
+            self._apply(own, group, ranges)
+
+    def _apply(self, cursor: Any, group: str, ranges: Sequence[OffsetRange]) -> None:
+        for offsetRange in ranges:
+            if self.claim(cursor, group, offsetRange):
+                self.advance(cursor, group, offsetRange)

@@ -1,0 +1,125 @@
+"""Offset stores on a real PostgreSQL server and a real broker."""
+
+import threading
+
+import pytest
+
+from kafka_direct import ConfigurationError, OffsetMismatchError, OffsetRange, TopicPartition
+from offsets import KafkaOffsetStore, PostgresOffsetStore
+
+T0, T1 = TopicPartition("events", 0), TopicPartition("events", 1)
+
+
+@pytest.fixture
+def store(postgres, pg_schema):
+    store = PostgresOffsetStore(postgres.dsn, table='odd "name"', schema=pg_schema)
+    store.ensure_schema()
+    store.ensure_schema()  # safe to repeat
+    return store
+
+
+def test_seed_load_and_commit_advance_the_next_offset(store):
+    assert store.load("g") == {}
+    store.seed("g", {T0: 0, T1: 10})
+    store.seed("g", {T0: 99})  # existing rows keep their offset
+    assert store.load("g") == {T0: 0, T1: 10}
+    store.commit("g", [OffsetRange("events", 0, 0, 5), OffsetRange("events", 1, 10, 12)])
+    assert store.load("g") == {T0: 5, T1: 12}
+    assert store.load("g", topics=["other"]) == {}
+    assert store.load("other-group") == {}
+
+
+def test_a_repeated_commit_is_a_no_op_and_a_gap_or_overlap_writes_nothing(store):
+    store.seed("g", {T0: 0, T1: 0})
+    first = [OffsetRange("events", 0, 0, 5), OffsetRange("events", 1, 0, 3)]
+    store.commit("g", first)
+    store.commit("g", first)  # a retried task: already applied
+    assert store.load("g") == {T0: 5, T1: 3}
+    with pytest.raises(OffsetMismatchError, match="a gap, records would be lost") as gap:
+        store.commit("g", [OffsetRange("events", 0, 5, 8), OffsetRange("events", 1, 4, 9)])
+    error = gap.value
+    assert (error.group, error.topic, error.partition, error.stored, error.fromOffset,
+            error.untilOffset) == ("g", "events", 1, 3, 4, 9)
+    assert store.load("g") == {T0: 5, T1: 3}  # the valid range of the failed commit too
+    with pytest.raises(OffsetMismatchError, match="an overlap"):
+        store.commit("g", [OffsetRange("events", 0, 2, 7)])
+    with pytest.raises(OffsetMismatchError, match="seed the partition"):
+        store.commit("g", [OffsetRange("events", 7, 0, 1)])
+
+
+def test_claim_and_advance_inside_the_callers_transaction(store, postgres):
+    store.seed("g", {T0: 0})
+    connection = postgres.connect()
+    try:
+        with connection.cursor() as cursor:
+            assert store.claim(cursor, "g", OffsetRange("events", 0, 0, 4)) is True
+            store.advance(cursor, "g", OffsetRange("events", 0, 0, 4))
+        connection.rollback()  # the results failed: the offset must not move
+        assert store.load("g") == {T0: 0}
+        with connection.cursor() as cursor:
+            assert store.claim(cursor, "g", OffsetRange("events", 0, 0, 4)) is True
+            store.advance(cursor, "g", OffsetRange("events", 0, 0, 4))
+        connection.commit()
+        with connection.cursor() as cursor:
+            assert store.claim(cursor, "g", OffsetRange("events", 0, 0, 4)) is False
+        connection.rollback()
+    finally:
+        connection.close()
+    assert store.load("g") == {T0: 4}
+
+
+def test_concurrent_writers_of_one_partition_wait_and_only_one_applies(store, postgres):
+    store.seed("g", {T0: 0})
+    holder = postgres.connect()
+    outcomes = []
+    try:
+        with holder.cursor() as cursor:
+            assert store.claim(cursor, "g", OffsetRange("events", 0, 0, 10))
+
+            def second_writer(rng):
+                try:
+                    store.commit("g", [rng])
+                    outcomes.append("committed")
+                except OffsetMismatchError as error:
+                    outcomes.append(f"refused at {error.stored}")
+
+            duplicate = threading.Thread(target=second_writer,
+                                         args=(OffsetRange("events", 0, 0, 10),))
+            conflicting = threading.Thread(target=second_writer,
+                                           args=(OffsetRange("events", 0, 0, 7),))
+            duplicate.start()
+            conflicting.start()
+            duplicate.join(0.5)
+            assert duplicate.is_alive() and conflicting.is_alive()  # waiting on the lock
+            store.advance(cursor, "g", OffsetRange("events", 0, 0, 10))
+        holder.commit()
+        duplicate.join(10)
+        conflicting.join(10)
+    finally:
+        holder.close()
+    assert sorted(outcomes) == ["committed", "refused at 10"]  # the duplicate was a no-op
+    assert store.load("g") == {T0: 10}
+
+
+def test_bad_configuration_and_no_credentials_in_repr(postgres):
+    with pytest.raises(ConfigurationError, match="dsn or a connect function"):
+        PostgresOffsetStore()
+    with pytest.raises(ConfigurationError, match="table"):
+        PostgresOffsetStore("host=x", table="")
+    secret = PostgresOffsetStore("host=127.0.0.1 password=hunter2 dbname=x")
+    assert "hunter2" not in repr(secret)
+
+
+def test_kafka_offset_store_commits_to_the_group(kafka, kafka_topic):
+    topic = kafka_topic(partitions=2)
+    kafka.produce(topic, [b"x"] * 5, partition=0)
+    store = KafkaOffsetStore(kafka.params())
+    group = f"store-{topic}"
+    assert store.load(group, [topic]) == {}
+    store.seed(group, {TopicPartition(topic, 0): 0, TopicPartition(topic, 1): 0})
+    store.commit(group, [OffsetRange(topic, 0, 0, 5)])
+    store.commit(group, [OffsetRange(topic, 0, 0, 5)])  # repeated: no change
+    assert store.load(group, [topic]) == {TopicPartition(topic, 0): 5,
+                                          TopicPartition(topic, 1): 0}
+    with pytest.raises(OffsetMismatchError):
+        store.commit(group, [OffsetRange(topic, 0, 2, 4)])  # committed is 5: an overlap
