@@ -6,4 +6,6 @@ restarts from the stored offsets neither loses nor repeats a record.
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from sinks.transactional_postgres_sink import TransactionalPostgresSink
+
+__all__ = ["TransactionalPostgresSink"]

@@ -1,0 +1,96 @@
+"""Writing rows into PostgreSQL from executors: COPY, quoting, connections per worker.
+
+* :func:`copy_rows` streams rows with ``COPY ... FROM STDIN`` (PostgreSQL's text format),
+  the fastest way in; identifiers are quoted with ``psycopg2.sql``.
+* :func:`worker_connection` keeps one connection per DSN in each Python worker (workers
+  outlive tasks), and :func:`drop_connection` forgets one after a failure so the next task
+  connects afresh.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import logging
+import threading
+from collections.abc import Iterable, Sequence
+from decimal import Decimal
+from typing import Any
+
+__all__ = ["copy_rows", "drop_connection", "encode_copy_value", "worker_connection"]
+
+logger = logging.getLogger(__name__)
+
+_connections: dict[str, Any] = {}
+_lock = threading.Lock()
+_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def encode_copy_value(value: Any) -> str:
+    r"""One value in COPY's text format (``\N`` for NULL, escapes for tabs and newlines)."""
+    if value is None:
+        return "\\N"
+    if isinstance(value, bool):
+        return "t" if value else "f"
+    if isinstance(value, int | float | Decimal):
+        return str(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return "\\\\x" + bytes(value).hex()
+    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
+        return value.isoformat()
+    return str(value).translate(_ESCAPES)
+
+
+def copy_rows(cursor: Any, table: Any, columns: Sequence[str], rows: Iterable[Sequence[Any]],
+              chunk_rows: int = 10_000) -> int:
+    """COPY ``rows`` into ``table`` (a ``psycopg2.sql`` identifier); returns how many.
+
+    Rows are sent in chunks, so memory does not grow with the number of rows.
+    """
+    from psycopg2 import sql
+
+    statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
+        table, sql.SQL(", ").join(sql.Identifier(c) for c in columns)).as_string(cursor)
+    width = len(columns)
+    count = 0
+    buffer = io.StringIO()
+    pending = 0
+    for row in rows:
+        if len(row) != width:
+            raise ValueError(f"a row has {len(row)} values for {width} columns {list(columns)}")
+        buffer.write("\t".join(map(encode_copy_value, row)))
+        buffer.write("\n")
+        pending += 1
+        if pending >= chunk_rows:
+            buffer.seek(0)
+            cursor.copy_expert(statement, buffer)
+            count += pending
+            buffer, pending = io.StringIO(), 0
+    if pending:
+        buffer.seek(0)
+        cursor.copy_expert(statement, buffer)
+        count += pending
+    return count
+
+
+def worker_connection(dsn: str) -> Any:
+    """This worker's connection to ``dsn`` (made on first use, or after a failure)."""
+    import psycopg2
+
+    with _lock:
+        connection = _connections.get(dsn)
+        if connection is None or connection.closed:
+            connection = psycopg2.connect(dsn)
+            _connections[dsn] = connection
+        return connection
+
+
+def drop_connection(dsn: str) -> None:
+    """Close and forget this worker's connection to ``dsn``."""
+    with _lock:
+        connection = _connections.pop(dsn, None)
+    if connection is not None:
+        try:
+            connection.close()
+        except Exception as error:
+            logger.debug("closing a broken connection failed: %s", error)
