@@ -6,6 +6,7 @@ restarts from the stored offsets neither loses nor repeats a record.
 
 from __future__ import annotations
 
+from sinks.idempotent_postgres_sink import IdempotentPostgresSink
 from sinks.transactional_postgres_sink import TransactionalPostgresSink
 
-__all__ = ["TransactionalPostgresSink"]
+__all__ = ["IdempotentPostgresSink", "TransactionalPostgresSink"]

@@ -1,0 +1,159 @@
+"""IdempotentPostgresSink: upserts keyed by the record, offsets committed after the write.
+
+Each task COPYs its range's rows into a temporary table and moves them into the target with
+``INSERT ... ON CONFLICT (key) DO NOTHING`` (or ``DO UPDATE``), in one transaction. Offsets
+are committed afterwards, to an offset store or to the stream's Kafka group: a crash between
+the two re-delivers records already written, and the unique key turns the second write into
+a no-op. At-least-once delivery, effectively once in the table.
+
+Choose it when rows have a natural unique key and writing twice is harmless; choose
+``TransactionalPostgresSink`` when the results must move with the offsets (aggregates,
+appends without a key).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kafka_direct import CanCommitOffsets, ConfigurationError
+from kafka_direct.task_errors import carry_errors, typed_errors
+from offsets.offset_store import OffsetStore
+from sinks.postgres_writer import copy_rows, drop_connection, worker_connection
+from sinks.transactional_postgres_sink import DEFAULT_COLUMNS, RowFunction, default_row
+
+__all__ = ["IdempotentPostgresSink"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_KEY = ("topic", "kafka_partition", "kafka_offset")
+
+
+@dataclass(frozen=True)
+class _Upserter:
+    """What each task runs (holds the DSN, never shows it)."""
+
+    dsn: str
+    table: str
+    schema: str
+    columns: tuple[str, ...]
+    keyColumns: tuple[str, ...]
+    update: bool
+    row: RowFunction
+    statementTimeoutMs: int | None
+
+    def __repr__(self) -> str:
+        return f"_Upserter({self.schema}.{self.table})"
+
+    def __call__(self, index: int, records: Iterator[Any]) -> Iterator[tuple[int, int]]:
+        return carry_errors(self._write(index, records))
+
+    def _statement(self) -> Any:
+        from psycopg2 import sql
+
+        columns = sql.SQL(", ").join(sql.Identifier(c) for c in self.columns)
+        keys = sql.SQL(", ").join(sql.Identifier(c) for c in self.keyColumns)
+        others = [c for c in self.columns if c not in self.keyColumns]
+        if self.update and others:
+            action = sql.SQL("DO UPDATE SET ") + sql.SQL(", ").join(
+                sql.SQL("{} = EXCLUDED.{}").format(sql.Identifier(c), sql.Identifier(c))
+                for c in others)
+        else:
+            action = sql.SQL("DO NOTHING")
+        return sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {} ON CONFLICT ({}) ").format(
+            sql.Identifier(self.schema, self.table), columns, columns,
+            sql.Identifier("kafka_direct_upsert"), keys) + action
+
+    def _write(self, index: int, records: Iterator[Any]) -> Iterator[tuple[int, int]]:
+        from psycopg2 import sql
+
+        connection = worker_connection(self.dsn)
+        try:
+            with connection.cursor() as cursor:
+                if self.statementTimeoutMs:
+                    cursor.execute("SET LOCAL statement_timeout = %s",
+                                   (int(self.statementTimeoutMs),))
+                cursor.execute(sql.SQL(
+                    "CREATE TEMP TABLE kafka_direct_upsert (LIKE {} INCLUDING DEFAULTS) "
+                    "ON COMMIT DROP").format(sql.Identifier(self.schema, self.table)))
+                copied = copy_rows(cursor, sql.Identifier("kafka_direct_upsert"),
+                                   self.columns, (self.row(r) for r in records))
+                cursor.execute(self._statement())
+                inserted = cursor.rowcount
+            connection.commit()
+        except BaseException:
+            try:
+                connection.rollback()
+            except Exception:  # a broken connection: the next task makes a new one
+                drop_connection(self.dsn)
+            raise
+        yield (copied, inserted)
+
+
+class IdempotentPostgresSink:
+    """Upsert KafkaRDD records on a unique key, then commit their offsets.
+
+    Args:
+        dsn: libpq connection string (never logged).
+        table: Target table, with a unique constraint on ``keyColumns``.
+        columns: Target columns (default: topic, kafka_partition, kafka_offset, key, value).
+        row: Record -> values for ``columns``.
+        keyColumns: The unique key (default: topic, kafka_partition, kafka_offset).
+        onConflict: ``"nothing"`` keeps the first write; ``"update"`` takes the new values.
+        schema: Schema of ``table``.
+        offsetStore: Where to commit offsets after the write (with ``group``), or None.
+        group: Consumer group for ``offsetStore``.
+        stream: A direct stream to ``commitAsync`` the ranges to instead (its Kafka group).
+        statementTimeoutMs: ``statement_timeout`` of the writing transactions.
+    """
+
+    def __init__(self, dsn: str, table: str, columns: Sequence[str] = DEFAULT_COLUMNS,
+                 row: RowFunction = default_row, keyColumns: Sequence[str] = DEFAULT_KEY,
+                 onConflict: str = "nothing", schema: str = "public",
+                 offsetStore: OffsetStore | None = None, group: str | None = None,
+                 stream: CanCommitOffsets | None = None,
+                 statementTimeoutMs: int | None = None) -> None:
+        if onConflict not in ("nothing", "update"):
+            raise ConfigurationError(f"onConflict must be 'nothing' or 'update', got "
+                                     f"{onConflict!r}")
+        missing = [k for k in keyColumns if k not in columns]
+        if not keyColumns or missing:
+            raise ConfigurationError(f"keyColumns {list(keyColumns)} must be among the columns "
+                                     f"{list(columns)}")
+        if offsetStore is not None and not group:
+            raise ConfigurationError("an offsetStore needs the group to store offsets under")
+        self._upserter = _Upserter(dsn, table, schema, tuple(columns), tuple(keyColumns),
+                                   onConflict == "update", row, statementTimeoutMs)
+        self.offsetStore = offsetStore
+        self.group = group
+        self.stream = stream
+
+    def __repr__(self) -> str:
+        return f"IdempotentPostgresSink({self._upserter.schema}.{self._upserter.table})"
+
+    def __call__(self, rdd: Any) -> None:
+        """``stream.foreachRDD(sink)``."""
+        self.write(rdd)
+
+    def write(self, rdd: Any) -> dict[str, int]:
+        """Upsert the RDD's records, then commit its offsets; returns row counts."""
+        ranges = getattr(rdd, "offsetRanges", None)
+        if ranges is None:
+            raise ConfigurationError("IdempotentPostgresSink writes KafkaRDDs (RDDs with "
+                                     "offsetRanges()); apply it to the direct stream itself")
+        offsetRanges = list(ranges())
+        with typed_errors():
+            outcomes = rdd.mapPartitionsWithIndex(self._upserter).collect()
+        if self.offsetStore is not None and self.group:
+            # Partitions new to the store start where this batch starts.
+            self.offsetStore.seed(self.group, {r.topicPartition(): r.fromOffset
+                                               for r in offsetRanges})
+            self.offsetStore.commit(self.group, offsetRanges)
+        if self.stream is not None:
+            self.stream.commitAsync(offsetRanges)
+        copied = sum(c for c, _ in outcomes)
+        inserted = sum(i for _, i in outcomes)
+        logger.info("%r received %d rows, %d new or updated", self, copied, inserted)
+        return {"rows": copied, "upserted": inserted}
