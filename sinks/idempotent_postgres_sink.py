@@ -21,7 +21,7 @@ from typing import Any
 from kafka_direct import CanCommitOffsets, ConfigurationError
 from kafka_direct.task_errors import carry_errors, typed_errors
 from offsets.offset_store import OffsetStore
-from sinks.postgres_writer import copy_rows, drop_connection, worker_connection
+from sinks.postgres_writer import KafkaRDDSink, copy_rows, worker_transaction
 from sinks.transactional_postgres_sink import DEFAULT_COLUMNS, RowFunction, default_row
 
 __all__ = ["IdempotentPostgresSink"]
@@ -69,30 +69,18 @@ class _Upserter:
     def _write(self, index: int, records: Iterator[Any]) -> Iterator[tuple[int, int]]:
         from psycopg2 import sql
 
-        connection = worker_connection(self.dsn)
-        try:
-            with connection.cursor() as cursor:
-                if self.statementTimeoutMs:
-                    cursor.execute("SET LOCAL statement_timeout = %s",
-                                   (int(self.statementTimeoutMs),))
-                cursor.execute(sql.SQL(
-                    "CREATE TEMP TABLE kafka_direct_upsert (LIKE {} INCLUDING DEFAULTS) "
-                    "ON COMMIT DROP").format(sql.Identifier(self.schema, self.table)))
-                copied = copy_rows(cursor, sql.Identifier("kafka_direct_upsert"),
-                                   self.columns, (self.row(r) for r in records))
-                cursor.execute(self._statement())
-                inserted = cursor.rowcount
-            connection.commit()
-        except BaseException:
-            try:
-                connection.rollback()
-            except Exception:  # a broken connection: the next task makes a new one
-                drop_connection(self.dsn)
-            raise
+        with worker_transaction(self.dsn, self.statementTimeoutMs) as cursor:
+            cursor.execute(sql.SQL(
+                "CREATE TEMP TABLE kafka_direct_upsert (LIKE {} INCLUDING DEFAULTS) "
+                "ON COMMIT DROP").format(sql.Identifier(self.schema, self.table)))
+            copied = copy_rows(cursor, sql.Identifier("kafka_direct_upsert"),
+                               self.columns, (self.row(r) for r in records))
+            cursor.execute(self._statement())
+            inserted = cursor.rowcount
         yield (copied, inserted)
 
 
-class IdempotentPostgresSink:
+class IdempotentPostgresSink(KafkaRDDSink):
     """Upsert KafkaRDD records on a unique key, then commit their offsets.
 
     Args:
@@ -133,17 +121,9 @@ class IdempotentPostgresSink:
     def __repr__(self) -> str:
         return f"IdempotentPostgresSink({self._upserter.schema}.{self._upserter.table})"
 
-    def __call__(self, rdd: Any) -> None:
-        """``stream.foreachRDD(sink)``."""
-        self.write(rdd)
-
     def write(self, rdd: Any) -> dict[str, int]:
         """Upsert the RDD's records, then commit its offsets; returns row counts."""
-        ranges = getattr(rdd, "offsetRanges", None)
-        if ranges is None:
-            raise ConfigurationError("IdempotentPostgresSink writes KafkaRDDs (RDDs with "
-                                     "offsetRanges()); apply it to the direct stream itself")
-        offsetRanges = list(ranges())
+        offsetRanges = self.offsetRangesOf(rdd)
         with typed_errors():
             outcomes = rdd.mapPartitionsWithIndex(self._upserter).collect()
         if self.offsetStore is not None and self.group:

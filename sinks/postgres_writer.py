@@ -9,15 +9,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import io
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["copy_rows", "drop_connection", "encode_copy_value", "worker_connection"]
+__all__ = [
+    "KafkaRDDSink",
+    "copy_rows",
+    "drop_connection",
+    "encode_copy_value",
+    "worker_connection",
+    "worker_transaction",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -94,3 +102,49 @@ def drop_connection(dsn: str) -> None:
             connection.close()
         except Exception as error:
             logger.debug("closing a broken connection failed: %s", error)
+
+
+@contextlib.contextmanager
+def worker_transaction(dsn: str, statementTimeoutMs: int | None = None) -> Iterator[Any]:
+    """A cursor in a transaction on this worker's connection.
+
+    The transaction commits when the block ends and rolls back when it raises; a broken
+    connection is dropped so the next task connects afresh.
+    """
+    connection = worker_connection(dsn)
+    try:
+        with connection.cursor() as cursor:
+            if statementTimeoutMs:
+                cursor.execute("SET LOCAL statement_timeout = %s", (int(statementTimeoutMs),))
+            yield cursor
+        connection.commit()
+    except BaseException:
+        try:
+            connection.rollback()
+        except Exception:
+            drop_connection(dsn)
+        raise
+
+
+class KafkaRDDSink:
+    """What the sinks share: ``foreachRDD(sink)`` and the KafkaRDD check."""
+
+    def __call__(self, rdd: Any) -> None:
+        """``stream.foreachRDD(sink)``."""
+        self.write(rdd)
+
+    def write(self, rdd: Any) -> dict[str, int]:
+        """Write one batch."""
+        raise NotImplementedError
+
+    def offsetRangesOf(self, rdd: Any) -> list[Any]:
+        """The RDD's offset ranges; a clear error for an RDD that is no KafkaRDD."""
+        from kafka_direct import ConfigurationError
+
+        ranges = getattr(rdd, "offsetRanges", None)
+        if ranges is None:
+            raise ConfigurationError(
+                f"{type(self).__name__} writes KafkaRDDs (RDDs with offsetRanges()): apply it "
+                "to the direct stream itself or to KafkaUtils.createRDD's result, and move "
+                "transformations into its row function")
+        return list(ranges())

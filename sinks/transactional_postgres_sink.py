@@ -23,7 +23,12 @@ from typing import Any
 from kafka_direct import ConfigurationError, ConsumerRecord, OffsetRange
 from kafka_direct.task_errors import carry_errors
 from offsets.postgres_offset_store import PostgresOffsetStore
-from sinks.postgres_writer import copy_rows, drop_connection, worker_connection
+from sinks.postgres_writer import (
+    KafkaRDDSink,
+    copy_rows,
+    worker_connection,
+    worker_transaction,
+)
 
 __all__ = ["TransactionalPostgresSink"]
 
@@ -67,30 +72,20 @@ class _PartitionWriter:
         offsetRange = self.ranges[index]
         store = PostgresOffsetStore(table=self.offsetTable, schema=self.offsetSchema,
                                     connect=lambda: worker_connection(self.dsn))
-        connection = worker_connection(self.dsn)
-        try:
-            with connection.cursor() as cursor:
-                if self.statementTimeoutMs:
-                    cursor.execute("SET LOCAL statement_timeout = %s",
-                                   (int(self.statementTimeoutMs),))
-                if not store.claim(cursor, self.group, offsetRange):
-                    connection.rollback()
-                    yield ("skipped", index, 0)
-                    return
+        with worker_transaction(self.dsn, self.statementTimeoutMs) as cursor:
+            if not store.claim(cursor, self.group, offsetRange):
+                written = -1  # applied before: the transaction ends with nothing written
+            else:
                 written = copy_rows(cursor, sql.Identifier(self.schema, self.table),
                                     self.columns, (self.row(r) for r in records))
                 store.advance(cursor, self.group, offsetRange)
-            connection.commit()
-        except BaseException:
-            try:
-                connection.rollback()
-            except Exception:  # a broken connection: the next task makes a new one
-                drop_connection(self.dsn)
-            raise
+        if written < 0:
+            yield ("skipped", index, 0)
+            return
         yield ("written", index, written)
 
 
-class TransactionalPostgresSink:
+class TransactionalPostgresSink(KafkaRDDSink):
     """Write KafkaRDDs into a table exactly once, offsets in the same transactions.
 
     Use it directly as the function of ``foreachRDD`` (on the direct stream itself, whose
@@ -129,23 +124,13 @@ class TransactionalPostgresSink:
     def __repr__(self) -> str:
         return f"TransactionalPostgresSink({self.schema}.{self.table}, group={self.group!r})"
 
-    def __call__(self, rdd: Any) -> None:
-        """``stream.foreachRDD(sink)``."""
-        self.write(rdd)
-
     def write(self, rdd: Any) -> dict[str, int]:
         """Write the RDD's ranges; returns counts of rows written and ranges skipped.
 
         Raises:
             OffsetMismatchError: A range does not continue from its stored offset.
         """
-        ranges = getattr(rdd, "offsetRanges", None)
-        if ranges is None:
-            raise ConfigurationError(
-                "TransactionalPostgresSink writes KafkaRDDs (RDDs with offsetRanges()): apply it "
-                "to the direct stream itself or to KafkaUtils.createRDD's result, and move "
-                "transformations into its row function")
-        offsetRanges = tuple(ranges())
+        offsetRanges = tuple(self.offsetRangesOf(rdd))
         # Partitions new to the store start where this batch starts (the stream's policy).
         self.store.seed(self.group, {r.topicPartition(): r.fromOffset for r in offsetRanges})
         writer = _PartitionWriter(self._dsn, self.group, self.table, self.schema,
