@@ -11,16 +11,21 @@ Per Spark partition of a KafkaRDD (one offset range), one task, one PostgreSQL t
 
 A task that dies anywhere before the commit leaves nothing behind; its retry starts over. A
 stream restarted from ``store.load(group)`` resumes exactly after the last committed range.
+
+Results of a shuffle (aggregations) no longer belong to one partition's range: for them,
+:meth:`TransactionalPostgresSink.writeBatch` writes the batch's rows and *all* its ranges'
+offsets in one transaction on the driver, with the same checks (:meth:`perBatch` makes the
+``foreachRDD`` function).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_direct import ConfigurationError, ConsumerRecord, OffsetRange
+from kafka_direct import ConfigurationError, ConsumerRecord, OffsetMismatchError, OffsetRange
 from kafka_direct.task_errors import carry_errors
 from offsets.postgres_offset_store import PostgresOffsetStore
 from sinks.postgres_writer import (
@@ -123,6 +128,62 @@ class TransactionalPostgresSink(KafkaRDDSink):
 
     def __repr__(self) -> str:
         return f"TransactionalPostgresSink({self.schema}.{self.table}, group={self.group!r})"
+
+    def writeBatch(self, offsetRanges: Sequence[OffsetRange], rows: Iterable[Sequence[Any]]
+                   ) -> dict[str, int]:
+        """Write ``rows`` and advance every range, in one transaction on the driver.
+
+        Every range must continue from its stored offset, or every range must be applied
+        already (a re-run batch: nothing is written). ``rows`` are values for ``columns``,
+        e.g. ``results.toLocalIterator()`` of an aggregation.
+
+        Raises:
+            OffsetMismatchError: A range neither continues nor repeats its stored offset, or
+                the batch was applied in part only.
+        """
+        from psycopg2 import sql
+
+        ranges = sorted(offsetRanges, key=lambda r: (r.topic, r.partition))  # lock order
+        self.store.seed(self.group, {r.topicPartition(): r.fromOffset for r in ranges})
+        with self.store._transaction() as cursor:
+            if self.statementTimeoutMs:
+                cursor.execute("SET LOCAL statement_timeout = %s",
+                               (int(self.statementTimeoutMs),))
+            fresh = [self.store.claim(cursor, self.group, r) for r in ranges]
+            pending = [r for r, new in zip(ranges, fresh, strict=True) if new]
+            if not pending and any(r.count() for r in ranges):
+                logger.info("%r: batch applied before; nothing written", self)
+                return {"rows": 0, "skipped": len(ranges)}
+            done = [r for r, new in zip(ranges, fresh, strict=True) if not new and r.count()]
+            if done:
+                first = done[0]
+                raise OffsetMismatchError(
+                    f"batch applied in part: {first} of group {self.group!r} was committed "
+                    f"before, other ranges of the batch were not; the batch's ranges must "
+                    "be the same as when it first ran", group=self.group, topic=first.topic,
+                    partition=first.partition, stored=first.untilOffset,
+                    fromOffset=first.fromOffset, untilOffset=first.untilOffset)
+            written = copy_rows(cursor, sql.Identifier(self.schema, self.table), self.columns,
+                                rows)
+            for r in pending:
+                self.store.advance(cursor, self.group, r)
+        return {"rows": written, "skipped": 0}
+
+    def perBatch(self, results: Callable[[Any], Any]) -> Callable[[Any], None]:
+        """A ``foreachRDD`` function writing ``results(kafkaRDD)`` with :meth:`writeBatch`.
+
+        ``results`` turns the batch's KafkaRDD into an RDD of rows (aggregations welcome);
+        its rows are streamed to the driver and written with all the batch's offsets.
+        """
+
+        def write(rdd: Any) -> None:
+            offsetRanges = self.offsetRangesOf(rdd)
+            from kafka_direct.task_errors import typed_errors
+
+            with typed_errors():
+                self.writeBatch(offsetRanges, results(rdd).toLocalIterator())
+
+        return write
 
     def write(self, rdd: Any) -> dict[str, int]:
         """Write the RDD's ranges; returns counts of rows written and ranges skipped.

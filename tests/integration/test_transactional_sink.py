@@ -115,3 +115,36 @@ def test_copy_text_format_encoding():
     assert encode_copy_value("a\tb\nc\\") == "a\\tb\\nc\\\\"
     assert encode_copy_value(b"\x00\xff") == "\\\\x00ff"
     assert encode_copy_value(True) == "t" and encode_copy_value(7) == "7"
+
+
+def test_aggregates_are_written_with_all_offsets_in_one_transaction(spark, kafka, kafka_topic,
+                                                                    postgres, pg_schema):
+    with postgres.connect() as connection, connection.cursor() as cursor:
+        cursor.execute(f'CREATE TABLE "{pg_schema}".counts (word text, n bigint)')
+    connection.close()
+    topic = kafka_topic(partitions=2)
+    kafka.produce(topic, [b"a", b"b", b"a"], partition=0)
+    kafka.produce(topic, [b"a", b"c"], partition=1)
+    sink = TransactionalPostgresSink(postgres.dsn, "counts", "agg", columns=["word", "n"],
+                                     schema=pg_schema)
+
+    def counts(rdd):
+        return rdd.map(lambda r: (r.value.decode(), 1)).reduceByKey(lambda a, b: a + b)
+
+    write = sink.perBatch(counts)
+    rdd = KafkaUtils.createRDD(spark, kafka.params(), [OffsetRange(topic, 0, 0, 3),
+                                                       OffsetRange(topic, 1, 0, 2)])
+    write(rdd)
+    write(rdd)  # the batch again (a recovered driver re-running it): counted once
+    with postgres.connect() as connection, connection.cursor() as cursor:
+        cursor.execute(f'SELECT word, n FROM "{pg_schema}".counts ORDER BY word')
+        assert cursor.fetchall() == [("a", 3), ("b", 1), ("c", 1)]
+    connection.close()
+    store = PostgresOffsetStore(postgres.dsn, schema=pg_schema)
+    assert store.load("agg") == {TopicPartition(topic, 0): 3, TopicPartition(topic, 1): 2}
+    kafka.produce(topic, [b"d"], partition=1)
+    partly = KafkaUtils.createRDD(spark, kafka.params(), [OffsetRange(topic, 0, 0, 3),
+                                                          OffsetRange(topic, 1, 2, 3)])
+    with pytest.raises(OffsetMismatchError, match="applied in part"):
+        write(partly)
+    assert store.load("agg")[TopicPartition(topic, 1)] == 2  # nothing of it was written
