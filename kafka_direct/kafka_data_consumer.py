@@ -1,9 +1,10 @@
 """Executor-side consumers: one per topic-partition, cached per Python worker.
 
 A :class:`KafkaDataConsumer` reads exactly the records of ``[fromOffset, untilOffset)`` of
-one partition and remembers where it stopped, so the next batch's range (which starts where
-this one ended) continues without a seek. PySpark reuses Python workers across tasks, so the
-cache in this module lives as long as the worker does.
+one partition, then pauses it (an idle consumer must not keep fetching). The next batch's
+range, which starts where this one ended, resumes the same assignment with a cheap seek; any
+other start reassigns. PySpark reuses Python workers across tasks, so the cache in this
+module lives as long as the worker does.
 
 Contract of :meth:`KafkaDataConsumer.read`:
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -69,13 +70,11 @@ class KafkaDataConsumer:
         self._params = dict(params)
         self._tp = KafkaTopicPartition
         self._consumer = factory(self._params)
-        self._pending: deque[Any] = deque()
         self._next: int | None = None  # offset the next delivered record may have, if known
         self._paused = False
         self.closed = False
 
     def _assign(self, offset: int) -> None:
-        self._pending.clear()
         partition = self._tp(self.topic, self.partition, offset)
         if self._paused:  # librdkafka keeps a partition's pause across assignments
             self._consumer.resume([partition])
@@ -127,17 +126,12 @@ class KafkaDataConsumer:
             # again: seeking starts the fetch at once.
             self._consumer.resume([self._tp(self.topic, self.partition)])
             self._consumer.seek(self._tp(self.topic, self.partition, fromOffset))
-            self._pending.clear()
         self._paused = False
         position = fromOffset
         last_progress = time.monotonic()
         while position < untilOffset:
-            if self._pending:
-                batch = list(self._pending)
-                self._pending.clear()
-            else:
-                wanted = max(1, min(MAX_BATCH, untilOffset - position))
-                batch = self._consumer.consume(wanted, _POLL_SLICE_S)
+            wanted = max(1, min(MAX_BATCH, untilOffset - position))
+            batch = self._consumer.consume(wanted, _POLL_SLICE_S)
             progressed = False
             if batch and self._plain(batch, position, untilOffset):
                 # The common case, without per-record Python work: one partition's offsets
@@ -147,7 +141,7 @@ class KafkaDataConsumer:
                 yield batch
             elif batch:
                 accepted: list[Any] = []
-                for index, message in enumerate(batch):
+                for message in batch:
                     error = message.error()
                     if error is not None:
                         restart = self._on_error(error, position, fromOffset, untilOffset,
@@ -161,7 +155,8 @@ class KafkaDataConsumer:
                     if offset < position:
                         continue  # a stale record from before a reassignment
                     if offset >= untilOffset:
-                        self._pending.extend(batch[index:])
+                        # Past the range (the records between were compacted away); the
+                        # next range seeks to its own start anyway.
                         position = untilOffset
                         break
                     position = offset + 1
@@ -171,7 +166,7 @@ class KafkaDataConsumer:
                     yield accepted
             if position >= untilOffset:
                 break
-            if not batch and not self._pending:
+            if not batch:
                 consumer_position = self._position()
                 if consumer_position > position:
                     position = min(consumer_position, untilOffset)

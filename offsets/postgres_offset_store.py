@@ -86,17 +86,19 @@ class PostgresOffsetStore(OffsetStore):
             for statement in statements:
                 cursor.execute(statement)
         else:
-            with self._transaction() as own:
+            with self.transaction() as own:
                 for statement in statements:
                     own.execute(statement)
         self._ready = True
 
     @contextlib.contextmanager
-    def _transaction(self) -> Iterator[Any]:
+    def transaction(self, statementTimeoutMs: int | None = None) -> Iterator[Any]:
         """A cursor in a transaction of its own: committed on success, else rolled back."""
         connection = self.connect()
         try:
             with connection, connection.cursor() as cursor:
+                if statementTimeoutMs:
+                    cursor.execute("SET LOCAL statement_timeout = %s", (int(statementTimeoutMs),))
                 yield cursor
         finally:
             connection.close()
@@ -117,7 +119,7 @@ class PostgresOffsetStore(OffsetStore):
         if topics is not None:
             query = query + sql.SQL(" AND topic = ANY(%s)")
             params.append(list(topics))
-        with self._transaction() as cursor:
+        with self.transaction() as cursor:
             cursor.execute(query, params)
             rows = cursor.fetchall()
         return {TopicPartition(topic, int(p)): int(offset) for topic, p, offset in rows}
@@ -137,7 +139,7 @@ class PostgresOffsetStore(OffsetStore):
             cursor.executemany(statement, rows)
             return
         self._ensure()
-        with self._transaction() as own:
+        with self.transaction() as own:
             own.executemany(statement, rows)
 
     def claim(self, cursor: Any, group: str, offsetRange: OffsetRange) -> bool:
@@ -200,7 +202,7 @@ class PostgresOffsetStore(OffsetStore):
             self._apply(cursor, group, ranges)
             return
         self._ensure()
-        with self._transaction() as own:
+        with self.transaction() as own:
             self._apply(own, group, ranges)
 
     def _apply(self, cursor: Any, group: str, ranges: Sequence[OffsetRange]) -> None:

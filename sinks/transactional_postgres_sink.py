@@ -145,10 +145,7 @@ class TransactionalPostgresSink(KafkaRDDSink):
 
         ranges = sorted(offsetRanges, key=lambda r: (r.topic, r.partition))  # lock order
         self.store.seed(self.group, {r.topicPartition(): r.fromOffset for r in ranges})
-        with self.store._transaction() as cursor:
-            if self.statementTimeoutMs:
-                cursor.execute("SET LOCAL statement_timeout = %s",
-                               (int(self.statementTimeoutMs),))
+        with self.store.transaction(self.statementTimeoutMs) as cursor:
             fresh = [self.store.claim(cursor, self.group, r) for r in ranges]
             pending = [r for r, new in zip(ranges, fresh, strict=True) if new]
             if not pending and any(r.count() for r in ranges):
