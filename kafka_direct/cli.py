@@ -18,18 +18,36 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser(
-        "demo", help="produce sample events and read them back in offset-range batches",
-        description="Produce sample events into Kafka (the embedded broker unless "
-                    "--bootstrap-servers is given) and read them back with "
-                    "KafkaUtils.createRDD, one batch of offset ranges at a time.")
-    demo.add_argument("--events", type=int, default=10_000, help="events to produce")
-    demo.add_argument("--partitions", type=int, default=3, help="partitions of a new topic")
-    demo.add_argument("--batch-size", type=int, default=1_000,
-                      help="most offsets per partition in one batch")
-    demo.add_argument("--topic", default="kafka-direct-demo", help="topic name")
+        "demo", help="exactly-once ingestion into PostgreSQL, shown under a kill -9",
+        description="Produce sample events, ingest them into PostgreSQL with the direct "
+                    "stream, kill the job hard at a random moment, restart it, and verify "
+                    "that every event is in the table exactly once. Starts an embedded "
+                    "broker and PostgreSQL unless --bootstrap-servers / --dsn are given.")
+    demo.add_argument("--events", type=int, default=20_000, help="events to produce")
+    demo.add_argument("--partitions", type=int, default=3, help="partitions of the topic")
+    demo.add_argument("--batch-interval", type=float, default=1.0, help="seconds per batch")
+    demo.add_argument("--max-rate-per-partition", type=int, default=1_000,
+                      help="records per second per partition")
+    demo.add_argument("--sink", choices=("transactional", "idempotent"),
+                      default="transactional", help="how rows and offsets are written")
+    demo.add_argument("--kills", type=int, default=1, help="how often to kill the job")
+    demo.add_argument("--seed", type=int, default=None, help="seed of the kill moments")
+    demo.add_argument("--topic", default="kafka-direct-demo", help="topic name (re-created)")
     demo.add_argument("--bootstrap-servers", default=None,
                       help="an existing Kafka broker (default: start an embedded one)")
-    demo.add_argument("--master", default="local[2,2]", help="Spark master")
+    demo.add_argument("--dsn", default=None,
+                      help="an existing PostgreSQL (default: start an embedded one)")
+    demo.add_argument("--master", default="local[2]", help="Spark master of the job")
+    from kafka_direct.ingest_command import add_arguments
+
+    ingest = commands.add_parser(
+        "ingest", help="run a direct stream from Kafka into a PostgreSQL table, exactly once",
+        description="Read Kafka topics with a direct stream and write every record into a "
+                    "PostgreSQL table exactly once (offsets in the same transactions). Stop it "
+                    "any way you like; running it again resumes from the stored offsets. "
+                    "Without --bootstrap-servers and --dsn it starts an embedded broker and "
+                    "PostgreSQL and produces sample events.")
+    add_arguments(ingest)
     return parser
 
 
@@ -38,23 +56,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.command == "ingest":
+        from kafka_direct.errors import ConfigurationError
+        from kafka_direct.ingest_command import run_ingest_command
+
+        try:
+            return run_ingest_command(args, sys.stdout)
+        except ConfigurationError as error:
+            print(f"kafka-direct ingest: {error}", file=sys.stderr)
+            return 2
     if args.command == "demo":
         from kafka_direct.demo import DemoOptions, run_demo
 
-        for name in ("events", "partitions", "batch_size"):
+        for name in ("events", "partitions", "max_rate_per_partition"):
             if getattr(args, name) <= 0:
                 print(f"kafka-direct demo: --{name.replace('_', '-')} must be > 0",
                       file=sys.stderr)
                 return 2
+        if args.kills < 0 or args.batch_interval <= 0:
+            print("kafka-direct demo: --kills must be >= 0 and --batch-interval > 0",
+                  file=sys.stderr)
+            return 2
         result = run_demo(DemoOptions(
-            events=args.events, partitions=args.partitions, batchSize=args.batch_size,
-            topic=args.topic, bootstrapServers=args.bootstrap_servers, master=args.master),
-            sys.stdout)
-        ok = result.read == result.produced and result.duplicates == 0
-        if not ok:
-            print("kafka-direct demo: the batches did not cover the produced events exactly "
-                  "once", file=sys.stderr)
-        return 0 if ok else 1
+            events=args.events, partitions=args.partitions, batchInterval=args.batch_interval,
+            maxRatePerPartition=args.max_rate_per_partition, sink=args.sink, kills=args.kills,
+            seed=args.seed, topic=args.topic, bootstrapServers=args.bootstrap_servers,
+            dsn=args.dsn, master=args.master), sys.stdout)
+        return 0 if result.ok else 1
     return 2
 
 

@@ -148,28 +148,37 @@ class Subscribe(ConsumerStrategy):
         topics: Topic names (a list, not a single string).
         kafkaParams: See :class:`ConsumerStrategy`.
         offsets: See :class:`ConsumerStrategy`.
+        groupManagement: Join the consumer group (default). False: read every partition of
+            the topics, found in the cluster's metadata each batch (new partitions too),
+            without joining the group — for offsets kept outside Kafka, where a restart
+            after a crash must not wait out the dead member's session timeout. Something
+            else must then keep two jobs apart (``PostgresOffsetStore.lockGroup``).
     """
 
-    usesGroupManagement = True
-
     def __init__(self, topics: Iterable[str], kafkaParams: Mapping[str, Any],
-                 offsets: Mapping[TopicPartition, int] | None = None, **options: Any) -> None:
+                 offsets: Mapping[TopicPartition, int] | None = None, *,
+                 groupManagement: bool = True, **options: Any) -> None:
         self.topics = _topics(topics, "Subscribe")
+        self.usesGroupManagement = bool(groupManagement)
         super().__init__(kafkaParams, offsets, **options)
 
     def onStart(self, driver: DriverConsumer) -> None:
-        """Check the topics exist, then join the group."""
+        """Check the topics exist, then join the group (when managed by the group)."""
         found = driver.partitionsOf(self.topics)
         missing = [t for t in self.topics if t not in found]
         if missing:
             raise UnknownTopicOrPartitionError(
                 f"Subscribe: topic(s) {missing} do not exist on the cluster; create them or "
                 "fix the names", topic=missing[0])
-        driver.subscribe(self.topics)
+        if self.usesGroupManagement:
+            driver.subscribe(self.topics)
 
     def topicPartitions(self, driver: DriverConsumer) -> set[TopicPartition]:
-        """The group's current assignment."""
-        return driver.assignment()
+        """The group's current assignment (or every partition of the topics)."""
+        if self.usesGroupManagement:
+            return driver.assignment()
+        return {TopicPartition(t, p) for t, n in driver.partitionsOf(self.topics).items()
+                for p in range(n)}
 
     def __repr__(self) -> str:
         return f"Subscribe({self.topics!r}, group={self.groupId!r})"
@@ -182,12 +191,14 @@ class SubscribePattern(ConsumerStrategy):
         pattern: A regular expression (``re`` syntax) matched against whole topic names.
         kafkaParams: See :class:`ConsumerStrategy`.
         offsets: See :class:`ConsumerStrategy`.
+        groupManagement: See :class:`Subscribe`; False finds matching topics in the
+            cluster's metadata each batch.
     """
 
-    usesGroupManagement = True
-
     def __init__(self, pattern: str | re.Pattern[str], kafkaParams: Mapping[str, Any],
-                 offsets: Mapping[TopicPartition, int] | None = None, **options: Any) -> None:
+                 offsets: Mapping[TopicPartition, int] | None = None, *,
+                 groupManagement: bool = True, **options: Any) -> None:
+        self.usesGroupManagement = bool(groupManagement)
         text = pattern.pattern if isinstance(pattern, re.Pattern) else pattern
         if not isinstance(text, str) or not text:
             raise ConfigurationError(f"SubscribePattern needs a regular expression, got "
@@ -201,13 +212,22 @@ class SubscribePattern(ConsumerStrategy):
 
     def onStart(self, driver: DriverConsumer) -> None:
         """Join the group with the pattern (librdkafka's ``^regex`` subscription)."""
+        if not self.usesGroupManagement:
+            return
         regex = self.pattern.pattern
         regex = regex if regex.startswith("^") else "^" + regex
         driver.subscribe([regex if regex.endswith("$") else regex + "$"])
 
     def topicPartitions(self, driver: DriverConsumer) -> set[TopicPartition]:
-        """The group's current assignment."""
-        return driver.assignment()
+        """The group's current assignment (or every partition of the matching topics)."""
+        if self.usesGroupManagement:
+            return driver.assignment()
+        return {TopicPartition(t, p)
+                for t, n in driver.topicsMatching(self._matches).items()
+                for p in range(n)}
+
+    def _matches(self, topic: str) -> bool:
+        return self.pattern.fullmatch(topic) is not None
 
     def __repr__(self) -> str:
         return f"SubscribePattern({self.pattern.pattern!r}, group={self.groupId!r})"

@@ -1,27 +1,37 @@
-"""``kafka-direct demo``: produce sample events, read them back in offset-range batches.
+"""``kafka-direct demo``: exactly-once ingestion, shown under a hard crash.
 
-With no ``--bootstrap-servers`` it starts the embedded broker itself, so the demo runs on a
-fresh machine with nothing else installed. Each batch is one ``KafkaUtils.createRDD`` over
-the next ranges of every partition; the demo prints each range with the records read from
-it and checks that the batches covered the log exactly once.
+1. Produce sample events into a topic (the embedded broker unless ``--bootstrap-servers``).
+2. Run the ingest job (``kafka-direct ingest``) in a process of its own, its per-batch
+   progress lines shown as they come.
+3. Kill it with SIGKILL at a random moment — in the middle of reading, writing or
+   committing — and start it again; it resumes from the offsets stored with the rows.
+4. Check the table against the log and print a verified summary: rows == events produced,
+   no duplicate, every event present, stored offsets == log end.
+
+With the transactional sink the demo's table has no unique key on purpose: only the
+offsets committed in the rows' transactions keep records from being written twice.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import logging
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from kafka_direct.kafka_utils import KafkaUtils
-from kafka_direct.offset_range import OffsetRange
+from kafka_direct.ingest_command import sample_events
+from kafka_direct.ingest_job import check_table, ensure_table
+from kafka_direct.topic_partition import TopicPartition
 
 __all__ = ["DemoOptions", "DemoResult", "run_demo"]
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,85 +41,195 @@ class DemoOptions:
     Attributes:
         events: How many events to produce.
         partitions: Partitions of the demo topic.
-        batchSize: Most offsets a batch reads per partition.
         topic: Topic name.
+        batchInterval: Seconds per batch of the ingest job.
+        maxRatePerPartition: Records per second per partition (spreads the events over
+            several batches, so the kill lands mid-stream).
+        sink: ``transactional`` or ``idempotent``.
+        kills: How many times the job is killed before it may finish.
+        seed: Seed of the random kill moments (None: different every run).
         bootstrapServers: An existing broker; None starts the embedded one.
-        master: Spark master.
+        dsn: An existing PostgreSQL; None starts the embedded one.
+        master: Spark master of the ingest job.
     """
 
-    events: int = 10_000
+    events: int = 20_000
     partitions: int = 3
-    batchSize: int = 1_000
     topic: str = "kafka-direct-demo"
+    batchInterval: float = 1.0
+    maxRatePerPartition: int = 1_000
+    sink: str = "transactional"
+    kills: int = 1
+    seed: int | None = None
     bootstrapServers: str | None = None
-    master: str = "local[2,2]"
+    dsn: str | None = None
+    master: str = "local[2]"
 
 
 @dataclass(frozen=True, slots=True)
 class DemoResult:
-    """What the demo read."""
+    """What the demo verified."""
 
     produced: int
-    read: int
-    batches: int
+    rows: int
+    distinctEvents: int
     duplicates: int
+    kills: int
+    caughtUp: bool
+
+    @property
+    def ok(self) -> bool:
+        """Every event exactly once, and the offsets at the log end."""
+        return (self.rows == self.produced == self.distinctEvents and not self.duplicates
+                and self.caughtUp)
 
 
 @contextlib.contextmanager
-def _broker(options: DemoOptions) -> Iterator[Any]:
+def _services(options: DemoOptions) -> Iterator[tuple[Any, str]]:
     from kafka_direct.testing.kafka import EmbeddedKafka, ExternalKafka
+    from kafka_direct.testing.postgres import EmbeddedPostgres
 
-    if options.bootstrapServers:
-        yield ExternalKafka(options.bootstrapServers).start()
-    else:
-        with EmbeddedKafka() as kafka:
-            yield kafka
+    with contextlib.ExitStack() as stack:
+        kafka: Any = (ExternalKafka(options.bootstrapServers).start()
+                      if options.bootstrapServers else stack.enter_context(EmbeddedKafka()))
+        dsn = options.dsn or stack.enter_context(EmbeddedPostgres()).dsn
+        yield kafka, dsn
 
 
-def _events(count: int) -> Iterator[bytes]:
-    start = int(time.time() * 1000)
-    for i in range(count):
-        yield json.dumps({"id": i, "user": f"user-{i % 97}", "amount": (i * 37) % 1000,
-                          "ts": start + i}).encode()
+def _prepare_table(dsn: str, table: str, sink: str) -> None:
+    """A fresh table and no stored offsets for the demo's group (named after the table)."""
+    import psycopg2
+    from psycopg2 import sql
+
+    from offsets.postgres_offset_store import PostgresOffsetStore
+
+    store = PostgresOffsetStore(dsn)
+    store.ensure_schema()
+    connection = psycopg2.connect(dsn)
+    try:
+        with connection, connection.cursor() as cursor:
+            cursor.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
+            cursor.execute("DELETE FROM kafka_offsets WHERE group_id = %s", (table,))
+            if sink == "transactional":  # no key: only the offsets prevent duplicates
+                cursor.execute(sql.SQL("CREATE TABLE {} (topic text, kafka_partition integer, "
+                                       "kafka_offset bigint, key bytea, value bytea)").format(
+                    sql.Identifier(table)))
+    finally:
+        connection.close()
+    if sink != "transactional":
+        ensure_table(dsn, "public", table)
+
+
+def _distinct_events(dsn: str, table: str) -> int:
+    import psycopg2
+    from psycopg2 import sql
+
+    connection = psycopg2.connect(dsn)
+    try:
+        with connection, connection.cursor() as cursor:
+            cursor.execute(sql.SQL("SELECT count(DISTINCT convert_from(value, 'UTF8')::json "
+                                   "->> 'id') FROM {}").format(sql.Identifier(table)))
+            return int(cursor.fetchone()[0])
+    finally:
+        connection.close()
+
+
+class _Job:
+    """One run of the ingest job in a child process, its lines copied to ``out``."""
+
+    def __init__(self, argv: list[str], out: TextIO, label: str) -> None:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        text=True, env=env)
+        self.batches = threading.Event()
+        self.tail: list[str] = []
+        self._reader = threading.Thread(target=self._copy, args=(out, label), daemon=True)
+        self._reader.start()
+
+    def _copy(self, out: TextIO, label: str) -> None:
+        for line in self.process.stdout or ():
+            self.tail = ([*self.tail, line])[-40:]
+            if line.startswith("batch "):
+                self.batches.set()
+                out.write(f"  {label} | {line}")
+                out.flush()
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.wait()
+
+    def wait(self, timeout: float | None = None) -> int:
+        code = self.process.wait(timeout)
+        self._reader.join(10)
+        return code
 
 
 def run_demo(options: DemoOptions, out: TextIO) -> DemoResult:
     """Run the demo, writing its report to ``out``."""
-    from kafka_direct.testing.spark import spark_context
+    from kafka_direct.progress import ProgressBar
 
-    with _broker(options) as kafka:
-        out.write(f"broker: {kafka.bootstrap_servers}\n")
-        existing = kafka.admin().list_topics(timeout=10).topics
-        if options.topic not in existing:
-            kafka.create_topic(options.topic, options.partitions)
-        partitions = len(kafka.admin().list_topics(options.topic, timeout=10)
-                         .topics[options.topic].partitions)
-        before = kafka.end_offsets(options.topic, range(partitions))
-        events = list(_events(options.events))
-        keys = [json.loads(e)["user"].encode() for e in events]  # spreads over partitions
-        produced = kafka.produce(options.topic, events, keys=keys)
-        after = kafka.end_offsets(options.topic, range(partitions))
-        out.write(f"produced {produced} events into {options.topic} ({partitions} partitions)\n")
-        params = kafka.params(**{"group.id": "kafka-direct-demo"})
-        ids: list[int] = []
-        batches = 0
-        with spark_context(options.master, "kafka-direct-demo") as sc:
-            position = {p: before[p][1] for p in range(partitions)}
-            while any(position[p] < after[p][1] for p in range(partitions)):
-                ranges = [OffsetRange(options.topic, p, position[p],
-                                      min(after[p][1], position[p] + options.batchSize))
-                          for p in range(partitions)]
-                rdd = KafkaUtils.createRDD(sc, params, ranges,
-                                           valueDeserializer=lambda v: json.loads(v))
-                per_range = rdd.mapPartitionsWithIndex(
-                    lambda i, records: [(i, [r.value["id"] for r in records])]).collect()
-                batches += 1
-                out.write(f"batch {batches}:\n")
-                for index, batch_ids in per_range:
-                    out.write(f"  {ranges[index]}  records: {len(batch_ids)}\n")
-                    ids.extend(batch_ids)
-                position = {r.partition: r.untilOffset for r in ranges}
-        duplicates = len(ids) - len(set(ids))
-        out.write(f"read {len(ids)} of {produced} events in {batches} batches, "
-                  f"{duplicates} duplicates\n")
-        return DemoResult(produced, len(ids), batches, duplicates)
+    chooser = random.Random(options.seed)
+    with _services(options) as (kafka, dsn):
+        out.write(f"kafka: {kafka.bootstrap_servers}\n")
+        if options.topic in kafka.admin().list_topics(timeout=10).topics:
+            kafka.admin().delete_topics([options.topic])[options.topic].result(30)
+            time.sleep(1)
+        kafka.create_topic(options.topic, options.partitions)
+        _prepare_table(dsn, "demo_events", options.sink)
+        with ProgressBar(options.events, "producing", out) as bar:
+            produced = 0
+            step = max(1, options.events // 20)
+            for start in range(0, options.events, step):
+                keys, values = zip(*sample_events(min(step, options.events - start), start),
+                                   strict=True)
+                produced += kafka.produce(options.topic, values, keys=keys)
+                bar.update(produced)
+        out.write(f"produced {produced} events into {options.topic} "
+                  f"({options.partitions} partitions)\n")
+        argv = [sys.executable, "-m", "kafka_direct.cli", "ingest",
+                "--bootstrap-servers", kafka.bootstrap_servers, "--dsn", dsn,
+                "--topic", options.topic, "--group", "demo_events", "--table", "demo_events",
+                "--batch-interval", str(options.batchInterval),
+                "--max-rate-per-partition", str(options.maxRatePerPartition),
+                "--sink", options.sink, "--stop-after-idle", "1", "--master", options.master]
+        kills = 0
+        run = 1
+        while True:
+            out.write(f"starting the ingest job (run {run})\n")
+            job = _Job(argv, out, f"run {run}")
+            if kills < options.kills:
+                job.batches.wait(300)
+                # Somewhere in the rest of the ingestion: reading, writing or committing.
+                expected = options.events / (options.partitions * options.maxRatePerPartition)
+                moment = chooser.uniform(0.0, max(0.3, 0.8 * (expected - options.batchInterval)))
+                try:
+                    code = job.wait(moment)
+                except subprocess.TimeoutExpired:
+                    job.kill()
+                    kills += 1
+                    rows = check_table(dsn, "public", "demo_events", "demo_events", {}).rows
+                    out.write(f"killed the ingest job with SIGKILL {moment:.2f} s after its "
+                              f"first batch, with {rows} of {produced} rows written\n")
+                    run += 1
+                    continue
+            else:
+                code = job.wait()
+            if code != 0:
+                out.write("".join(job.tail))
+                raise RuntimeError(f"the ingest job failed with exit code {code}")
+            break
+        partitions = kafka.end_offsets(options.topic, range(options.partitions))
+        ends = {TopicPartition(options.topic, p): high for p, (_, high) in partitions.items()}
+        check = check_table(dsn, "public", "demo_events", "demo_events", ends)
+        distinct = _distinct_events(dsn, "demo_events")
+        result = DemoResult(produced, check.rows, distinct, check.duplicates, kills,
+                            check.caughtUp)
+        out.write(f"\nsummary: {produced} events produced; the job was killed {kills} "
+                  f"time(s) and restarted\n")
+        out.write(f"  table demo_events: {check.rows} rows, {distinct} distinct events, "
+                  f"{check.duplicates} duplicates, {produced - distinct} missing\n")
+        out.write("  stored offsets == log end for every partition\n" if check.caughtUp else
+                  f"  stored offsets {json.dumps({str(k): v for k, v in check.stored.items()})}"
+                  f" != log end\n")
+        out.write("OK: every event exactly once\n" if result.ok else "FAILED\n")
+        return result

@@ -119,6 +119,7 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
         self.batchRanges: dict[int, list[OffsetRange]] = {}
         self._commitQueue: deque[tuple[list[OffsetRange], CommitCallback | None]] = deque()
         self._commitLock = threading.Lock()
+        self._startingOffsetsCallbacks: list[Callable[[dict[TopicPartition, int]], None]] = []
 
     @property
     @override
@@ -229,7 +230,19 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
                 logger.info("%s partition %s starts at its %s offset %d", self.name, tp,
                             policy, chosen[tp])
         self._checkWithinLog(chosen)
+        for callback in self._startingOffsetsCallbacks:
+            callback(dict(chosen))
         return chosen
+
+    def onStartingOffsets(self, callback: Callable[[dict[TopicPartition, int]], None]
+                          ) -> None:
+        """Call ``callback(offsets)`` whenever partitions get their starting offsets.
+
+        That is at start (every partition) and when new partitions or matching topics
+        appear, before a batch reads them: an offset store seeds them with it (see
+        ``offsets.createDirectStreamFromStore``). An exception stops the stream.
+        """
+        self._startingOffsetsCallbacks.append(callback)
 
     def _checkWithinLog(self, offsets: dict[TopicPartition, int]) -> None:
         driver = self._driver()

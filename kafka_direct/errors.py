@@ -12,6 +12,9 @@ Every error the library raises on purpose derives from :class:`KafkaDirectError`
     │   ├── OffsetOutOfRangeError   the range ends beyond the log end
     │   └── PollTimeoutError        no progress on the range within the poll timeout
     ├── OffsetMismatchError         a stored offset is neither the range's start nor its end
+    ├── SinkWriteError              writing a range's results failed; none of them was committed
+    ├── OffsetStoreError            an offset store could not be read or written; nothing changed
+    ├── GroupBusyError              another running job holds the consumer group
     ├── StreamingStateError         a StreamingContext used in a state that forbids it
     ├── CheckpointError             a checkpoint directory that cannot be read or restored
     └── ServiceError                an embedded test service failed to start or stop
@@ -29,14 +32,17 @@ __all__ = [
     "CheckpointError",
     "ConfigurationError",
     "DataLossError",
+    "GroupBusyError",
     "KafkaDirectError",
     "KafkaReadError",
     "KafkaUnavailableError",
     "OffsetMismatchError",
     "OffsetOutOfRangeError",
+    "OffsetStoreError",
     "PartitionsRevokedError",
     "PollTimeoutError",
     "ServiceError",
+    "SinkWriteError",
     "StreamingStateError",
     "UnknownTopicOrPartitionError",
 ]
@@ -205,6 +211,51 @@ class OffsetMismatchError(KafkaDirectError):
                  stored: int | None, fromOffset: int, untilOffset: int) -> None:
         super().__init__(message, group=group, topic=topic, partition=partition,
                          stored=stored, fromOffset=fromOffset, untilOffset=untilOffset)
+
+
+class SinkWriteError(KafkaDirectError):
+    """Writing results into the database failed; the transaction was rolled back.
+
+    Nothing of the failed write is committed (rows nor offsets), so re-running it (a task
+    retry, a restarted job resuming from the store) neither loses nor duplicates records.
+
+    Attributes:
+        table: The target table (schema-qualified).
+        topic: The range's topic (None for a per-batch write).
+        partition: The range's partition (None for a per-batch write).
+        fromOffset: The range's start (None for a per-batch write).
+        untilOffset: The range's end (None for a per-batch write).
+        cause: The database driver's message (no connection string).
+    """
+
+    table: str
+    topic: str | None
+    partition: int | None
+    fromOffset: int | None
+    untilOffset: int | None
+    cause: str
+
+
+class OffsetStoreError(KafkaDirectError):
+    """An offset store could not be read or written (its database failed); nothing changed.
+
+    Attributes:
+        store: The store (its description, never a connection string).
+        cause: The database driver's message.
+    """
+
+    store: str
+    cause: str
+
+
+class GroupBusyError(KafkaDirectError):
+    """Another job holds the consumer group: two writers of one group would race.
+
+    Attributes:
+        group: The consumer group.
+    """
+
+    group: str
 
 
 class StreamingStateError(KafkaDirectError, RuntimeError):

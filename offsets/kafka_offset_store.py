@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from kafka_direct import OffsetMismatchError, OffsetRange, TopicPartition
+from kafka_direct import OffsetRange, TopicPartition
 from kafka_direct.driver_consumer import DriverConsumer
 from kafka_direct.kafka_params import validate_params
-from offsets.offset_store import OffsetStore
+from offsets.offset_store import OffsetStore, check_range
 
 __all__ = ["KafkaOffsetStore"]
 
@@ -65,13 +65,7 @@ class KafkaOffsetStore(OffsetStore):
             ranges = list(offsetRanges)
             committed = client.committed(r.topicPartition() for r in ranges)
             for r in ranges:
-                stored = committed.get(r.topicPartition())
-                if stored not in (r.fromOffset, r.untilOffset):
-                    raise OffsetMismatchError(
-                        f"cannot commit [{r.fromOffset}, {r.untilOffset}) of {r.topic}-"
-                        f"{r.partition} for group {group!r}: the committed offset is {stored}",
-                        group=group, topic=r.topic, partition=r.partition, stored=stored,
-                        fromOffset=r.fromOffset, untilOffset=r.untilOffset)
+                check_range(group, r, committed.get(r.topicPartition()))
             client.commit({r.topicPartition(): r.untilOffset for r in ranges})
         finally:
             client.close()

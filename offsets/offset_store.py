@@ -18,9 +18,40 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 
-from kafka_direct import OffsetRange, TopicPartition
+from kafka_direct import OffsetMismatchError, OffsetRange, TopicPartition
 
-__all__ = ["OffsetStore"]
+__all__ = ["OffsetStore", "check_range"]
+
+
+def check_range(group: str, offsetRange: OffsetRange, stored: int | None) -> bool:
+    """Whether to apply ``offsetRange`` given the partition's ``stored`` next offset.
+
+    Returns:
+        True when ``stored`` is the range's ``fromOffset`` and the range is not empty (apply
+        it); False when the range was applied before (``stored`` is its ``untilOffset``) or
+        is empty.
+
+    Raises:
+        OffsetMismatchError: Any other stored offset (a gap or an overlap), or none.
+    """
+    if stored == offsetRange.fromOffset:
+        return offsetRange.count() > 0
+    if stored == offsetRange.untilOffset:
+        return False
+    what = ("no stored offset (seed the partition's starting offset first)"
+            if stored is None else
+            f"stored offset {stored} is "
+            + ("ahead of" if stored > offsetRange.untilOffset else
+               "inside" if stored > offsetRange.fromOffset else "behind")
+            + " the range: " + ("an overlap, records would be written twice"
+                                if stored > offsetRange.fromOffset
+                                else "a gap, records would be lost"))
+    raise OffsetMismatchError(
+        f"cannot commit [{offsetRange.fromOffset}, {offsetRange.untilOffset}) of "
+        f"{offsetRange.topic}-{offsetRange.partition} for group {group!r}: {what}; "
+        f"expected {offsetRange.fromOffset}", group=group, topic=offsetRange.topic,
+        partition=offsetRange.partition, stored=stored, fromOffset=offsetRange.fromOffset,
+        untilOffset=offsetRange.untilOffset)
 
 
 class OffsetStore(ABC):

@@ -17,15 +17,30 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from kafka_direct import ConfigurationError, OffsetMismatchError, OffsetRange, TopicPartition
-from offsets.offset_store import OffsetStore
+from kafka_direct import (
+    ConfigurationError,
+    GroupBusyError,
+    OffsetRange,
+    OffsetStoreError,
+    TopicPartition,
+)
+from offsets.offset_store import OffsetStore, check_range
 
-__all__ = ["PostgresOffsetStore"]
+__all__ = ["PostgresOffsetStore", "describe_database_error"]
 
 logger = logging.getLogger(__name__)
+
+_LOCK_SPACE = 0x6B64  # first key of the store's advisory locks, apart from other users'
+_SECRET = re.compile(r"(password\s*=\s*)(\S+)", re.IGNORECASE)
+
+
+def describe_database_error(error: BaseException) -> str:
+    """A database driver error on one line, any password in it masked."""
+    return _SECRET.sub(r"\1***", " ".join(str(error).split())) or type(error).__name__
 
 
 class PostgresOffsetStore(OffsetStore):
@@ -86,7 +101,7 @@ class PostgresOffsetStore(OffsetStore):
             for statement in statements:
                 cursor.execute(statement)
         else:
-            with self.transaction() as own:
+            with self._own("creating the offsets table") as own:
                 for statement in statements:
                     own.execute(statement)
         self._ready = True
@@ -102,6 +117,65 @@ class PostgresOffsetStore(OffsetStore):
                 yield cursor
         finally:
             connection.close()
+
+    @contextlib.contextmanager
+    def _own(self, what: str) -> Iterator[Any]:
+        """:meth:`transaction`, its database errors raised as :class:`OffsetStoreError`."""
+        import psycopg2
+
+        try:
+            with self.transaction() as cursor:
+                yield cursor
+        except psycopg2.Error as error:
+            cause = describe_database_error(error)
+            raise OffsetStoreError(
+                f"{what} in {self!r} failed and changed nothing: {cause}. Run again once "
+                "the database answers; the stored offsets are as they were",
+                store=repr(self), cause=cause) from error
+
+    @contextlib.contextmanager
+    def lockGroup(self, group: str) -> Iterator[None]:
+        """Hold ``group`` for one running job, or fail at once if another job holds it.
+
+        A session-level advisory lock on a connection of its own, held while the block runs.
+        PostgreSQL releases it when that session ends, also when the job is killed, so a
+        restarted job can take it straight away. Row locks keep commits safe without it;
+        the lock makes a second job fail before it reads or writes anything.
+
+        Raises:
+            GroupBusyError: Another session holds the group's lock.
+            OffsetStoreError: The database did not answer.
+        """
+        import psycopg2
+
+        connection = None
+        try:
+            connection = self.connect()
+            connection.autocommit = True
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))",
+                               (_LOCK_SPACE, f"{self.schema}.{self.table}/{group}"))
+                held = bool(cursor.fetchone()[0])
+            if not held:
+                raise GroupBusyError(
+                    f"consumer group {group!r} is held by another running job (its lock in "
+                    f"{self.schema}.{self.table}'s database); stop that job or use another "
+                    "group", group=group)
+        except psycopg2.Error as error:
+            if connection is not None:
+                connection.close()
+            cause = describe_database_error(error)
+            raise OffsetStoreError(f"taking consumer group {group!r} in {self!r} failed: "
+                                   f"{cause}", store=repr(self), cause=cause) from error
+        except BaseException:
+            if connection is not None:
+                connection.close()
+            raise
+        try:
+            logger.info("holding consumer group %r", group)
+            yield
+        finally:
+            connection.close()  # ends the session, which releases the lock
 
     def _ensure(self, cursor: Any = None) -> None:
         if not self._ready:
@@ -119,7 +193,7 @@ class PostgresOffsetStore(OffsetStore):
         if topics is not None:
             query = query + sql.SQL(" AND topic = ANY(%s)")
             params.append(list(topics))
-        with self.transaction() as cursor:
+        with self._own("loading offsets") as cursor:
             cursor.execute(query, params)
             rows = cursor.fetchall()
         return {TopicPartition(topic, int(p)): int(offset) for topic, p, offset in rows}
@@ -139,7 +213,7 @@ class PostgresOffsetStore(OffsetStore):
             cursor.executemany(statement, rows)
             return
         self._ensure()
-        with self.transaction() as own:
+        with self._own("seeding offsets") as own:
             own.executemany(statement, rows)
 
     def claim(self, cursor: Any, group: str, offsetRange: OffsetRange) -> bool:
@@ -160,25 +234,10 @@ class PostgresOffsetStore(OffsetStore):
                        (group, offsetRange.topic, offsetRange.partition))
         row = cursor.fetchone()
         stored = None if row is None else int(row[0])
-        if stored == offsetRange.fromOffset:
-            return offsetRange.count() > 0
-        if stored == offsetRange.untilOffset:
+        fresh = check_range(group, offsetRange, stored)
+        if not fresh and offsetRange.count():
             logger.info("range %s of group %s was applied before; skipped", offsetRange, group)
-            return False
-        what = ("no stored offset (seed the partition's starting offset first)"
-                if stored is None else
-                f"stored offset {stored} is "
-                + ("ahead of" if stored > offsetRange.untilOffset else
-                   "inside" if stored > offsetRange.fromOffset else "behind")
-                + " the range: " + ("an overlap, records would be written twice"
-                                    if stored > offsetRange.fromOffset
-                                    else "a gap, records would be lost"))
-        raise OffsetMismatchError(
-            f"cannot commit [{offsetRange.fromOffset}, {offsetRange.untilOffset}) of "
-            f"{offsetRange.topic}-{offsetRange.partition} for group {group!r}: {what}; "
-            f"expected {offsetRange.fromOffset}", group=group, topic=offsetRange.topic,
-            partition=offsetRange.partition, stored=stored, fromOffset=offsetRange.fromOffset,
-            untilOffset=offsetRange.untilOffset)
+        return fresh
 
     def advance(self, cursor: Any, group: str, offsetRange: OffsetRange) -> None:
         """Set the range's partition to ``untilOffset`` (after a successful :meth:`claim`)."""
@@ -202,7 +261,7 @@ class PostgresOffsetStore(OffsetStore):
             self._apply(cursor, group, ranges)
             return
         self._ensure()
-        with self.transaction() as own:
+        with self._own("committing offsets") as own:
             self._apply(own, group, ranges)
 
     def _apply(self, cursor: Any, group: str, ranges: Sequence[OffsetRange]) -> None:

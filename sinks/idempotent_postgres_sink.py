@@ -13,6 +13,7 @@ appends without a key).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -21,7 +22,12 @@ from typing import Any
 from kafka_direct import CanCommitOffsets, ConfigurationError
 from kafka_direct.task_errors import carry_errors, typed_errors
 from offsets.offset_store import OffsetStore
-from sinks.postgres_writer import KafkaRDDSink, copy_rows, worker_transaction
+from sinks.postgres_writer import (
+    KafkaRDDSink,
+    copy_rows,
+    database_errors,
+    worker_transaction,
+)
 from sinks.transactional_postgres_sink import DEFAULT_COLUMNS, RowFunction, default_row
 
 __all__ = ["IdempotentPostgresSink"]
@@ -43,6 +49,7 @@ class _Upserter:
     update: bool
     row: RowFunction
     statementTimeoutMs: int | None
+    ranges: tuple[Any, ...] = ()
 
     def __repr__(self) -> str:
         return f"_Upserter({self.schema}.{self.table})"
@@ -69,7 +76,8 @@ class _Upserter:
     def _write(self, index: int, records: Iterator[Any]) -> Iterator[tuple[int, int]]:
         from psycopg2 import sql
 
-        with worker_transaction(self.dsn, self.statementTimeoutMs) as cursor:
+        with database_errors(f"{self.schema}.{self.table}", self.ranges[index]), \
+                worker_transaction(self.dsn, self.statementTimeoutMs) as cursor:
             cursor.execute(sql.SQL(
                 "CREATE TEMP TABLE kafka_direct_upsert (LIKE {} INCLUDING DEFAULTS) "
                 "ON COMMIT DROP").format(sql.Identifier(self.schema, self.table)))
@@ -124,8 +132,11 @@ class IdempotentPostgresSink(KafkaRDDSink):
     def write(self, rdd: Any) -> dict[str, int]:
         """Upsert the RDD's records, then commit its offsets; returns row counts."""
         offsetRanges = self.offsetRangesOf(rdd)
+        if not any(r.count() for r in offsetRanges):
+            return {"rows": 0, "upserted": 0}  # an idle batch needs no Spark job
         with typed_errors():
-            outcomes = rdd.mapPartitionsWithIndex(self._upserter).collect()
+            upserter = dataclasses.replace(self._upserter, ranges=tuple(offsetRanges))
+            outcomes = rdd.mapPartitionsWithIndex(upserter).collect()
         if self.offsetStore is not None and self.group:
             # Partitions new to the store start where this batch starts.
             self.offsetStore.seed(self.group, {r.topicPartition(): r.fromOffset

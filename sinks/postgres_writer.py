@@ -21,6 +21,7 @@ from typing import Any
 __all__ = [
     "KafkaRDDSink",
     "copy_rows",
+    "database_errors",
     "drop_connection",
     "encode_copy_value",
     "worker_connection",
@@ -124,6 +125,37 @@ def worker_transaction(dsn: str, statementTimeoutMs: int | None = None) -> Itera
         except Exception:
             drop_connection(dsn)
         raise
+
+
+@contextlib.contextmanager
+def database_errors(table: str, offsetRange: Any = None) -> Iterator[None]:
+    """Turn a database driver error in the block into :class:`SinkWriteError`.
+
+    Args:
+        table: The target table, for the message.
+        offsetRange: The range being written, or None for a whole batch.
+    """
+    import psycopg2
+
+    from kafka_direct.errors import SinkWriteError
+    from offsets.postgres_offset_store import describe_database_error
+
+    try:
+        yield
+    except psycopg2.Error as error:
+        cause = describe_database_error(error)
+        what = ("the batch" if offsetRange is None else
+                f"{offsetRange.topic}-{offsetRange.partition} "
+                f"[{offsetRange.fromOffset}, {offsetRange.untilOffset})")
+        raise SinkWriteError(
+            f"writing {what} into {table} failed and was rolled back: {cause}. Nothing of it "
+            "was committed; a task retry or the restarted job writes it again from the "
+            "stored offset", table=table,
+            topic=None if offsetRange is None else offsetRange.topic,
+            partition=None if offsetRange is None else offsetRange.partition,
+            fromOffset=None if offsetRange is None else offsetRange.fromOffset,
+            untilOffset=None if offsetRange is None else offsetRange.untilOffset,
+            cause=cause) from error
 
 
 class KafkaRDDSink:

@@ -31,6 +31,7 @@ from offsets.postgres_offset_store import PostgresOffsetStore
 from sinks.postgres_writer import (
     KafkaRDDSink,
     copy_rows,
+    database_errors,
     worker_connection,
     worker_transaction,
 )
@@ -75,9 +76,13 @@ class _PartitionWriter:
         from psycopg2 import sql
 
         offsetRange = self.ranges[index]
+        if not offsetRange.count():
+            yield ("empty", index, 0)  # nothing to write, the offset stays
+            return
         store = PostgresOffsetStore(table=self.offsetTable, schema=self.offsetSchema,
                                     connect=lambda: worker_connection(self.dsn))
-        with worker_transaction(self.dsn, self.statementTimeoutMs) as cursor:
+        with database_errors(f"{self.schema}.{self.table}", offsetRange), \
+                worker_transaction(self.dsn, self.statementTimeoutMs) as cursor:
             if not store.claim(cursor, self.group, offsetRange):
                 written = -1  # applied before: the transaction ends with nothing written
             else:
@@ -140,10 +145,16 @@ class TransactionalPostgresSink(KafkaRDDSink):
         Raises:
             OffsetMismatchError: A range neither continues nor repeats its stored offset, or
                 the batch was applied in part only.
+            SinkWriteError: The database failed; nothing was committed.
         """
+        ranges = sorted(offsetRanges, key=lambda r: (r.topic, r.partition))  # lock order
+        with database_errors(f"{self.schema}.{self.table}"):
+            return self._writeBatch(ranges, rows)
+
+    def _writeBatch(self, ranges: Sequence[OffsetRange], rows: Iterable[Sequence[Any]]
+                    ) -> dict[str, int]:
         from psycopg2 import sql
 
-        ranges = sorted(offsetRanges, key=lambda r: (r.topic, r.partition))  # lock order
         self.store.seed(self.group, {r.topicPartition(): r.fromOffset for r in ranges})
         with self.store.transaction(self.statementTimeoutMs) as cursor:
             fresh = [self.store.claim(cursor, self.group, r) for r in ranges]
@@ -187,10 +198,13 @@ class TransactionalPostgresSink(KafkaRDDSink):
 
         Raises:
             OffsetMismatchError: A range does not continue from its stored offset.
+            SinkWriteError: The database failed; that range's transaction was rolled back.
         """
         offsetRanges = tuple(self.offsetRangesOf(rdd))
         # Partitions new to the store start where this batch starts (the stream's policy).
         self.store.seed(self.group, {r.topicPartition(): r.fromOffset for r in offsetRanges})
+        if not any(r.count() for r in offsetRanges):
+            return {"rows": 0, "skipped": 0}  # an idle batch needs no Spark job
         writer = _PartitionWriter(self._dsn, self.group, self.table, self.schema,
                                   self.columns, self.row, offsetRanges, self.store.table,
                                   self.store.schema, self.statementTimeoutMs)

@@ -128,6 +128,7 @@ class EmbeddedPostgres(LocalService, PostgresService):
 
     def _prepare(self) -> None:
         bin_dir = _bin_dir()
+        self.base_dir.mkdir(parents=True, exist_ok=True)
         if os.geteuid() == 0:
             self._uid, self._gid = _system_user()
             _make_traversable(bin_dir)

@@ -1,0 +1,315 @@
+"""The main job: a direct stream from Kafka into a PostgreSQL table, exactly once.
+
+:func:`run_ingest` reads topics (or a pattern) with a direct stream that resumes from a
+:class:`~offsets.PostgresOffsetStore` and writes each batch with the transactional sink
+(rows and offsets in one transaction per partition) or the idempotent sink (upsert on the
+record's topic, partition and offset; offsets stored after the write). Whatever stops it — a
+kill -9, a failed database, a lost broker — running it again resumes after the last
+committed range: nothing is lost, nothing is written twice.
+
+The job holds its consumer group for as long as it runs (an advisory lock in the database),
+so a second job of the same group fails at once with :class:`GroupBusyError` and writes
+nothing. Its table is created when missing: ``topic text, kafka_partition int,
+kafka_offset bigint, key bytea, value bytea`` with the primary key (topic, kafka_partition,
+kafka_offset).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from kafka_direct.errors import ConfigurationError
+from kafka_direct.streaming.batch_info import BatchInfo
+from kafka_direct.streaming.batch_log import BatchLogListener
+from kafka_direct.streaming.listener import StreamingListener, StreamingListenerBatchCompleted
+from kafka_direct.topic_partition import TopicPartition
+
+__all__ = ["IngestOptions", "IngestResult", "TableCheck", "check_table", "ensure_table",
+           "parse_starting_offsets", "run_ingest"]
+
+logger = logging.getLogger(__name__)
+
+SINKS = ("transactional", "idempotent")
+
+
+def parse_starting_offsets(text: str) -> tuple[str, dict[TopicPartition, int]]:
+    """``earliest``, ``latest`` or JSON ``{"topic": {"0": 42}}`` -> (policy, offsets).
+
+    JSON offsets are next offsets to read for the partitions they name; other partitions
+    start at their earliest offset.
+
+    Raises:
+        ConfigurationError: Anything else.
+    """
+    if text in ("earliest", "latest"):
+        return text, {}
+    try:
+        document = json.loads(text)
+        offsets = {TopicPartition(str(topic), int(partition)): int(offset)
+                   for topic, partitions in document.items()
+                   for partition, offset in partitions.items()}
+    except (ValueError, AttributeError, TypeError) as error:
+        raise ConfigurationError(
+            f"starting offsets must be earliest, latest or JSON like "
+            f"'{{\"events\": {{\"0\": 42}}}}', got {text!r} ({error})") from error
+    negative = [str(tp) for tp, o in offsets.items() if o < 0]
+    if negative:
+        raise ConfigurationError(f"starting offsets must be >= 0; {negative} are not "
+                                 "(use earliest or latest for the ends of the log)")
+    return "earliest", offsets
+
+
+@dataclass(frozen=True, slots=True)
+class IngestOptions:
+    """What the ingest job reads and writes.
+
+    Attributes:
+        topics: Topics to subscribe to (or ``pattern``).
+        pattern: A regular expression of topic names (instead of ``topics``).
+        group: Consumer group the offsets are stored under.
+        table: Target table (created when missing).
+        schema: Schema of the table and of the offsets table ``kafka_offsets``.
+        batchInterval: Seconds per batch.
+        maxRatePerPartition: Records per second per partition (0: no limit).
+        backpressure: PID backpressure on.
+        sink: ``transactional`` or ``idempotent``.
+        startingOffsets: Where partitions without stored offsets start: ``earliest``,
+            ``latest`` or JSON ``{"topic": {"partition": offset}}``.
+        stopAfterIdleBatches: Stop after this many batches in a row read nothing (0: run
+            until stopped).
+        master: Spark master.
+        statementTimeoutMs: ``statement_timeout`` of the writing transactions.
+    """
+
+    topics: tuple[str, ...] = ()
+    pattern: str | None = None
+    group: str = "kafka-direct-ingest"
+    table: str = "kafka_events"
+    schema: str = "public"
+    batchInterval: float = 2.0
+    maxRatePerPartition: int = 0
+    backpressure: bool = False
+    sink: str = "transactional"
+    startingOffsets: str = "earliest"
+    stopAfterIdleBatches: int = 0
+    master: str = "local[2]"
+    statementTimeoutMs: int | None = 60_000
+
+    def __post_init__(self) -> None:
+        if bool(self.topics) == bool(self.pattern):
+            raise ConfigurationError("give topics or a pattern (one of them)")
+        if self.sink not in SINKS:
+            raise ConfigurationError(f"sink must be one of {SINKS}, got {self.sink!r}")
+        if self.batchInterval <= 0:
+            raise ConfigurationError(f"the batch interval must be > 0 s, got "
+                                     f"{self.batchInterval}")
+        for name in ("maxRatePerPartition", "stopAfterIdleBatches"):
+            if getattr(self, name) < 0:
+                raise ConfigurationError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if not self.group or not self.table or not self.schema:
+            raise ConfigurationError("group, table and schema must be non-empty names")
+        parse_starting_offsets(self.startingOffsets)
+
+
+@dataclass(slots=True)
+class IngestResult:
+    """What a run did.
+
+    Attributes:
+        batches: Batches completed.
+        records: Records read.
+        rowsWritten: Rows written (transactional) or upserted as new (idempotent).
+        rangesSkipped: Ranges found applied already (a re-run after a crash).
+        offsets: The stored next offsets of the group when the run ended.
+    """
+
+    batches: int = 0
+    records: int = 0
+    rowsWritten: int = 0
+    rangesSkipped: int = 0
+    offsets: dict[TopicPartition, int] = field(default_factory=dict)
+
+
+def ensure_table(dsn: str, schema: str, table: str) -> None:
+    """Create ``schema.table`` with the default columns when it does not exist."""
+    import psycopg2
+    from psycopg2 import sql
+
+    connection = psycopg2.connect(dsn)
+    try:
+        with connection, connection.cursor() as cursor:
+            cursor.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
+                sql.Identifier(schema)))
+            cursor.execute(sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} (topic text NOT NULL, kafka_partition integer "
+                "NOT NULL, kafka_offset bigint NOT NULL, key bytea, value bytea, "
+                "PRIMARY KEY (topic, kafka_partition, kafka_offset))").format(
+                sql.Identifier(schema, table)))
+    finally:
+        connection.close()
+
+
+class _Progress(StreamingListener):
+    """Counts batches, and asks the job to stop after enough idle ones."""
+
+    def __init__(self, result: IngestResult, idleLimit: int) -> None:
+        self.result = result
+        self.idleLimit = idleLimit
+        self.idle = 0
+        self.done = threading.Event()
+
+    def onBatchCompleted(self, batchCompleted: StreamingListenerBatchCompleted) -> None:
+        info = batchCompleted.batchInfo
+        if info.failed:
+            return
+        self.result.batches += 1
+        self.result.records += info.numRecords
+        ranges = [r for i in info.streamIdToInputInfo.values()
+                  for r in i.metadata.get("offsets", ())]
+        if not ranges:
+            return  # no partition to read yet: that is not idleness
+        self.idle = self.idle + 1 if info.numRecords == 0 else 0
+        if self.idleLimit and self.idle >= self.idleLimit:
+            self.done.set()
+
+
+def run_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
+               out: TextIO | None = None, kafkaParams: Mapping[str, Any] | None = None,
+               row: Any = None) -> IngestResult:
+    """Run the ingest job until it is stopped, idle long enough, or fails.
+
+    Args:
+        options: What to read and write.
+        bootstrapServers: The Kafka cluster.
+        dsn: libpq connection string of the database (never logged).
+        out: Where per-batch progress lines go (None: the log only).
+        kafkaParams: More librdkafka properties (security settings...).
+        row: Record -> row values for the table's columns (default: topic, partition,
+            offset, key, value).
+
+    Returns:
+        What the run did.
+
+    Raises:
+        GroupBusyError: Another job holds the group.
+        KafkaDirectError: What stopped the stream (SinkWriteError, KafkaUnavailableError...);
+            run again to resume.
+    """
+    from kafka_direct.streaming.context import StreamingContext
+    from kafka_direct.testing.spark import spark_context
+    from offsets.from_store import createDirectStreamFromStore
+    from offsets.postgres_offset_store import PostgresOffsetStore
+    from sinks.idempotent_postgres_sink import IdempotentPostgresSink
+    from sinks.transactional_postgres_sink import TransactionalPostgresSink, default_row
+
+    policy, explicit = parse_starting_offsets(options.startingOffsets)
+    store = PostgresOffsetStore(dsn, schema=options.schema)
+    store.ensure_schema()
+    ensure_table(dsn, options.schema, options.table)
+    result = IngestResult()
+    written: dict[int, tuple[int, int]] = {}
+    totals = {"rows": 0}
+
+    def suffix(info: BatchInfo) -> str:
+        rows, skipped = written.pop(info.batchTime, (0, 0))
+        totals["rows"] += rows
+        return f"  written {rows}" + (f" ({skipped} ranges applied before)" if skipped
+                                      else "") + f"  total {totals['rows']}"
+
+    with store.lockGroup(options.group), spark_context(options.master,
+                                                      "kafka-direct-ingest") as sc:
+        conf = {"spark.streaming.kafka.maxRatePerPartition": str(options.maxRatePerPartition),
+                "spark.streaming.backpressure.enabled": str(options.backpressure).lower()}
+        ssc = StreamingContext(sc, options.batchInterval, conf=conf)
+        params = {**(kafkaParams or {}), "bootstrap.servers": bootstrapServers,
+                  "auto.offset.reset": policy}
+        stream = createDirectStreamFromStore(
+            ssc, store, options.group, params, topics=options.topics or None,
+            pattern=options.pattern, startingOffsets=explicit)
+        table = (options.schema, options.table)
+        sink: Any
+        if options.sink == "transactional":
+            sink = TransactionalPostgresSink(dsn, table[1], options.group,
+                                             row=row or default_row, schema=table[0],
+                                             statementTimeoutMs=options.statementTimeoutMs)
+        else:
+            sink = IdempotentPostgresSink(dsn, table[1], row=row or default_row,
+                                          schema=table[0], offsetStore=store,
+                                          group=options.group,
+                                          statementTimeoutMs=options.statementTimeoutMs)
+
+        def write(time: Any, rdd: Any) -> None:
+            counts = sink.write(rdd)
+            rows = counts.get("upserted", counts["rows"])
+            result.rowsWritten += rows
+            result.rangesSkipped += counts.get("skipped", 0)
+            written[int(time.timestamp() * 1000)] = (rows, counts.get("skipped", 0))
+
+        stream.foreachRDD(write)
+        progress = _Progress(result, options.stopAfterIdleBatches)
+        ssc.addStreamingListener(progress)
+        ssc.addStreamingListener(BatchLogListener(options.batchInterval, out, suffix))
+        ssc.start()
+        try:
+            while not ssc.awaitTerminationOrTimeout(0.2):
+                if progress.done.is_set():
+                    ssc.stop(stopSparkContext=False, stopGracefully=True)
+                    break
+        finally:
+            if ssc.state != "STOPPED":  # interrupted (Ctrl-C): stop the batches now
+                ssc.stop(stopSparkContext=False)
+        result.offsets = store.load(options.group)
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class TableCheck:
+    """What a table holds against the log it was ingested from.
+
+    Attributes:
+        rows: Rows in the table.
+        distinctRecords: Distinct (topic, partition, offset) among them.
+        stored: The group's stored next offsets.
+        logEnd: The partitions' end offsets.
+    """
+
+    rows: int
+    distinctRecords: int
+    stored: dict[TopicPartition, int]
+    logEnd: dict[TopicPartition, int]
+
+    @property
+    def duplicates(self) -> int:
+        """Rows beyond the first of each record."""
+        return self.rows - self.distinctRecords
+
+    @property
+    def caughtUp(self) -> bool:
+        """Whether the stored offsets are the log end of every partition."""
+        return self.stored == self.logEnd
+
+
+def check_table(dsn: str, schema: str, table: str, group: str,
+                logEnd: Mapping[TopicPartition, int]) -> TableCheck:
+    """Count the table's rows and distinct records, and read the group's stored offsets."""
+    import psycopg2
+    from psycopg2 import sql
+
+    from offsets.postgres_offset_store import PostgresOffsetStore
+
+    connection = psycopg2.connect(dsn)
+    try:
+        with connection, connection.cursor() as cursor:
+            cursor.execute(sql.SQL(
+                "SELECT count(*), count(DISTINCT (topic, kafka_partition, kafka_offset)) "
+                "FROM {}").format(sql.Identifier(schema, table)))
+            rows, distinct = cursor.fetchone()
+    finally:
+        connection.close()
+    stored = PostgresOffsetStore(dsn, schema=schema).load(group, {tp.topic for tp in logEnd})
+    return TableCheck(int(rows), int(distinct), stored, dict(logEnd))

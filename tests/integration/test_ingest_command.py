@@ -1,0 +1,51 @@
+"""`kafka-direct ingest`: the main job from the command line."""
+
+import subprocess
+import sys
+
+import pytest
+
+from kafka_direct.cli import main
+
+
+def test_ingest_writes_a_topic_once_and_a_rerun_adds_only_new_records(kafka, kafka_topic,
+                                                                      postgres, pg_schema):
+    topic = kafka_topic(partitions=2)
+    argv = [sys.executable, "-m", "kafka_direct.cli", "ingest", "--bootstrap-servers",
+            kafka.bootstrap_servers, "--dsn", postgres.dsn, "--topic", topic, "--schema",
+            pg_schema, "--batch-interval", "0.5", "--stop-after-idle", "1", "--sample-events",
+            "500"]
+    first = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    assert "produced 500 sample events" in first.stdout
+    assert "batch " in first.stdout and "written 500" in first.stdout
+    assert f"table {pg_schema}.kafka_events: 500 rows, 0 duplicates" in first.stdout
+    assert "stored offsets == log end" in first.stdout
+    again = subprocess.run([*argv[:-1], "200"], capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert f"table {pg_schema}.kafka_events: 700 rows, 0 duplicates" in again.stdout
+    assert "200 records read, 200 rows written" in again.stdout
+
+
+def test_ingest_idempotent_sink_and_explicit_starting_offsets(kafka, kafka_topic, postgres,
+                                                             pg_schema):
+    topic = kafka_topic(partitions=1)
+    kafka.produce(topic, [b"v"] * 50)
+    done = subprocess.run(
+        [sys.executable, "-m", "kafka_direct.cli", "ingest", "--bootstrap-servers",
+         kafka.bootstrap_servers, "--dsn", postgres.dsn, "--topic", topic, "--schema",
+         pg_schema, "--table", "from_ten", "--sink", "idempotent", "--batch-interval", "0.5",
+         "--stop-after-idle", "1", "--starting-offsets", f'{{"{topic}": {{"0": 10}}}}'],
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert f"table {pg_schema}.from_ten: 40 rows, 0 duplicates" in done.stdout
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--topic", "t", "--pattern", "t.*"], "give topics or a pattern"),
+    (["--starting-offsets", "soon"], "starting offsets must be earliest, latest or JSON"),
+    (["--batch-interval", "0"], "the batch interval must be > 0"),
+])
+def test_ingest_rejects_bad_options_before_starting_anything(argv, message, capsys):
+    assert main(["ingest", "--bootstrap-servers", "127.0.0.1:1", "--dsn", "x", *argv]) == 2
+    assert message in capsys.readouterr().err

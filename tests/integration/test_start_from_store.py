@@ -1,0 +1,138 @@
+"""Starting streams and batch jobs from offset stores; the group lock; typed database errors."""
+
+import pickle
+
+import pytest
+
+from kafka_direct import (
+    ConfigurationError,
+    GroupBusyError,
+    KafkaUtils,
+    OffsetRange,
+    OffsetStoreError,
+    SinkWriteError,
+    TopicPartition,
+)
+from offsets import (
+    CheckpointOffsetStore,
+    PostgresOffsetStore,
+    createDirectStreamFromStore,
+    offsetRangesFromStore,
+)
+from sinks import TransactionalPostgresSink
+from tests.streaming.helpers import Driver
+
+
+@pytest.fixture
+def store(postgres, pg_schema):
+    return PostgresOffsetStore(postgres.dsn, schema=pg_schema)
+
+
+def test_a_stream_starts_at_stored_offsets_and_seeds_partitions_the_store_lacks(
+        spark, kafka, kafka_topic, store):
+    topic = kafka_topic(partitions=2)
+    for p in range(2):
+        kafka.produce(topic, [b"x"] * 5, partition=p)
+    store.seed("g", {TopicPartition(topic, 0): 3})
+    driver = Driver(spark)
+    stream = createDirectStreamFromStore(driver.ssc, store, "g", kafka.params(**{
+        "auto.offset.reset": "latest"}), topics=[topic])
+    seen = []
+    stream.foreachRDD(lambda rdd: seen.append(rdd.offsetRanges()))
+    driver.start()
+    try:
+        # Seeded before the first batch: a crash now restarts partition 1 at 5, not at a
+        # later "latest".
+        assert store.load("g") == {TopicPartition(topic, 0): 3, TopicPartition(topic, 1): 5}
+        kafka.produce(topic, [b"y"] * 2, partition=1)
+        driver.run(1)
+    finally:
+        driver.stop()
+    assert seen == [[OffsetRange(topic, 0, 3, 5), OffsetRange(topic, 1, 5, 7)]]
+    assert stream.consumerStrategy.usesGroupManagement is False
+
+
+def test_a_pattern_stream_from_a_checkpoint_store_finds_new_topics(spark, kafka, kafka_topic,
+                                                                   tmp_path):
+    first = kafka_topic(partitions=1)
+    kafka.produce(first, [b"a"] * 2)
+    store = CheckpointOffsetStore(tmp_path)
+    driver = Driver(spark)
+    stream = createDirectStreamFromStore(
+        driver.ssc, store, "p", kafka.params(**{"auto.offset.reset": "earliest"}),
+        pattern=f"{first}|{first}-more")
+    seen = []
+
+    def save(rdd):
+        ranges = rdd.offsetRanges()
+        seen.extend(r for r in ranges if r.count())
+        store.commit("p", ranges)
+
+    stream.foreachRDD(save)
+    driver.start()
+    try:
+        driver.run(1)
+        kafka.create_topic(f"{first}-more", 1)
+        kafka.produce(f"{first}-more", [b"b"] * 3)
+        driver.run(1)
+    finally:
+        driver.stop()
+    assert seen == [OffsetRange(first, 0, 0, 2), OffsetRange(f"{first}-more", 0, 0, 3)]
+    assert store.load("p") == {TopicPartition(first, 0): 2,
+                               TopicPartition(f"{first}-more", 0): 3}
+
+
+def test_batch_job_ranges_come_from_the_store_and_move_on_after_a_commit(
+        spark, kafka, kafka_topic, postgres, pg_schema, store):
+    topic = kafka_topic(partitions=2)
+    kafka.produce(topic, [b"v"] * 4, partition=0)
+    kafka.produce(topic, [b"v"] * 6, partition=1)
+    params = kafka.params(**{"auto.offset.reset": "earliest"})
+    ranges = offsetRangesFromStore(store, "batch", params, [topic], maxOffsetsPerPartition=5)
+    assert ranges == [OffsetRange(topic, 0, 0, 4), OffsetRange(topic, 1, 0, 5)]
+    with postgres.connect() as connection, connection.cursor() as cursor:
+        cursor.execute(f'CREATE TABLE "{pg_schema}".events (topic text, kafka_partition int, '
+                       "kafka_offset bigint, key bytea, value bytea)")
+    connection.close()
+    sink = TransactionalPostgresSink(postgres.dsn, "events", "batch", schema=pg_schema)
+    assert sink.write(KafkaUtils.createRDD(spark, params, ranges))["rows"] == 9
+    assert offsetRangesFromStore(store, "batch", params, [topic]) == [
+        OffsetRange(topic, 0, 4, 4), OffsetRange(topic, 1, 5, 6)]
+    with pytest.raises(ConfigurationError, match="auto.offset.reset is none"):
+        offsetRangesFromStore(store, "new", kafka.params(**{"auto.offset.reset": "none"}),
+                              [topic])
+
+
+def test_a_second_holder_of_a_group_is_refused_until_the_first_lets_go(store):
+    with store.lockGroup("g"):
+        with pytest.raises(GroupBusyError, match="'g' is held by another running job") as info, \
+                store.lockGroup("g"):
+            pass
+        assert pickle.loads(pickle.dumps(info.value)).group == "g"
+        with store.lockGroup("other"):
+            pass
+    with store.lockGroup("g"):
+        pass
+
+
+def test_database_failures_are_typed_and_name_no_password(spark, kafka, kafka_topic):
+    dsn = "host=127.0.0.1 port=1 user=postgres password=hunter2 dbname=x connect_timeout=2"
+    store = PostgresOffsetStore(dsn)
+    failed = r"in PostgresOffsetStore\(table=public.kafka_offsets\) failed and changed nothing"
+    with pytest.raises(OffsetStoreError, match=failed) as info:
+        store.load("g")
+    assert "hunter2" not in str(info.value)
+    topic = kafka_topic(partitions=1)
+    kafka.produce(topic, [b"v"])
+    sink = TransactionalPostgresSink(dsn, "events", "g")
+    sink.store._ready = True  # go straight to the writing task
+    rdd = KafkaUtils.createRDD(spark, kafka.params(), [OffsetRange(topic, 0, 0, 1)])
+    with pytest.raises(OffsetStoreError):
+        sink.write(rdd)  # seeding on the driver fails first
+    sink.store.seed = lambda group, offsets: None
+    with pytest.raises(SinkWriteError) as written:
+        sink.write(rdd)
+    error = written.value
+    assert (error.topic, error.partition, error.fromOffset, error.untilOffset) == (
+        topic, 0, 0, 1)
+    assert "was rolled back" in str(error) and "hunter2" not in str(error)
