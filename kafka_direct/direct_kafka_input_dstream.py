@@ -116,6 +116,9 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
             lambda params: DriverConsumer(params, self.requestTimeoutMs))
         self.driver: DriverConsumer | None = None
         self.currentOffsets: dict[TopicPartition, int] = {}
+        #: End offsets seen by the latest batch (for lag), and offsets committed to Kafka.
+        self.latestSeen: dict[TopicPartition, int] = {}
+        self.committedOffsets: dict[TopicPartition, int] = {}
         self.batchRanges: dict[int, list[OffsetRange]] = {}
         self._commitQueue: deque[tuple[list[OffsetRange], CommitCallback | None]] = deque()
         self._commitLock = threading.Lock()
@@ -285,6 +288,7 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
             self.currentOffsets.update(self._startingOffsets(added, new=True))
         ends: dict[TopicPartition, int] = self._retrying(
             "reading end offsets", lambda: driver.latestOffsets(partitions))
+        self.latestSeen = dict(ends)
         return ends
 
     def _estimatedRate(self) -> float | None:
@@ -326,8 +330,26 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
         self.reportInfo(validTime, sum(r.count() for r in ranges),
                         {"offsets": [(r.topic, r.partition, r.fromOffset, r.untilOffset)
                                      for r in ranges],
+                         "latestOffsets": [(tp.topic, tp.partition, end)
+                                           for tp, end in sorted(self.latestSeen.items())],
+                         "rateLimit": self.rateLimit(),
                          "Description": describe_ranges(ranges)})
         return rdd
+
+    def rateLimit(self) -> dict[str, Any]:
+        """The rate limits in force: the backpressure estimate and the per-partition maxima.
+
+        Returns:
+            ``{"estimatedRate": records/s or None, "maxRatePerPartition": {"t-p": records/s}
+            (partitions with a limit only), "maxRecordsPerBatch": n or 0}``.
+        """
+        limits = {}
+        for tp in sorted(self.currentOffsets):
+            rate = self.perPartitionConfig.maxRatePerPartition(tp)
+            if rate > 0:
+                limits[str(tp)] = rate
+        return {"estimatedRate": self._estimatedRate(), "maxRatePerPartition": limits,
+                "maxRecordsPerBatch": self.maxRecordsPerBatch}
 
     @override
     def clearMetadata(self, time: int) -> None:
@@ -382,6 +404,7 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
         error: Exception | None = None
         try:
             self._driver().commit(offsets)
+            self.committedOffsets.update(offsets)
             logger.info("%s committed %s to group %s", self.name,
                         {str(tp): o for tp, o in sorted(offsets.items())},
                         self.consumerStrategy.groupId)

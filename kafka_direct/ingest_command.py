@@ -63,6 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state-dir", default=None,
                         help="keep the embedded services' data here (a rerun resumes)")
     parser.add_argument("--master", default="local[2]", help="Spark master")
+    parser.add_argument("--ui-port", type=int, default=None,
+                        help="serve the streaming statistics page and /metrics on 127.0.0.1 "
+                             "at this port (0: any free port)")
 
 
 def sample_events(count: int, start: int = 0) -> Iterator[tuple[bytes, bytes]]:
@@ -107,7 +110,8 @@ def run_ingest_command(args: argparse.Namespace, out: TextIO) -> int:
         maxRatePerPartition=args.max_rate_per_partition, backpressure=args.backpressure,
         sink=args.sink, startingOffsets=args.starting_offsets,
         stopAfterIdleBatches=(args.stop_after_idle if args.stop_after_idle is not None
-                              else 1 if embedded else 0), master=args.master)
+                              else 1 if embedded else 0), master=args.master,
+        uiPort=args.ui_port)
     samples = args.sample_events if args.sample_events is not None else (
         10_000 if embedded else 0)
     with _services(args) as (kafka, dsn):

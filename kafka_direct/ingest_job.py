@@ -84,6 +84,8 @@ class IngestOptions:
             until stopped).
         master: Spark master.
         statementTimeoutMs: ``statement_timeout`` of the writing transactions.
+        uiPort: Serve the streaming statistics page and metrics on 127.0.0.1 at this
+            port (0: a free one); None: no page.
     """
 
     topics: tuple[str, ...] = ()
@@ -99,6 +101,7 @@ class IngestOptions:
     stopAfterIdleBatches: int = 0
     master: str = "local[2]"
     statementTimeoutMs: int | None = 60_000
+    uiPort: int | None = None
 
     def __post_init__(self) -> None:
         if bool(self.topics) == bool(self.pattern):
@@ -225,6 +228,9 @@ def run_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
                                                       "kafka-direct-ingest") as sc:
         conf = {"spark.streaming.kafka.maxRatePerPartition": str(options.maxRatePerPartition),
                 "spark.streaming.backpressure.enabled": str(options.backpressure).lower()}
+        if options.uiPort is not None:
+            conf.update({"spark.streaming.ui.enabled": "true",
+                         "spark.streaming.ui.port": str(options.uiPort)})
         ssc = StreamingContext(sc, options.batchInterval, conf=conf)
         params = {**(kafkaParams or {}), "bootstrap.servers": bootstrapServers,
                   "auto.offset.reset": policy}
@@ -255,6 +261,8 @@ def run_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
         ssc.addStreamingListener(progress)
         ssc.addStreamingListener(BatchLogListener(options.batchInterval, out, suffix))
         ssc.start()
+        if ssc.uiWebUrl and out is not None:
+            out.write(f"streaming statistics: {ssc.uiWebUrl} (metrics: {ssc.uiWebUrl}metrics)\n")
         try:
             while not ssc.awaitTerminationOrTimeout(0.2):
                 if progress.done.is_set():

@@ -32,6 +32,7 @@ from kafka_direct.streaming.listener import (
     StreamingListenerStreamingStopped,
 )
 from kafka_direct.streaming.transformed_dstream import TransformedDStream, UnionDStream
+from kafka_direct.streaming.ui.progress_listener import StreamingJobProgressListener
 
 __all__ = ["StreamingContext"]
 
@@ -79,6 +80,13 @@ class StreamingContext:
         self._error: BaseException | None = None
         self._stopLock = threading.Lock()
         self._previousHandlers: dict[int, Any] = {}
+        retained = int(self.conf("spark.streaming.ui.retainedBatches", "1000"))
+        self.progressListener = StreamingJobProgressListener(retained)
+        self.scheduler.listenerBus.addListener(self.progressListener)
+        from kafka_direct.streaming.batch_log import BatchLogListener
+
+        self.scheduler.listenerBus.addListener(BatchLogListener(self.graph.batchDuration / 1000))
+        self._ui: Any = None
         directory = self._conf.get("spark.streaming.checkpoint.directory", None)
         if directory:
             self.checkpoint(directory)
@@ -169,10 +177,12 @@ class StreamingContext:
                     "Only one StreamingContext may be started in this process; stop the "
                     "running one first")
             self.graph.validate()
+            self._startUI()
             try:
                 self.scheduler.start()
             except BaseException:
                 # Nothing half-started stays behind; the error says what was wrong.
+                self._stopUI()
                 self.scheduler.stop(False)
                 self.scheduler.listenerBus.stop()
                 self.state = "STOPPED"
@@ -184,6 +194,31 @@ class StreamingContext:
         self.scheduler.listenerBus.post(
             StreamingListenerStreamingStarted(self.clock.getTimeMillis()))
         logger.info("StreamingContext started")
+
+    def _startUI(self) -> None:
+        if self.conf("spark.streaming.ui.enabled", "false").lower() != "true":
+            return
+        from kafka_direct.streaming.ui.server import StreamingUI
+
+        host = self.conf("spark.streaming.ui.host", "127.0.0.1")
+        port = int(self.conf("spark.streaming.ui.port", "4050"))
+        try:
+            self._ui = StreamingUI(self, self.progressListener, host, port)
+        except OSError as error:
+            raise ConfigurationError(
+                f"the streaming statistics page cannot listen on {host}:{port}: {error}; set "
+                "spark.streaming.ui.port to a free port (0 picks one)") from error
+        self._ui.start()
+
+    def _stopUI(self) -> None:
+        ui, self._ui = self._ui, None
+        if ui is not None:
+            ui.stop()
+
+    @property
+    def uiWebUrl(self) -> str | None:
+        """The statistics page's address while it is served (``spark.streaming.ui.enabled``)."""
+        return None if self._ui is None else str(self._ui.url)
 
     def stop(self, stopSparkContext: bool | None = None, stopGracefully: bool = False) -> None:
         """Stop batches; gracefully waits for generated batches, else cancels running jobs.
@@ -207,6 +242,7 @@ class StreamingContext:
                 self.scheduler.listenerBus.post(
                     StreamingListenerStreamingStopped(self.clock.getTimeMillis()))
                 self.scheduler.listenerBus.stop()
+                self._stopUI()
                 logger.info("StreamingContext stopped successfully")
             self.state = "STOPPED"
             self._restoreSignalHandlers()

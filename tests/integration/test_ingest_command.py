@@ -13,11 +13,12 @@ def test_ingest_writes_a_topic_once_and_a_rerun_adds_only_new_records(kafka, kaf
     topic = kafka_topic(partitions=2)
     argv = [sys.executable, "-m", "kafka_direct.cli", "ingest", "--bootstrap-servers",
             kafka.bootstrap_servers, "--dsn", postgres.dsn, "--topic", topic, "--schema",
-            pg_schema, "--batch-interval", "0.5", "--stop-after-idle", "1", "--sample-events",
-            "500"]
+            pg_schema, "--batch-interval", "0.5", "--stop-after-idle", "1", "--ui-port", "0",
+            "--sample-events", "500"]
     first = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
     assert "produced 500 sample events" in first.stdout
+    assert "streaming statistics: http://127.0.0.1:" in first.stdout
     assert "batch " in first.stdout and "written 500" in first.stdout
     assert f"table {pg_schema}.kafka_events: 500 rows, 0 duplicates" in first.stdout
     assert "stored offsets == log end" in first.stdout
