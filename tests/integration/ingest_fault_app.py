@@ -16,6 +16,7 @@ import time
 
 from kafka_direct import KafkaDirectError
 from kafka_direct.ingest_job import IngestOptions, run_ingest
+from kafka_direct.streaming.batch_log import BatchLogListener
 
 
 def make_row(settings):
@@ -48,12 +49,12 @@ def run_aggregate(settings):
             ssc, store, settings["group"], {"bootstrap.servers": settings["bootstrap"],
                                             "auto.offset.reset": "earliest"},
             topics=[settings["topic"]])
-        delay = settings.get("rowDelay", 0)
+        row = make_row(settings)  # its marker and delay, as for the other sinks
+        ssc.addStreamingListener(BatchLogListener(settings["interval"], sys.stdout))
 
         def counts(rdd):
             def pair(record):
-                if delay:
-                    time.sleep(delay)
+                row(record)
                 return (record.key.decode(), 1)
 
             return rdd.map(pair).reduceByKey(lambda a, b: a + b)

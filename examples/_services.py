@@ -1,0 +1,21 @@
+"""Where the examples find Kafka and PostgreSQL: the environment, or embedded ones.
+
+``KAFKA_DIRECT_BOOTSTRAP`` and ``KAFKA_DIRECT_PG_DSN`` name your services; without them the
+examples start the embedded broker and PostgreSQL for the run.
+"""
+
+import contextlib
+import os
+
+from kafka_direct.testing import EmbeddedKafka, EmbeddedPostgres, ExternalKafka
+
+
+@contextlib.contextmanager
+def services():
+    """Yield (kafka service, PostgreSQL DSN)."""
+    with contextlib.ExitStack() as stack:
+        bootstrap = os.environ.get("KAFKA_DIRECT_BOOTSTRAP")
+        kafka = (ExternalKafka(bootstrap).start() if bootstrap
+                 else stack.enter_context(EmbeddedKafka()))
+        dsn = os.environ.get("KAFKA_DIRECT_PG_DSN") or stack.enter_context(EmbeddedPostgres()).dsn
+        yield kafka, dsn
