@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from kafka_direct.ingest_command import sample_events
+from kafka_direct.ingest_command import produce_samples
 from kafka_direct.ingest_job import check_table, ensure_table
 from kafka_direct.topic_partition import TopicPartition
 
@@ -166,8 +166,6 @@ class _Job:
 
 def run_demo(options: DemoOptions, out: TextIO) -> DemoResult:
     """Run the demo, writing its report to ``out``."""
-    from kafka_direct.progress import ProgressBar
-
     chooser = random.Random(options.seed)
     with _services(options) as (kafka, dsn):
         out.write(f"kafka: {kafka.bootstrap_servers}\n")
@@ -176,14 +174,7 @@ def run_demo(options: DemoOptions, out: TextIO) -> DemoResult:
             time.sleep(1)
         kafka.create_topic(options.topic, options.partitions)
         _prepare_table(dsn, "demo_events", options.sink)
-        with ProgressBar(options.events, "producing", out) as bar:
-            produced = 0
-            step = max(1, options.events // 20)
-            for start in range(0, options.events, step):
-                keys, values = zip(*sample_events(min(step, options.events - start), start),
-                                   strict=True)
-                produced += kafka.produce(options.topic, values, keys=keys)
-                bar.update(produced)
+        produced = produce_samples(kafka, options.topic, options.events, out)
         out.write(f"produced {produced} events into {options.topic} "
                   f"({options.partitions} partitions)\n")
         argv = [sys.executable, "-m", "kafka_direct.cli", "ingest",

@@ -22,7 +22,7 @@ from typing import Any, TextIO
 from kafka_direct.ingest_job import IngestOptions, check_table, run_ingest
 from kafka_direct.topic_partition import TopicPartition
 
-__all__ = ["add_arguments", "run_ingest_command", "sample_events"]
+__all__ = ["add_arguments", "produce_samples", "run_ingest_command", "sample_events"]
 
 DEFAULT_TOPIC = "kafka-direct-events"
 
@@ -77,6 +77,20 @@ def sample_events(count: int, start: int = 0) -> Iterator[tuple[bytes, bytes]]:
                                          "ts": now + i}).encode()
 
 
+def produce_samples(kafka: Any, topic: str, count: int, out: TextIO) -> int:
+    """Produce ``count`` sample events into ``topic`` with a progress bar; returns how many."""
+    from kafka_direct.progress import ProgressBar
+
+    produced = 0
+    step = max(1, count // 20)
+    with ProgressBar(count, "producing", out) as bar:
+        for start in range(0, count, step):
+            keys, values = zip(*sample_events(min(step, count - start), start), strict=True)
+            produced += kafka.produce(topic, values, keys=keys)
+            bar.update(produced)
+    return produced
+
+
 @contextlib.contextmanager
 def _services(args: argparse.Namespace) -> Iterator[tuple[Any, str]]:
     from kafka_direct.testing.kafka import EmbeddedKafka, ExternalKafka
@@ -121,8 +135,7 @@ def run_ingest_command(args: argparse.Namespace, out: TextIO) -> int:
             if topic not in existing:
                 kafka.create_topic(topic, args.partitions)
         if samples:
-            keys, values = zip(*sample_events(samples), strict=True)
-            produced = kafka.produce(topics[0], values, keys=keys)
+            produced = produce_samples(kafka, topics[0], samples, out)
             out.write(f"produced {produced} sample events into {topics[0]}\n")
         out.flush()
         try:
