@@ -94,20 +94,26 @@ class StreamingUI:
         parts = urlsplit(request.path)
         path = parts.path.rstrip("/") or "/"
         snapshot, duration, stats, inputs = self._views()
-        summaries = [batch_summary(b, snapshot, duration) for b in reversed(snapshot.completed)]
-        active = [batch_summary(b, snapshot, duration)
-                  for b in (*reversed(snapshot.running), *reversed(snapshot.waiting))]
+
+        def summaries() -> list[dict[str, Any]]:  # newest first: active, then completed
+            return [batch_summary(b, snapshot, duration)
+                    for b in (*reversed(snapshot.running), *reversed(snapshot.waiting),
+                              *reversed(snapshot.completed))]
+
         if path == "/":
-            self._reply(request, statistics_page(stats, active, summaries, inputs), "text/html")
+            batches = summaries()
+            active = len(snapshot.running) + len(snapshot.waiting)
+            self._reply(request, statistics_page(stats, batches[:active], batches[active:],
+                                                 inputs), "text/html")
         elif path == "/metrics":
-            last = summaries[0] if summaries else None
-            self._reply(request, prometheus_text(stats, last, snapshot.lastReceivedRecords,
-                                                 inputs),
-                        "text/plain; version=0.0.4")
+            last = snapshot.lastCompleted
+            self._reply(request, prometheus_text(
+                stats, None if last is None else batch_summary(last, snapshot, duration),
+                snapshot.lastReceivedRecords, inputs), "text/plain; version=0.0.4")
         elif path == "/api/v1/streaming/statistics":
             self._json(request, {**stats, "inputStreams": inputs})
         elif path == "/api/v1/streaming/batches":
-            self._json(request, active + summaries)
+            self._json(request, summaries())
         elif path in ("/batch", "/api/v1/streaming/batches") or \
                 path.startswith("/api/v1/streaming/batches/"):
             key = parse_qs(parts.query).get("id", [path.rsplit("/", 1)[-1]])[0]
