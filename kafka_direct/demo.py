@@ -14,7 +14,6 @@ offsets committed in the rows' transactions keep records from being written twic
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import random
@@ -23,11 +22,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TextIO
 
-from kafka_direct.ingest_command import produce_samples
+from kafka_direct.ingest_command import produce_samples, services
 from kafka_direct.ingest_job import check_table, ensure_table
 from kafka_direct.topic_partition import TopicPartition
 
@@ -82,18 +80,6 @@ class DemoResult:
         """Every event exactly once, and the offsets at the log end."""
         return (self.rows == self.produced == self.distinctEvents and not self.duplicates
                 and self.caughtUp)
-
-
-@contextlib.contextmanager
-def _services(options: DemoOptions) -> Iterator[tuple[Any, str]]:
-    from kafka_direct.testing.kafka import EmbeddedKafka, ExternalKafka
-    from kafka_direct.testing.postgres import EmbeddedPostgres
-
-    with contextlib.ExitStack() as stack:
-        kafka: Any = (ExternalKafka(options.bootstrapServers).start()
-                      if options.bootstrapServers else stack.enter_context(EmbeddedKafka()))
-        dsn = options.dsn or stack.enter_context(EmbeddedPostgres()).dsn
-        yield kafka, dsn
 
 
 def _prepare_table(dsn: str, table: str, sink: str) -> None:
@@ -167,7 +153,7 @@ class _Job:
 def run_demo(options: DemoOptions, out: TextIO) -> DemoResult:
     """Run the demo, writing its report to ``out``."""
     chooser = random.Random(options.seed)
-    with _services(options) as (kafka, dsn):
+    with services(options.bootstrapServers, options.dsn) as (kafka, dsn):
         out.write(f"kafka: {kafka.bootstrap_servers}\n")
         if options.topic in kafka.admin().list_topics(timeout=10).topics:
             kafka.admin().delete_topics([options.topic])[options.topic].result(30)

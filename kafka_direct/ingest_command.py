@@ -22,7 +22,8 @@ from typing import Any, TextIO
 from kafka_direct.ingest_job import IngestOptions, check_table, run_ingest
 from kafka_direct.topic_partition import TopicPartition
 
-__all__ = ["add_arguments", "produce_samples", "run_ingest_command", "sample_events"]
+__all__ = ["add_arguments", "produce_samples", "run_ingest_command", "sample_events",
+           "services"]
 
 DEFAULT_TOPIC = "kafka-direct-events"
 
@@ -92,23 +93,28 @@ def produce_samples(kafka: Any, topic: str, count: int, out: TextIO) -> int:
 
 
 @contextlib.contextmanager
-def _services(args: argparse.Namespace) -> Iterator[tuple[Any, str]]:
+def services(bootstrapServers: str | None, dsn: str | None,
+             stateDir: str | Path | None = None) -> Iterator[tuple[Any, str]]:
+    """Yield (Kafka service, DSN): the given ones, or embedded ones started for the block.
+
+    Args:
+        bootstrapServers: An existing broker, or None to start the embedded one.
+        dsn: An existing PostgreSQL, or None to start the embedded one.
+        stateDir: Keep the embedded services' data here (None: temporary).
+    """
     from kafka_direct.testing.kafka import EmbeddedKafka, ExternalKafka
     from kafka_direct.testing.postgres import EmbeddedPostgres
 
-    state = Path(args.state_dir) if args.state_dir else None
+    state = Path(stateDir) if stateDir else None
     with contextlib.ExitStack() as stack:
-        if args.bootstrap_servers:
-            kafka: Any = ExternalKafka(args.bootstrap_servers).start()
+        if bootstrapServers:
+            kafka: Any = ExternalKafka(bootstrapServers).start()
         else:
             kafka = stack.enter_context(EmbeddedKafka(
                 data_dir=state / "kafka" if state else None))
-        if args.dsn is not None:
-            dsn = args.dsn
-        else:
-            postgres = stack.enter_context(EmbeddedPostgres(
-                data_dir=state / "postgres" if state else None))
-            dsn = postgres.dsn
+        if dsn is None:
+            dsn = stack.enter_context(EmbeddedPostgres(
+                data_dir=state / "postgres" if state else None)).dsn
         yield kafka, dsn
 
 
@@ -128,7 +134,7 @@ def run_ingest_command(args: argparse.Namespace, out: TextIO) -> int:
         uiPort=args.ui_port)
     samples = args.sample_events if args.sample_events is not None else (
         10_000 if embedded else 0)
-    with _services(args) as (kafka, dsn):
+    with services(args.bootstrap_servers, args.dsn, args.state_dir) as (kafka, dsn):
         out.write(f"kafka: {kafka.bootstrap_servers}\n")
         existing = kafka.admin().list_topics(timeout=10).topics
         for topic in topics:
