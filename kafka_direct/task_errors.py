@@ -2,24 +2,31 @@
 
 PySpark reports a failed task to the driver as a ``Py4JJavaError`` whose text holds the
 Python traceback; the exception's class and attributes are lost. So a task wraps its work in
-:func:`carry_errors`: a :class:`~kafka_direct.errors.KafkaDirectError` is pickled into the
-failure message between markers. On the driver, :func:`rethrow` finds the last such payload
-in a failure and raises the original error (chained to the Spark failure, so the whole story
-stays visible). :func:`typed_errors` does that around any block of driver code, and every
+:func:`carry_errors`: a :class:`~kafka_direct.errors.KafkaDirectError` is written into the
+failure message between markers, as data: its class name, message and scalar context in JSON.
+On the driver, :func:`rethrow` finds the last such payload in a failure and raises an error of
+that class (chained to the Spark failure, so the whole story stays visible).
+
+Never a pickle: failure texts quote record data (``int(value)``, ``json.loads``, a user's
+``f"bad record {value}"``), so anyone who can produce to a topic can put a payload there.
+Decoding one builds at most an error of a class of our own tree, with text and numbers in it.
+:func:`typed_errors` does the rethrowing around any block of driver code, and every
 KafkaRDD (and each RDD derived from one) does it around its actions.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import contextlib
 import functools
 import inspect
-import pickle
+import json
 import re
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
+from kafka_direct import errors
 from kafka_direct.errors import KafkaDirectError
 
 __all__ = [
@@ -39,24 +46,93 @@ T = TypeVar("T")
 
 
 class CarriedTaskError(RuntimeError):
-    """What a task raises in place of a KafkaDirectError: its text carries the pickled error."""
+    """What a task raises in place of a KafkaDirectError: its text carries the error as data."""
+
+
+#: A payload larger than this is not ours (ours are a message and a few numbers).
+_MAX_PAYLOAD = 64 * 1024
+_Scalar = str | int | float | bool | None
+# Attributes an exception has of its own: a payload must not overwrite them.
+_RESERVED = frozenset({"message", "context", "args", "with_traceback", "add_note", "__notes__"})
+
+
+def _scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
+
+
+def _as_data(value: Any) -> Any:
+    """A context value as JSON data: scalars and lists of scalars as they are, else text."""
+    if _scalar(value):
+        return value
+    if isinstance(value, list | tuple) and all(_scalar(v) for v in value):
+        return list(value)
+    return str(value)
+
+
+def _error_classes() -> dict[str, type[KafkaDirectError]]:
+    """Our error tree by class name: the only classes a payload may name."""
+    found: dict[str, type[KafkaDirectError]] = {}
+    pending: list[type[KafkaDirectError]] = [KafkaDirectError]
+    while pending:
+        cls = pending.pop()
+        if cls.__module__ == errors.__name__:
+            found[cls.__name__] = cls
+        pending.extend(cls.__subclasses__())
+    return found
 
 
 def encode_error(error: KafkaDirectError) -> str:
-    """The error's message followed by its pickled form between markers."""
-    payload = base64.b64encode(pickle.dumps(error)).decode("ascii")
+    """The error's message followed by its class, message and context as data between markers.
+
+    Context values that are not scalars (or lists of scalars) travel as their text.
+    """
+    data = {"type": type(error).__name__, "message": error.message,
+            "context": {key: _as_data(value) for key, value in error.context.items()}}
+    payload = base64.b64encode(json.dumps(data).encode("utf-8")).decode("ascii")
     return f"{type(error).__name__}: {error} [kafka-direct-error:{payload}]"
 
 
+def _valid_context(context: Any, cls: type[KafkaDirectError]) -> TypeGuard[dict[str, Any]]:
+    if not isinstance(context, dict):
+        return False
+    for key, value in context.items():
+        if not key.isidentifier() or key.startswith("_") or key in _RESERVED \
+                or callable(getattr(cls, key, None)):
+            return False
+        if not (_scalar(value) or (isinstance(value, list) and all(map(_scalar, value)))):
+            return False
+    return True
+
+
+def _decode_payload(payload: str) -> KafkaDirectError | None:
+    if len(payload) > _MAX_PAYLOAD:
+        return None
+    try:
+        data = json.loads(base64.b64decode(payload, validate=True).decode("utf-8"))
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    cls = _error_classes().get(data.get("type"))  # type: ignore[arg-type]
+    message, context = data.get("message"), data.get("context")
+    if cls is None or not isinstance(message, str):
+        return None
+    if not _valid_context(context, cls):
+        return None
+    error: KafkaDirectError = cls.__new__(cls)
+    KafkaDirectError.__init__(error, message, **context)
+    return error
+
+
 def decode_error(text: str) -> KafkaDirectError | None:
-    """The last error encoded in ``text`` by :func:`encode_error`, or None."""
-    matches = _PAYLOAD.findall(text)
-    for payload in reversed(matches):
-        try:
-            error = pickle.loads(base64.b64decode(payload))
-        except Exception:
-            continue
-        if isinstance(error, KafkaDirectError):
+    """The last error encoded in ``text`` by :func:`encode_error`, or None.
+
+    A payload that does not name a class of our error tree, or carries anything but text,
+    numbers and lists of them, is ignored: nothing in ``text`` is ever executed.
+    """
+    for payload in reversed(_PAYLOAD.findall(text)):
+        error = _decode_payload(payload)
+        if error is not None:
             return error
     return None
 
