@@ -20,8 +20,9 @@ Every error the library raises on purpose derives from :class:`KafkaDirectError`
     └── ServiceError                an embedded test service failed to start or stop
 
 Errors carry their context as attributes (``topic``, ``partition``, offsets ...) and pickle
-with them, because an error raised in an executor task must reach the driver as the same type
-(see :mod:`kafka_direct.task_errors`).
+with them. An error raised in an executor task reaches the driver as the same type, carried as
+data (class name, message, scalar context), never as a pickle (see
+:mod:`kafka_direct.task_errors`).
 """
 
 from __future__ import annotations

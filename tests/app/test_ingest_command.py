@@ -5,13 +5,13 @@ import sys
 
 import pytest
 
-from kafka_direct.cli import main
+from kafka_direct.app.cli import main
 
 
 def test_ingest_writes_a_topic_once_and_a_rerun_adds_only_new_records(kafka, kafka_topic,
                                                                       postgres, pg_schema):
     topic = kafka_topic(partitions=2)
-    argv = [sys.executable, "-m", "kafka_direct.cli", "ingest", "--bootstrap-servers",
+    argv = [sys.executable, "-m", "kafka_direct.app.cli", "ingest", "--bootstrap-servers",
             kafka.bootstrap_servers, "--dsn", postgres.dsn, "--topic", topic, "--schema",
             pg_schema, "--batch-interval", "0.5", "--stop-after-idle", "1", "--ui-port", "0",
             "--sample-events", "500"]
@@ -33,7 +33,7 @@ def test_ingest_idempotent_sink_and_explicit_starting_offsets(kafka, kafka_topic
     topic = kafka_topic(partitions=1)
     kafka.produce(topic, [b"v"] * 50)
     done = subprocess.run(
-        [sys.executable, "-m", "kafka_direct.cli", "ingest", "--bootstrap-servers",
+        [sys.executable, "-m", "kafka_direct.app.cli", "ingest", "--bootstrap-servers",
          kafka.bootstrap_servers, "--dsn", postgres.dsn, "--topic", topic, "--schema",
          pg_schema, "--table", "from_ten", "--sink", "idempotent", "--batch-interval", "0.5",
          "--stop-after-idle", "1", "--starting-offsets", f'{{"{topic}": {{"0": 10}}}}'],

@@ -25,8 +25,8 @@ import time
 from dataclasses import dataclass
 from typing import TextIO
 
-from kafka_direct.ingest_command import produce_samples, services
-from kafka_direct.ingest_job import check_table, ensure_table
+from kafka_direct.app.ingest_command import produce_samples, services
+from kafka_direct.app.ingest_job import check_table, ensure_table
 from kafka_direct.topic_partition import TopicPartition
 
 __all__ = ["DemoOptions", "DemoResult", "run_demo"]
@@ -163,7 +163,7 @@ def run_demo(options: DemoOptions, out: TextIO) -> DemoResult:
         produced = produce_samples(kafka, options.topic, options.events, out)
         out.write(f"produced {produced} events into {options.topic} "
                   f"({options.partitions} partitions)\n")
-        argv = [sys.executable, "-m", "kafka_direct.cli", "ingest",
+        argv = [sys.executable, "-m", "kafka_direct.app.cli", "ingest",
                 "--bootstrap-servers", kafka.bootstrap_servers, "--dsn", dsn,
                 "--topic", options.topic, "--group", "demo_events", "--table", "demo_events",
                 "--batch-interval", str(options.batchInterval),

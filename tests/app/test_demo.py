@@ -4,12 +4,12 @@ import re
 import subprocess
 import sys
 
-from kafka_direct.cli import main
+from kafka_direct.app.cli import main
 
 
 def test_demo_survives_a_kill_and_verifies_every_event_once(kafka, postgres):
     done = subprocess.run(
-        [sys.executable, "-m", "kafka_direct.cli", "demo", "--events", "3000",
+        [sys.executable, "-m", "kafka_direct.app.cli", "demo", "--events", "3000",
          "--max-rate-per-partition", "250", "--batch-interval", "0.5", "--seed", "7",
          "--topic", "demo-test", "--bootstrap-servers", kafka.bootstrap_servers,
          "--dsn", postgres.dsn],

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from kafka_direct.ingest_job import IngestOptions, check_table, run_ingest
+from kafka_direct.app.ingest_job import IngestOptions, check_table, run_ingest
 from kafka_direct.topic_partition import TopicPartition
 
 __all__ = ["add_arguments", "produce_samples", "run_ingest_command", "sample_events",
@@ -80,7 +80,7 @@ def sample_events(count: int, start: int = 0) -> Iterator[tuple[bytes, bytes]]:
 
 def produce_samples(kafka: Any, topic: str, count: int, out: TextIO) -> int:
     """Produce ``count`` sample events into ``topic`` with a progress bar; returns how many."""
-    from kafka_direct.progress import ProgressBar
+    from kafka_direct.app.progress import ProgressBar
 
     produced = 0
     step = max(1, count // 20)

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from kafka_direct.progress import ProgressBar
+from kafka_direct.app.progress import ProgressBar
 from kafka_direct.streaming import BatchInfo, OutputOperationInfo, StreamInputInfo
 from kafka_direct.streaming.batch_log import format_batch
 from kafka_direct.streaming.ui.metrics import prometheus_text

@@ -38,7 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--dsn", default=None,
                       help="an existing PostgreSQL (default: start an embedded one)")
     demo.add_argument("--master", default="local[2]", help="Spark master of the job")
-    from kafka_direct.ingest_command import add_arguments
+    from kafka_direct.app.ingest_command import add_arguments
 
     ingest = commands.add_parser(
         "ingest", help="run a direct stream from Kafka into a PostgreSQL table, exactly once",
@@ -57,8 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "ingest":
+        from kafka_direct.app.ingest_command import run_ingest_command
         from kafka_direct.errors import ConfigurationError
-        from kafka_direct.ingest_command import run_ingest_command
 
         try:
             return run_ingest_command(args, sys.stdout)
@@ -66,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"kafka-direct ingest: {error}", file=sys.stderr)
             return 2
     if args.command == "demo":
-        from kafka_direct.demo import DemoOptions, run_demo
+        from kafka_direct.app.demo import DemoOptions, run_demo
 
         for name in ("events", "partitions", "max_rate_per_partition"):
             if getattr(args, name) <= 0:
