@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError
+from kafka_direct.redaction import redact_params
 
 __all__ = [
     "EXECUTOR_GROUP_PREFIX",
@@ -39,9 +40,6 @@ _JAVA_ONLY = {
     "group_id": "librdkafka spells it 'group.id'",
 }
 
-_SECRET_MARKERS = ("password", "secret", "token", "sasl.oauthbearer.config", "ssl.key.pem",
-                   "ssl_key", "private", "credential")
-
 _EXECUTOR_DEFAULTS = {"queued.max.messages.kbytes": 16384, "queued.min.messages": 20000,
                       "fetch.queue.backoff.ms": 10}
 
@@ -50,11 +48,11 @@ _warned_lock = threading.Lock()
 
 
 def redact(params: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of ``params`` fit for logs and error messages: secret values replaced."""
-    return {
-        key: "[redacted]" if any(marker in key.lower() for marker in _SECRET_MARKERS) else value
-        for key, value in params.items()
-    }
+    """A copy of ``params`` fit for logs and error messages: secret values replaced.
+
+    The one redaction of :mod:`kafka_direct.redaction`, under its historical name.
+    """
+    return redact_params(params)
 
 
 def validate_params(params: Any, *, require_group: bool = False) -> dict[str, Any]:

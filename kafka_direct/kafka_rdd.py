@@ -18,6 +18,7 @@ from pyspark.rdd import PipelinedRDD
 from kafka_direct.consumer_record import ConsumerRecord
 from kafka_direct.kafka_data_consumer import ConsumerCache, KafkaDataConsumer, consumer_cache
 from kafka_direct.offset_range import HasOffsetRanges, OffsetRange
+from kafka_direct.redaction import redact_params
 from kafka_direct.task_errors import carry_errors, typed_rdd_class
 
 __all__ = ["KafkaRDD", "ReadSettings", "read_range"]
@@ -47,6 +48,15 @@ class ReadSettings:
     keyDeserializer: Deserializer | None = None
     valueDeserializer: Deserializer | None = None
     messageHandler: Callable[[ConsumerRecord], Any] | None = None
+
+    def __repr__(self) -> str:
+        # Public as ``stream.settings``: the parameters may hold SASL and SSL secrets.
+        return (f"ReadSettings(params={redact_params(self.params)!r}, "
+                f"pollTimeoutMs={self.pollTimeoutMs}, failOnDataLoss={self.failOnDataLoss}, "
+                f"useConsumerCache={self.useConsumerCache}, "
+                f"keyDeserializer={self.keyDeserializer!r}, "
+                f"valueDeserializer={self.valueDeserializer!r}, "
+                f"messageHandler={self.messageHandler!r})")
 
 
 def _records(batches: Iterator[list[Any]], topic: str, partition: int,

@@ -7,6 +7,9 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from kafka_direct.errors import ConfigurationError, KafkaDirectError
+from kafka_direct.redaction import RedactingFormatter, redact_text
+
 __all__ = ["main"]
 
 
@@ -54,17 +57,20 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = _parser().parse_args(argv)
+    handler = logging.StreamHandler()
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+                        handlers=[handler])
     if args.command == "ingest":
         from kafka_direct.app.ingest_command import run_ingest_command
-        from kafka_direct.errors import ConfigurationError
 
         try:
             return run_ingest_command(args, sys.stdout)
-        except ConfigurationError as error:
-            print(f"kafka-direct ingest: {error}", file=sys.stderr)
-            return 2
+        except KafkaDirectError as error:
+            # A user's mistake or an unreachable service: say what, never a stack trace.
+            print(f"kafka-direct ingest: {type(error).__name__}: {redact_text(str(error))}",
+                  file=sys.stderr)
+            return 2 if isinstance(error, ConfigurationError) else 1
     if args.command == "demo":
         from kafka_direct.app.demo import DemoOptions, run_demo
 
