@@ -108,6 +108,17 @@ class ConsumerStrategy(ABC):
         """The consumer group."""
         return str(self.kafkaParams["group.id"])
 
+    @property
+    def checkpointIdentity(self) -> str:
+        """What the strategy reads, as text that is the same in every run.
+
+        A checkpoint matches a direct stream's state by it (unless the stream is named), so
+        it holds what selects the data, in a canonical order, and the group.id; not starting
+        offsets or other settings. This default knows only the class and the group:
+        override it in strategies of your own to add what they read.
+        """
+        return f"{type(self).__qualname__}(group={self.groupId!r})"
+
     def driverParams(self) -> dict[str, Any]:
         """What the driver consumer runs with: never committing or storing by itself."""
         params = dict(self.kafkaParams)
@@ -117,7 +128,8 @@ class ConsumerStrategy(ABC):
                     "the driver never reads records", "driver")
         params.pop("auto.offset.reset", None)  # start offsets are decided explicitly
         if self.usesGroupManagement:
-            # New partitions and matching topics are found when metadata is refreshed.
+            # librdkafka finds new partitions of subscribed topics when it refreshes metadata
+            # (new topics matching a SubscribePattern are found by listing topics each batch).
             params.setdefault("topic.metadata.refresh.interval.ms", 5000)
         return params
 
@@ -180,19 +192,45 @@ class Subscribe(ConsumerStrategy):
         return {TopicPartition(t, p) for t, n in driver.partitionsOf(self.topics).items()
                 for p in range(n)}
 
+    @property
+    def checkpointIdentity(self) -> str:
+        """The topics (sorted, without repeats) and the group.
+
+        Whether the group manages the partitions is left out: either way the same
+        partitions are read.
+        """
+        return f"Subscribe(topics={sorted(set(self.topics))!r}, group={self.groupId!r})"
+
     def __repr__(self) -> str:
         return f"Subscribe({self.topics!r}, group={self.groupId!r})"
 
 
 class SubscribePattern(ConsumerStrategy):
-    """Subscribe to every topic whose name matches a regular expression (new ones too).
+    r"""Subscribe to every topic whose name matches a regular expression (new ones too).
+
+    One dialect in both modes: Python's ``re``, matched against the whole topic name
+    (``re.fullmatch``: ``a|b`` reads ``a`` and ``b``, never ``a-archive``; ``pat\d`` reads
+    ``pat1``, never ``patd``). Kafka's internal topics (``__consumer_offsets``,
+    ``__transaction_state``) never match. The pattern is never handed to librdkafka, whose
+    POSIX dialect differs: the driver lists the cluster's topics, matches them itself and
+    subscribes to the names that match.
+
+    New matching topics are picked up at the next batch in both modes: every batch lists the
+    cluster's topics again. With group management a changed list is subscribed anew (the
+    group rebalances and assigns the new topic's partitions, which start at
+    ``newPartitionOffsets``); without it the new topic's partitions are read at once. A
+    topic created between batches is thus found within one batch interval (plus the
+    rebalance, with the group).
 
     Args:
-        pattern: A regular expression (``re`` syntax) matched against whole topic names.
+        pattern: A regular expression: a ``str``, or a compiled ``re.Pattern[str]`` whose
+            flags are kept.
         kafkaParams: See :class:`ConsumerStrategy`.
         offsets: See :class:`ConsumerStrategy`.
-        groupManagement: See :class:`Subscribe`; False finds matching topics in the
-            cluster's metadata each batch.
+        groupManagement: See :class:`Subscribe`.
+
+    Raises:
+        ConfigurationError: The pattern is empty, not text, or does not compile.
     """
 
     def __init__(self, pattern: str | re.Pattern[str], kafkaParams: Mapping[str, Any],
@@ -201,33 +239,57 @@ class SubscribePattern(ConsumerStrategy):
         self.usesGroupManagement = bool(groupManagement)
         text = pattern.pattern if isinstance(pattern, re.Pattern) else pattern
         if not isinstance(text, str) or not text:
-            raise ConfigurationError(f"SubscribePattern needs a regular expression, got "
-                                     f"{pattern!r}")
+            raise ConfigurationError(f"SubscribePattern needs a regular expression (text), "
+                                     f"got {pattern!r}")
         try:
-            self.pattern = re.compile(text)
+            self.pattern = pattern if isinstance(pattern, re.Pattern) else re.compile(text)
         except re.error as error:
             raise ConfigurationError(f"SubscribePattern: {text!r} is not a valid regular "
                                      f"expression: {error}") from error
+        #: The topic names the driver consumer is subscribed to (group management only).
+        self._subscribed: list[str] = []
         super().__init__(kafkaParams, offsets, **options)
 
     def onStart(self, driver: DriverConsumer) -> None:
-        """Join the group with the pattern (librdkafka's ``^regex`` subscription)."""
-        if not self.usesGroupManagement:
-            return
-        regex = self.pattern.pattern
-        regex = regex if regex.startswith("^") else "^" + regex
-        driver.subscribe([regex if regex.endswith("$") else regex + "$"])
+        """Join the group for the topics that match now (if any)."""
+        self._subscribed = []  # a new driver consumer holds no subscription yet
+        if self.usesGroupManagement:
+            self._follow(driver)
 
     def topicPartitions(self, driver: DriverConsumer) -> set[TopicPartition]:
-        """The group's current assignment (or every partition of the matching topics)."""
+        """The group's current assignment (or every partition of the matching topics).
+
+        With group management, first subscribes anew when the matching topics changed.
+        """
         if self.usesGroupManagement:
+            self._follow(driver)
             return driver.assignment()
         return {TopicPartition(t, p)
                 for t, n in driver.topicsMatching(self._matches).items()
                 for p in range(n)}
 
+    def _follow(self, driver: DriverConsumer) -> None:
+        matching = sorted(driver.topicsMatching(self._matches))
+        if matching == self._subscribed:
+            return  # a new subscription means a rebalance: only when something changed
+        if matching:
+            logger.info("%r subscribes to %s", self, matching)
+            driver.subscribe(matching)
+        else:
+            logger.warning("%r: no topic matches any longer", self)
+            driver.unsubscribe()
+        self._subscribed = matching
+
     def _matches(self, topic: str) -> bool:
         return self.pattern.fullmatch(topic) is not None
+
+    @property
+    def checkpointIdentity(self) -> str:
+        """The regular expression's text, its flags (if any besides the default), the group."""
+        flags = self.pattern.flags & ~re.UNICODE
+        shown = f", flags={flags}" if flags else ""
+        return (f"SubscribePattern(pattern={self.pattern.pattern!r}{shown}, "
+                f"group={self.groupId!r})")
 
     def __repr__(self) -> str:
         return f"SubscribePattern({self.pattern.pattern!r}, group={self.groupId!r})"
@@ -267,6 +329,12 @@ class Assign(ConsumerStrategy):
     def topicPartitions(self, driver: DriverConsumer) -> set[TopicPartition]:
         """The assigned partitions."""
         return set(self.partitions)
+
+    @property
+    def checkpointIdentity(self) -> str:
+        """The partitions (sorted) and the group."""
+        partitions = [str(tp) for tp in sorted(self.partitions)]
+        return f"Assign(partitions={partitions!r}, group={self.groupId!r})"
 
     def __repr__(self) -> str:
         return f"Assign({sorted(self.partitions)!r}, group={self.groupId!r})"

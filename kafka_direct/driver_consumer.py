@@ -5,6 +5,11 @@ consumer group assigns to this stream), where each starts and ends, what the gro
 and to commit the group's offsets when the application says so. Assigned partitions are
 paused at once, so it never fetches records, and it never commits by itself.
 
+Under the eager rebalance protocol (``range``, ``roundrobin``) every rebalance revokes the
+whole assignment and hands out a whole new one. Under the cooperative protocol
+(``partition.assignment.strategy=cooperative-sticky``, or ``group.protocol=consumer``) the
+callbacks deliver increments: partitions added, partitions removed; the rest stay assigned.
+
 Offsets of many partitions are asked in one request through an AdminClient (``ListOffsets``
 with the stream's isolation level: under ``read_committed``, librdkafka's default, the end is
 the last stable offset, so no batch ever waits for an open transaction).
@@ -18,9 +23,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from kafka_direct.errors import ConfigurationError
 from kafka_direct.topic_partition import TopicPartition
 
-__all__ = ["DriverConsumer", "admin_params"]
+__all__ = ["DriverConsumer", "admin_params", "is_cooperative"]
 
 logger = logging.getLogger(__name__)
 
@@ -31,10 +37,32 @@ _ADMIN_PREFIXES = ("bootstrap.servers", "metadata.broker.list", "security.", "ss
                    "client.dns", "connections.max", "debug", "log_level", "topic.metadata",
                    "metadata.max", "enable.ssl")
 
+#: Kafka's own topics: never part of a pattern's match (as the Java client's
+#: ``exclude.internal.topics=true``, its default).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
 
 def admin_params(params: Mapping[str, Any]) -> dict[str, Any]:
     """The connection and security properties of ``params`` (what an AdminClient takes)."""
     return {k: v for k, v in params.items() if k.startswith(_ADMIN_PREFIXES)}
+
+
+def is_cooperative(consumer: Any, params: Mapping[str, Any]) -> bool:
+    """Whether ``consumer`` rebalances incrementally (the cooperative protocol).
+
+    Asks the consumer when it can tell (``rebalance_protocol()``, which confluent-kafka does
+    not expose to Python as of 2.16); otherwise decides from the configuration as librdkafka
+    does: KIP-848's ``group.protocol=consumer`` is always incremental, and the classic
+    protocol is cooperative when ``partition.assignment.strategy`` names
+    ``cooperative-sticky`` (librdkafka refuses a list mixing it with eager strategies).
+    """
+    protocol = getattr(consumer, "rebalance_protocol", None)
+    if callable(protocol):
+        return str(protocol()).upper() == "COOPERATIVE"
+    if str(params.get("group.protocol", "classic")).strip().lower() == "consumer":
+        return True
+    strategies = str(params.get("partition.assignment.strategy", "range,roundrobin"))
+    return "cooperative-sticky" in {name.strip().lower() for name in strategies.split(",")}
 
 
 def _spec(kind: str, *args: Any) -> Any:
@@ -85,30 +113,67 @@ class DriverConsumer:
     # -- group membership ---------------------------------------------------------------------
 
     def subscribe(self, topics: list[str]) -> None:
-        """Join the consumer group for ``topics`` (names, or ``^regex`` patterns)."""
+        """Join the consumer group for ``topics``, or change the topics if already joined.
+
+        Args:
+            topics: Topic names. Patterns are matched by the caller (``SubscribePattern``)
+                and never handed to librdkafka, whose regex dialect differs from Python's.
+
+        Raises:
+            ConfigurationError: A name starts with ``^`` (librdkafka would take it for a
+                pattern; Kafka topic names cannot contain ``^``).
+        """
+        patterns = [t for t in topics if t.startswith("^")]
+        if patterns:
+            raise ConfigurationError(
+                f"the driver consumer subscribes to topic names, not to the pattern(s) "
+                f"{patterns}; use ConsumerStrategies.SubscribePattern")
+        cooperative = is_cooperative(self._consumer, self.params)
 
         def on_assign(consumer: Any, partitions: list[Any]) -> None:
-            with self._lock:
-                self._assigned = {TopicPartition(p.topic, p.partition) for p in partitions}
+            # Assign here rather than after the callback returns, so the pause below applies
+            # to partitions already assigned: the driver never fetches records.
+            if cooperative:
+                consumer.incremental_assign(partitions)
+            else:
+                consumer.assign(partitions)
             if partitions:
-                consumer.pause(partitions)  # the driver never fetches records
-            logger.info("group %s assigned %d partitions to this stream", self.groupId,
-                        len(partitions))
+                consumer.pause(partitions)
+            given = {TopicPartition(p.topic, p.partition) for p in partitions}
+            with self._lock:
+                # Cooperative callbacks carry only what is added; eager ones the whole set.
+                self._assigned = self._assigned | given if cooperative else given
+                total = len(self._assigned)
+            logger.info("group %s assigned %d partition(s) to this stream, %d in all",
+                        self.groupId, len(given), total)
 
         def on_revoke(_consumer: Any, partitions: list[Any]) -> None:
+            # Eager revocations name every partition, cooperative ones the removed few:
+            # removing what is named is right for both. librdkafka unassigns after the call.
             with self._lock:
                 self._assigned -= {TopicPartition(p.topic, p.partition) for p in partitions}
+            if partitions:
+                logger.info("group %s revoked %d partition(s) from this stream", self.groupId,
+                            len(partitions))
 
         with self._lock:
             self._consumer.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke,
                                      on_lost=on_revoke)
             self.subscribed = True
-        # Rebalances are served by poll(): keep polling between batches, so another member's
-        # join is answered at once and a long batch interval never exceeds
-        # max.poll.interval.ms (which would throw this stream out of its group).
-        self._keeper = threading.Thread(target=self._keep_membership, daemon=True,
-                                        name=f"driver-consumer-{self.groupId}")
-        self._keeper.start()
+        if self._keeper is None:
+            # Rebalances are served by poll(): keep polling between batches, so another
+            # member's join is answered at once and a long batch interval never exceeds
+            # max.poll.interval.ms (which would throw this stream out of its group).
+            self._keeper = threading.Thread(target=self._keep_membership, daemon=True,
+                                            name=f"driver-consumer-{self.groupId}")
+            self._keeper.start()
+
+    def unsubscribe(self) -> None:
+        """Leave every topic (the group revokes the assignment); the keeper goes on polling."""
+        with self._lock:
+            if self.subscribed:
+                self._consumer.unsubscribe()
+            self._assigned = set()
 
     def _keep_membership(self) -> None:
         while not self._closed.wait(0.2):
@@ -153,11 +218,12 @@ class DriverConsumer:
         return counts
 
     def topicsMatching(self, matches: Callable[[str], bool]) -> dict[str, int]:
-        """Partition counts of every topic whose name ``matches``."""
+        """Partition counts of every topic whose name ``matches`` (Kafka's own left out)."""
         with self._lock:
             metadata = self._consumer.list_topics(timeout=self.timeout)
         return {name: len(t.partitions) for name, t in metadata.topics.items()
-                if matches(name) and t.error is None and t.partitions}
+                if name not in INTERNAL_TOPICS and matches(name) and t.error is None
+                and t.partitions}
 
     def leaders(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, str]:
         """The host of each partition's leader broker."""

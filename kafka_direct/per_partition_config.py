@@ -21,7 +21,12 @@ class PerPartitionConfig:
     """
 
     def maxRatePerPartition(self, topicPartition: TopicPartition) -> float:
-        """Most records per second read from the partition; 0 for no limit."""
+        """Most records per second read from the partition; 0 for no limit.
+
+        0 lifts the limit of this partition only: it reads to its end in each batch (unless
+        backpressure or a per-batch cap limits the whole stream), whatever other
+        partitions' maxima are.
+        """
         return 0.0
 
     def minRatePerPartition(self, topicPartition: TopicPartition) -> int:
@@ -40,14 +45,36 @@ def _number(conf: Any, key: str, default: str) -> float:
     return value
 
 
+def _overrides(values: Mapping[TopicPartition, Any] | None, name: str, least: float
+               ) -> dict[TopicPartition, float]:
+    checked = {}
+    for tp, raw in (values or {}).items():
+        if not isinstance(tp, TopicPartition):
+            raise ConfigurationError(f"{name} keys must be TopicPartition, got {tp!r}")
+        try:
+            value = float(raw)
+        except (TypeError, ValueError) as error:
+            raise ConfigurationError(f"{name}[{tp}] must be a number, got {raw!r}",
+                                     topic=tp.topic, partition=tp.partition) from error
+        if not value >= least:  # also catches NaN
+            raise ConfigurationError(f"{name}[{tp}] must be >= {least:g}, got {raw!r}",
+                                     topic=tp.topic, partition=tp.partition)
+        checked[tp] = value
+    return checked
+
+
 class DefaultPerPartitionConfig(PerPartitionConfig):
     """Limits from Spark settings, optionally overridden per topic-partition.
 
     Args:
         conf: The SparkConf (``spark.streaming.kafka.maxRatePerPartition``, default 0 = none;
             ``spark.streaming.kafka.minRatePerPartition``, default 1).
-        maxRates: Per topic-partition overrides of the maximum rate.
-        minRates: Per topic-partition overrides of the minimum rate.
+        maxRates: Per topic-partition overrides of the maximum rate (>= 0; 0 = no limit for
+            that partition, even when the Spark setting sets one for the others).
+        minRates: Per topic-partition overrides of the minimum rate (>= 1).
+
+    Raises:
+        ConfigurationError: A setting or an override is not a number in its range.
     """
 
     def __init__(self, conf: Any, maxRates: Mapping[TopicPartition, float] | None = None,
@@ -56,8 +83,9 @@ class DefaultPerPartitionConfig(PerPartitionConfig):
         self.minRate = int(_number(conf, MIN_RATE_CONF, "1"))
         if self.minRate < 1:
             raise ConfigurationError(f"{MIN_RATE_CONF} must be >= 1, got {self.minRate}")
-        self.maxRates = dict(maxRates or {})
-        self.minRates = dict(minRates or {})
+        self.maxRates = _overrides(maxRates, "maxRates", 0)
+        self.minRates = {tp: int(value)
+                         for tp, value in _overrides(minRates, "minRates", 1).items()}
 
     def maxRatePerPartition(self, topicPartition: TopicPartition) -> float:
         """The override for the partition, else the Spark setting."""

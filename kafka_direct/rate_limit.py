@@ -2,7 +2,10 @@
 
 Pure functions of offsets and rates, so they are tested against Spark's formulas directly:
 
-* Without backpressure, each partition reads at most ``maxRatePerPartition * batch seconds``.
+* Without backpressure, each partition reads at most ``maxRatePerPartition * batch seconds``;
+  a partition whose maximum is 0 has no limit and reads to its end. (The Scala original
+  floors such a partition at ``minRatePerPartition`` as soon as any other partition has a
+  maximum, which throttles it to a few records per batch.)
 * With backpressure, the estimated rate (or ``initialRate`` before the first estimate: the
   Scala original read the whole backlog in the first batch) is split over the partitions in
   proportion to their lag, then capped by each partition's maximum rate.
@@ -28,7 +31,10 @@ Offsets = Mapping[TopicPartition, int]
 def maxMessagesPerPartition(latest: Offsets, current: Offsets, config: PerPartitionConfig,
                             batchSeconds: float, estimatedRate: float | None
                             ) -> dict[TopicPartition, int] | None:
-    """Most records each partition may read this batch, or None when nothing limits it.
+    """Most records each limited partition may read this batch, or None when nothing limits.
+
+    A partition left out of the answer has no limit: without backpressure, that is every
+    partition whose maximum rate is 0. With backpressure every partition is limited.
 
     Args:
         latest: The newest offsets (the end of what could be read).
@@ -49,8 +55,12 @@ def maxMessagesPerPartition(latest: Offsets, current: Offsets, config: PerPartit
             maximum = config.maxRatePerPartition(tp)
             per_partition[tp] = min(share, maximum) if maximum > 0 else share
     else:
-        per_partition = {tp: config.maxRatePerPartition(tp) for tp in latest}
-    if sum(per_partition.values()) <= 0:
+        # 0 means "no limit" for that partition alone, not "the floor" (as in Spark).
+        per_partition = {tp: maximum for tp in latest
+                         if (maximum := config.maxRatePerPartition(tp)) > 0}
+    # Presence, not a positive sum, says a limit is in force: a tiny estimate whose shares
+    # underflow to 0.0 still limits every partition (to its minimum), never lifts the limit.
+    if not per_partition:
         return None
     return {tp: max(int(batchSeconds * limit), config.minRatePerPartition(tp))
             for tp, limit in per_partition.items()}
@@ -83,7 +93,8 @@ def clamp(latest: Offsets, current: Offsets, config: PerPartitionConfig, batchSe
     limits = maxMessagesPerPartition(latest, current, config, batchSeconds, estimatedRate)
     ends = dict(latest)
     if limits is not None:
-        ends = {tp: min(current.get(tp, end) + limits[tp], end) for tp, end in latest.items()}
+        ends = {tp: min(current.get(tp, end) + limits[tp], end) if tp in limits else end
+                for tp, end in latest.items()}
     if maxTotal > 0:
         ends = prorate_total(ends, current, maxTotal)
     return ends

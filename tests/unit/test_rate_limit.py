@@ -1,6 +1,12 @@
 """The clamp and rate split, against Spark's DirectKafkaInputDStream formulas."""
 
-from kafka_direct import TopicPartition
+import math
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from kafka_direct import ConfigurationError, TopicPartition
 from kafka_direct.per_partition_config import DefaultPerPartitionConfig, PerPartitionConfig
 from kafka_direct.rate_limit import clamp, maxMessagesPerPartition, prorate_total
 
@@ -86,3 +92,77 @@ def test_default_config_reads_spark_settings_and_overrides():
                                        maxRates={A: 7}, minRates={B: 3})
     assert config.maxRatePerPartition(A) == 7 and config.maxRatePerPartition(B) == 50
     assert config.minRatePerPartition(A) == 1 and config.minRatePerPartition(B) == 3
+
+
+def test_a_partition_without_a_maximum_is_not_throttled_by_another_ones_maximum():
+    # Only A has a maximum rate; B and C have none (0): they read to their ends. Spark
+    # floors B and C at minRatePerPartition records per batch here, which throttles them.
+    latest, current = {A: 1000, B: 500, C: 13}, {A: 0, B: 400, C: 10}
+    config = DefaultPerPartitionConfig({}, maxRates={A: 10.0})
+    assert clamp(latest, current, config, 2.0) == {A: 20, B: 500, C: 13}
+    limits = maxMessagesPerPartition(latest, current, config, 2.0, None)
+    assert limits == {A: 20}  # only the partitions under a limit are named
+    max_rate, min_rate = {A: 10.0, B: 0, C: 0}, {A: 1, B: 1, C: 1}
+    spark = spark_max_messages(latest, current, max_rate, min_rate, 2.0, None)
+    assert spark == {A: 20, B: 1, C: 1}  # the behaviour deliberately not copied
+    assert limits == {tp: n for tp, n in spark.items() if max_rate[tp] > 0}
+
+
+PARTITIONS = [TopicPartition("t", p) for p in range(6)]
+partition_case = st.fixed_dictionaries({
+    "position": st.integers(0, 10**9),
+    "lag": st.integers(0, 10**6),
+    "max_rate": st.one_of(st.just(0.0), st.floats(0.01, 10**5)),
+    "min_rate": st.integers(1, 1000),
+})
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(partition_case, min_size=1, max_size=len(PARTITIONS)),
+       st.floats(0.05, 60.0), st.one_of(st.none(), st.floats(0.0, 10**6)),
+       st.one_of(st.just(0), st.integers(1, 10**6)))
+# A positive estimate so small that every lag share underflows to 0.0: still a limit.
+@example([{"position": 0, "lag": 2, "max_rate": 0.0, "min_rate": 1}] * 2, 1.0, 5e-324, 0)
+def test_clamp_properties(cases, secs, estimate, cap):
+    tps = PARTITIONS[:len(cases)]
+    current = {tp: c["position"] for tp, c in zip(tps, cases, strict=True)}
+    latest = {tp: c["position"] + c["lag"] for tp, c in zip(tps, cases, strict=True)}
+    max_rate = {tp: c["max_rate"] for tp, c in zip(tps, cases, strict=True)}
+    min_rate = {tp: c["min_rate"] for tp, c in zip(tps, cases, strict=True)}
+    config = Config(max_rate, min_rate)
+    uncapped = clamp(latest, current, config, secs, estimate)
+    ends = clamp(latest, current, config, secs, estimate, cap)
+    backpressure = estimate is not None and estimate > 0
+    total_lag = sum(latest[tp] - current[tp] for tp in tps)
+    for tp in tps:
+        lag, read = latest[tp] - current[tp], uncapped[tp] - current[tp]
+        assert current[tp] <= ends[tp] <= latest[tp]  # never back, never beyond the end
+        assert current[tp] <= uncapped[tp] <= latest[tp]
+        if not backpressure and max_rate[tp] == 0:
+            assert uncapped[tp] == latest[tp]  # 0 = no limit, whatever other partitions say
+        if max_rate[tp] > 0:  # at most rate * seconds, but at least the minimum
+            assert read <= max(secs * max_rate[tp], min_rate[tp])
+            assert read >= min(lag, min_rate[tp])
+        if backpressure and total_lag > 0:  # the estimate shared by lag, floored at the min
+            share = lag / total_lag * estimate
+            assert read <= max(secs * share * (1 + 1e-9), min_rate[tp])
+            assert read >= min(lag, min_rate[tp])
+    read_uncapped = sum(uncapped[tp] - current[tp] for tp in tps)
+    read_capped = sum(ends[tp] - current[tp] for tp in tps)
+    if cap == 0:
+        assert ends == uncapped
+    else:  # the cap is honoured exactly and split in proportion to the (limited) lag
+        assert read_capped == min(cap, read_uncapped)
+        if read_uncapped > cap:
+            for tp in tps:
+                exact = (uncapped[tp] - current[tp]) * cap / read_uncapped
+                assert math.floor(exact) <= ends[tp] - current[tp] <= math.ceil(exact)
+
+
+def test_default_config_rejects_overrides_it_cannot_honour():
+    with pytest.raises(ConfigurationError, match="maxRates"):
+        DefaultPerPartitionConfig({}, maxRates={A: -1})
+    with pytest.raises(ConfigurationError, match="minRates"):
+        DefaultPerPartitionConfig({}, minRates={A: 0})
+    with pytest.raises(ConfigurationError, match="TopicPartition"):
+        DefaultPerPartitionConfig({}, maxRates={"t-0": 5})
