@@ -108,7 +108,11 @@ class ServiceProcess:
     def start(self) -> None:
         """Start the process (its log is appended to)."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
+        # The log's directory may belong to the service's (less trusted) user: never follow
+        # a link planted there, and let nobody else read what the service says.
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
+                     0o600)
+        with open(fd, "ab") as log:
             self.process = subprocess.Popen(
                 self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 env=self.env, close_fds=True,
