@@ -5,22 +5,28 @@ new partitions and noticing rebalances), limit how far each partition may advanc
 limits, backpressure), and build a KafkaRDD of the ranges ``[where the last batch ended, the
 limited end)``. Ranges are contiguous across batches, so every offset is in exactly one batch.
 
+A partition's position, once known, is kept: a partition missing from one metadata answer
+goes on where it stood when it comes back (the start offsets given to the strategy are for a
+partition's first start only). A log whose end fell below the position was truncated or
+re-created: that is data loss, reported (``DataLossError``), or with
+``spark.streaming.kafka.failOnDataLoss=false`` a warning and a restart at the log's start.
+
 The ranges of each batch are the stream's checkpoint data: a recovered driver regenerates
-pending batches with exactly the same ranges. ``commitAsync`` commits to the consumer group
-as soon as the batch's output operations finish (and on stop), not a batch later.
+pending batches with exactly the same ranges. ``commitAsync`` ties the ranges to their batch
+and commits them once that batch and every batch before it succeeded (see
+:mod:`kafka_direct.commit_queue`), and on stop; never for a failed batch.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from typing_extensions import override
 
+from kafka_direct.commit_queue import CommitCallback, StreamCommits
 from kafka_direct.consumer_strategy import ConsumerStrategy
 from kafka_direct.driver_consumer import DriverConsumer
 from kafka_direct.errors import (
@@ -31,10 +37,12 @@ from kafka_direct.errors import (
 )
 from kafka_direct.kafka_rdd import KafkaRDD, ReadSettings
 from kafka_direct.location_strategy import LocationStrategy, PreferBrokers
+from kafka_direct.log_positions import check_positions
 from kafka_direct.offset_range import CanCommitOffsets, OffsetRange
 from kafka_direct.per_partition_config import DefaultPerPartitionConfig, PerPartitionConfig
 from kafka_direct.rate_limit import clamp
 from kafka_direct.streaming.input_dstream import InputDStream
+from kafka_direct.streaming.job_scheduler import BATCH_TIME_PROPERTY
 from kafka_direct.streaming.rate_controller import (
     RateController,
     RateEstimator,
@@ -48,8 +56,6 @@ if TYPE_CHECKING:
 __all__ = ["DirectKafkaInputDStream", "describe_ranges"]
 
 logger = logging.getLogger(__name__)
-
-CommitCallback = Callable[[dict[TopicPartition, int] | None, Exception | None], None]
 
 
 def describe_ranges(ranges: Sequence[OffsetRange]) -> str:
@@ -116,12 +122,14 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
             lambda params: DriverConsumer(params, self.requestTimeoutMs))
         self.driver: DriverConsumer | None = None
         self.currentOffsets: dict[TopicPartition, int] = {}
-        #: End offsets seen by the latest batch (for lag), and offsets committed to Kafka.
+        #: End offsets seen by the latest batch (for lag).
         self.latestSeen: dict[TopicPartition, int] = {}
-        self.committedOffsets: dict[TopicPartition, int] = {}
         self.batchRanges: dict[int, list[OffsetRange]] = {}
-        self._commitQueue: deque[tuple[list[OffsetRange], CommitCallback | None]] = deque()
-        self._commitLock = threading.Lock()
+        #: Known partitions missing from the latest metadata answer (positions kept).
+        self._absent: set[TopicPartition] = set()
+        self._commits = StreamCommits(self.name, consumerStrategy.groupId, self._driver)
+        #: Offsets committed to the group by this stream, per partition.
+        self.committedOffsets = self._commits.committedOffsets
         self._startingOffsetsCallbacks: list[Callable[[dict[TopicPartition, int]], None]] = []
 
     @property
@@ -161,9 +169,11 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
         self.driver = driver
         partitions = self._retrying("listing the stream's partitions", self._streamPartitions)
         if self.batchRanges:  # recovered: go on where the checkpointed batches end
-            latest = max(self.batchRanges)
+            # The latest batch that read each partition: a partition absent from the last
+            # batch keeps its position.
             self.currentOffsets = {r.topicPartition(): r.untilOffset
-                                   for r in self.batchRanges[latest]}
+                                   for _, ranges in sorted(self.batchRanges.items())
+                                   for r in ranges}
             missing = partitions - set(self.currentOffsets)
             self.currentOffsets.update(self._startingOffsets(missing, new=True))
         else:
@@ -190,7 +200,9 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
         wait = self.requestTimeoutMs / 1000.0 if self.driver is not None and not \
             self.currentOffsets else self.rebalanceWaitMs / 1000.0
         deadline = time.monotonic() + wait
-        while (not partitions or not set(self.currentOffsets) <= partitions) and \
+        # Partitions already absent (their topic deleted) are not waited for again.
+        expected = set(self.currentOffsets) - self._absent
+        while (not partitions or not expected <= partitions) and \
                 time.monotonic() < deadline:
             time.sleep(0.05)
             partitions = self.consumerStrategy.topicPartitions(driver)
@@ -211,9 +223,12 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
         strategy, driver = self.consumerStrategy, self._driver()
         chosen = {tp: strategy.offsets[tp] for tp in partitions if tp in strategy.offsets}
         rest = partitions - set(chosen)
+        fromGroup: set[TopicPartition] = set()
         if rest:
-            chosen.update(self._retrying("reading committed offsets",
-                                         lambda: driver.committed(rest)))
+            committed = self._retrying("reading committed offsets",
+                                       lambda: driver.committed(rest))
+            chosen.update(committed)
+            fromGroup = set(committed)
         rest = partitions - set(chosen)
         timestamps = {tp: ts for tp in rest if (ts := strategy.timestampFor(tp)) is not None}
         if timestamps:
@@ -232,7 +247,7 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
             for tp in sorted(rest):
                 logger.info("%s partition %s starts at its %s offset %d", self.name, tp,
                             policy, chosen[tp])
-        self._checkWithinLog(chosen)
+        self._checkWithinLog(chosen, fromGroup)
         for callback in self._startingOffsetsCallbacks:
             callback(dict(chosen))
         return chosen
@@ -247,18 +262,35 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
         """
         self._startingOffsetsCallbacks.append(callback)
 
-    def _checkWithinLog(self, offsets: dict[TopicPartition, int]) -> None:
+    def _checkWithinLog(self, offsets: dict[TopicPartition, int],
+                        fromGroup: set[TopicPartition]) -> None:
+        """Start offsets must lie within the log; ``offsets`` may change (data loss).
+
+        A given start offset beyond the end is a mistake (``ConfigurationError``); an
+        offset the group committed beyond the end means the log lost what the group read:
+        data loss, handled as for a running stream (:func:`check_positions`).
+        """
         driver = self._driver()
         ends = self._retrying("reading end offsets", lambda: driver.latestOffsets(offsets))
+        lost = {tp: ends[tp] for tp in fromGroup if offsets[tp] > ends.get(tp, offsets[tp])}
+        if lost:
+            check_positions(self.name, lost, offsets, driver, self.settings.failOnDataLoss,
+                            self._retrying)
         for tp, offset in offsets.items():
-            if offset > ends.get(tp, offset):
+            if tp not in lost and offset > ends.get(tp, offset):
                 raise ConfigurationError(
                     f"start offset {offset} of {tp} is beyond its end offset {ends[tp]}; "
                     "start at or below the end", topic=tp.topic, partition=tp.partition)
 
     @override
     def stop(self) -> None:
-        self.flushCommits()
+        """Commit what successful batches queued (SPARK-20050), drop the rest, then close.
+
+        The engine calls this last, once no batch runs any more: a batch that did not
+        succeed by now never will, so its queued commits are dropped (logged, and their
+        callbacks get an error). A ``commitAsync`` after this fails its callback.
+        """
+        self._commits.close()
         driver, self.driver = self.driver, None
         if driver is not None:
             driver.close()
@@ -266,6 +298,7 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
     # -- batches ----------------------------------------------------------------------------
 
     def _latestOffsets(self) -> dict[TopicPartition, int]:
+        """End offsets of the partitions the stream reads now (known positions are kept)."""
         driver = self._driver()
         partitions = self._retrying("listing the stream's partitions", self._streamPartitions)
         known = set(self.currentOffsets)
@@ -280,9 +313,15 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
                     f"consumer group {self.consumerStrategy.groupId!r}: another consumer (a "
                     "second stream?) joined the group. Each stream needs a group.id of its own",
                     group=self.consumerStrategy.groupId, partitions=taken)
-        for tp in lost:
-            logger.warning("%s no longer reads %s (its topic was deleted)", self.name, tp)
-            del self.currentOffsets[tp]
+        for tp in sorted(lost - self._absent):
+            logger.warning("%s: %s is missing from the cluster's metadata; it keeps its "
+                           "position %d and goes on from there if it comes back", self.name,
+                           tp, self.currentOffsets[tp])
+        for tp in sorted(self._absent & partitions):
+            logger.info("%s: %s is back, at position %d", self.name, tp,
+                        self.currentOffsets[tp])
+        self._absent = lost
+        # A partition is new once: a known one that comes back goes on where it stood.
         added = partitions - known
         if added:
             self.currentOffsets.update(self._startingOffsets(added, new=True))
@@ -298,28 +337,36 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
         rate = latest if latest > 0 else self.initialRate
         return rate if rate > 0 else None
 
-    @override
-    def compute(self, validTime: int) -> KafkaRDD:
+    def _nextRanges(self, validTime: int) -> list[OffsetRange]:
+        """The ranges of batch ``validTime``: checkpointed ones, or the next ones from Kafka."""
         ranges = self.batchRanges.get(validTime)
-        if ranges is None:
-            latest = self._latestOffsets()
-            for tp, end in latest.items():
-                if end < self.currentOffsets[tp]:
-                    logger.warning("%s: the end offset %d of %s is below where the stream "
-                                   "stands (%d): the log was truncated", self.name, end, tp,
-                                   self.currentOffsets[tp])
-                    latest[tp] = self.currentOffsets[tp]
-            ends = clamp(latest, self.currentOffsets, self.perPartitionConfig,
-                         self.slideDuration / 1000.0, self._estimatedRate(),
-                         self.maxRecordsPerBatch)
-            ranges = [OffsetRange(tp.topic, tp.partition, self.currentOffsets[tp], ends[tp])
-                      for tp in sorted(latest)]
-            self.currentOffsets = {**self.currentOffsets, **ends}
-            self.batchRanges[validTime] = ranges
-        else:  # a batch regenerated after recovery: exactly the checkpointed ranges
+        if ranges is not None:  # a batch regenerated after recovery: exactly those ranges
             for r in ranges:
                 current = self.currentOffsets.get(r.topicPartition(), r.untilOffset)
                 self.currentOffsets[r.topicPartition()] = max(current, r.untilOffset)
+            return ranges
+        latest = check_positions(self.name, self._latestOffsets(), self.currentOffsets,
+                                 self._driver(), self.settings.failOnDataLoss, self._retrying)
+        ends = clamp(latest, self.currentOffsets, self.perPartitionConfig,
+                     self.slideDuration / 1000.0, self._estimatedRate(),
+                     self.maxRecordsPerBatch)
+        ranges = [OffsetRange(tp.topic, tp.partition, self.currentOffsets[tp], ends[tp])
+                  for tp in sorted(latest)]
+        self.currentOffsets = {**self.currentOffsets, **ends}
+        self.batchRanges[validTime] = ranges
+        return ranges
+
+    def _hasJobs(self, time: int) -> bool:
+        # Batch times off every output's slide have no jobs: a window job reads them later.
+        outputs = self.ssc.graph.outputStreams
+        return not outputs or any(
+            out.zeroTime is None or (time - out.zeroTime) % out.slideDuration == 0
+            for out in outputs)
+
+    @override
+    def compute(self, validTime: int) -> KafkaRDD:
+        ranges = self._nextRanges(validTime)
+        self._commits.queue.addBatch(validTime, ranges, self._hasJobs(validTime))
         from kafka_direct.kafka_utils import KafkaUtils
 
         leaders = None
@@ -368,53 +415,91 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
 
     @override
     def restoreCheckpointState(self, state: dict[str, Any]) -> None:
+        """Take back the checkpointed batches' ranges, once each is known to be the stream's.
+
+        Raises:
+            CheckpointError: A range is of a partition the stream does not read (not of
+                its topics, not matching its pattern, not in its assignment).
+        """
+        from kafka_direct.errors import CheckpointError
+
+        batches = {int(t): [OffsetRange(str(a), int(b), int(c), int(d))
+                            for a, b, c, d in ranges]
+                   for t, ranges in state.get("batches", {}).items()}
+        foreign = sorted({r.topicPartition() for ranges in batches.values() for r in ranges
+                          if not self._readsPartition(r.topicPartition())})
+        if foreign:
+            # Regenerating those batches would send another stream's records through this
+            # stream's output operations.
+            raise CheckpointError(
+                f"the checkpoint gives {self.name} (checkpoint id "
+                f"{self.checkpointId or self.stableIdentity!r}) offset ranges of "
+                f"{', '.join(map(str, foreign))}, which it does not read "
+                f"({self.consumerStrategy!r}); recover with the stream reading what it read "
+                "when the checkpoint was written, or delete the checkpoint directory to start "
+                "afresh from the offsets committed to Kafka or to your offset store",
+                directory=self.ssc.checkpointDir or "", stream=self.name,
+                partitions=[str(tp) for tp in foreign])
         super().restoreCheckpointState(state)
-        self.batchRanges = {int(t): [OffsetRange(str(a), int(b), int(c), int(d))
-                                     for a, b, c, d in ranges]
-                            for t, ranges in state.get("batches", {}).items()}
+        self.batchRanges = batches
+
+    @property
+    @override
+    def stableIdentity(self) -> str:
+        """``kafka <strategy identity>``: its topics / pattern / partitions and group.id."""
+        return f"kafka {self.consumerStrategy.checkpointIdentity}"
+
+    def _readsPartition(self, tp: TopicPartition) -> bool:
+        """Whether the strategy can ever give the stream ``tp`` (True when it cannot tell)."""
+        from kafka_direct.consumer_strategy import Assign, Subscribe, SubscribePattern
+
+        strategy = self.consumerStrategy
+        if isinstance(strategy, Subscribe):
+            return tp.topic in strategy.topics
+        if isinstance(strategy, SubscribePattern):
+            return strategy.pattern.fullmatch(tp.topic) is not None
+        if isinstance(strategy, Assign):
+            return tp in strategy.partitions
+        return True
 
     # -- commits ----------------------------------------------------------------------------
 
     @override
     def commitAsync(self, offsetRanges: Sequence[OffsetRange],
                     callback: CommitCallback | None = None) -> None:
+        """Queue ranges to commit once their batch, and every batch before it, succeeded.
+
+        The batch is the one whose output operation calls (the job thread says which);
+        called from another thread, the latest pending batch that read all of the ranges.
+        Ranges of no pending batch (already committed, or never read) are not committed:
+        the callback gets a ``ConfigurationError``. Per partition the offset committed is
+        the largest ``untilOffset`` given in the batch, capped at what the successful
+        batches read; partitions the stream does not read are left out. After the stream
+        stopped, the callback gets a ``StreamingStateError``.
+
+        Args:
+            offsetRanges: Ranges whose records were processed.
+            callback: Called once, with the committed offsets or with the error: the
+                commit failed, the batch did not succeed, or the stream had stopped.
+        """
         ranges = list(offsetRanges)
         for r in ranges:
             if not isinstance(r, OffsetRange):
                 raise ConfigurationError(f"commitAsync takes OffsetRange values, got {r!r}")
-        with self._commitLock:
-            self._commitQueue.append((ranges, callback))
+        self._commits.commitAsync(ranges, callback, self._threadBatchTime())
+
+    def _threadBatchTime(self) -> int | None:
+        try:
+            value = self.ssc.sparkContext.getLocalProperty(BATCH_TIME_PROPERTY)
+            return int(value) if value is not None else None
+        except Exception:  # no job thread (or no SparkContext any more): match by ranges
+            return None
 
     @override
     def onBatchCompleted(self, time: int) -> None:
-        self.flushCommits()
+        """Batch ``time`` succeeded: commit what the successful batches now allow."""
+        self._commits.batchSucceeded(time)
 
     def flushCommits(self) -> None:
-        """Commit every queued range now: per partition the largest ``untilOffset``."""
-        with self._commitLock:
-            queued = list(self._commitQueue)
-            self._commitQueue.clear()
-        if not queued:
-            return
-        offsets: dict[TopicPartition, int] = {}
-        for ranges, _ in queued:
-            for r in ranges:
-                tp = r.topicPartition()
-                offsets[tp] = max(offsets.get(tp, 0), r.untilOffset)
-        error: Exception | None = None
-        try:
-            self._driver().commit(offsets)
-            self.committedOffsets.update(offsets)
-            logger.info("%s committed %s to group %s", self.name,
-                        {str(tp): o for tp, o in sorted(offsets.items())},
-                        self.consumerStrategy.groupId)
-        except Exception as failure:
-            error = failure
-            logger.warning("%s could not commit offsets to group %s: %s", self.name,
-                           self.consumerStrategy.groupId, failure)
-        for _, callback in queued:
-            if callback is not None:
-                try:
-                    callback(None if error else dict(offsets), error)
-                except Exception:
-                    logger.exception("commit callback failed")
+        """Commit what successful batches queued and was not committed yet."""
+        self._commits.flush()

@@ -1,0 +1,293 @@
+"""BatchCommitQueue: where a direct stream's ``commitAsync`` waits for its batch.
+
+A commit belongs to a batch. It is released when that batch, and every batch of the stream
+before it, succeeded (all output operations): per partition, nothing is committed beyond the
+end of the longest prefix of consecutive successful batches, so a commit never runs ahead of
+an earlier batch still running (``spark.streaming.concurrentJobs`` > 1) nor of a failed one.
+What was queued for a batch that never succeeds is dropped when the stream stops.
+
+A batch without jobs of its own (its input is read by a window that slides slower than the
+batch interval) cannot succeed by itself: it passes together with the next batch that
+succeeds, whose window job read it.
+
+:class:`BatchCommitQueue` decides; :class:`StreamCommits` commits through the stream's
+driver consumer and tells the callbacks. Both are thread safe.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from kafka_direct.errors import ConfigurationError, KafkaDirectError, StreamingStateError
+from kafka_direct.offset_range import OffsetRange
+from kafka_direct.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    from kafka_direct.driver_consumer import DriverConsumer
+
+__all__ = ["BatchCommitQueue", "CommitCallback", "QueuedCommit", "Release", "StreamCommits",
+           "describe_offsets"]
+
+logger = logging.getLogger(__name__)
+
+CommitCallback = Callable[[dict[TopicPartition, int] | None, Exception | None], None]
+
+
+@dataclass(frozen=True)
+class QueuedCommit:
+    """One ``commitAsync`` call: its ranges and its callback, tied to batch ``time``."""
+
+    time: int
+    ranges: tuple[OffsetRange, ...]
+    callback: CommitCallback | None
+
+
+@dataclass
+class _Batch:
+    time: int
+    ranges: dict[TopicPartition, tuple[int, int]]
+    hasJobs: bool
+    succeeded: bool = False
+    commits: list[QueuedCommit] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Release:
+    """What may be committed now.
+
+    Attributes:
+        offsets: Per partition the next offset to read, to commit to the group.
+        commits: The calls whose callbacks hear of the outcome.
+        capped: Partitions whose asked offset went beyond what successful batches read,
+            as ``{tp: (asked, committed)}``.
+        unread: Partitions asked for that the stream never read (not committed).
+    """
+
+    offsets: dict[TopicPartition, int]
+    commits: list[QueuedCommit]
+    capped: dict[TopicPartition, tuple[int, int]]
+    unread: set[TopicPartition]
+
+
+class BatchCommitQueue:
+    """The stream's batches in time order, their success, and the commits tied to them."""
+
+    def __init__(self) -> None:
+        self._batches: dict[int, _Batch] = {}
+        #: Per partition the end of the successful prefix: never committed beyond.
+        self.frontier: dict[TopicPartition, int] = {}
+        self.closed = False
+        self._lock = threading.Lock()
+
+    def addBatch(self, time: int, ranges: Sequence[OffsetRange], hasJobs: bool = True) -> None:
+        """Record batch ``time`` of the stream and the ranges it reads."""
+        batch = _Batch(time, {r.topicPartition(): (r.fromOffset, r.untilOffset)
+                              for r in ranges}, hasJobs)
+        with self._lock:
+            if self.closed:
+                return
+            late = any(t > time for t in self._batches)
+            self._batches[time] = batch
+            if late:
+                self._batches = dict(sorted(self._batches.items()))
+
+    def owner(self, ranges: Sequence[OffsetRange], threadBatch: int | None) -> int | None:
+        """The batch a commit of ``ranges`` belongs to, or None.
+
+        The batch whose output operation calls (``threadBatch``, from the job thread), else
+        the latest pending batch that read every one of the ranges.
+        """
+        with self._lock:
+            if threadBatch is not None and threadBatch in self._batches:
+                return threadBatch
+            for time in reversed(self._batches):
+                read = self._batches[time].ranges
+                if all(r.topicPartition() in read
+                       and read[r.topicPartition()][0] <= r.fromOffset
+                       and r.untilOffset <= read[r.topicPartition()][1] for r in ranges):
+                    return time
+            return None
+
+    def add(self, time: int, ranges: Sequence[OffsetRange],
+            callback: CommitCallback | None) -> bool:
+        """Queue a commit for batch ``time``.
+
+        Returns:
+            False when the queue is closed or the batch is unknown or already committed.
+        """
+        with self._lock:
+            batch = self._batches.get(time)
+            if self.closed or batch is None or batch.succeeded:
+                return False
+            batch.commits.append(QueuedCommit(time, tuple(ranges), callback))
+            return True
+
+    def batchSucceeded(self, time: int) -> Release:
+        """Mark batch ``time`` successful; release what the successful prefix now allows."""
+        with self._lock:
+            batch = self._batches.get(time)
+            if batch is not None:
+                batch.succeeded = True
+            return self._release()
+
+    def release(self) -> Release:
+        """What the successful prefix allows now (nothing new unless a batch succeeded)."""
+        with self._lock:
+            return self._release()
+
+    def close(self) -> tuple[Release, list[QueuedCommit]]:
+        """Stop taking commits: release the successful prefix, drop everything else."""
+        with self._lock:
+            release = self._release()
+            dropped = [c for b in self._batches.values() for c in b.commits]
+            self._batches.clear()
+            self.closed = True
+            return release, dropped
+
+    def _release(self) -> Release:
+        passed: list[_Batch] = []
+        waiting: list[_Batch] = []
+        for batch in self._batches.values():
+            if batch.succeeded:
+                passed.extend(waiting)
+                passed.append(batch)
+                waiting = []
+            elif not batch.hasJobs:
+                waiting.append(batch)
+            else:
+                break
+        commits: list[QueuedCommit] = []
+        asked: dict[TopicPartition, int] = {}
+        for batch in passed:
+            del self._batches[batch.time]
+            for tp, (_, until) in batch.ranges.items():
+                self.frontier[tp] = until
+            # Within a batch the largest offset; a later batch's offset replaces an earlier
+            # one's (after a data-loss reset it may be lower, and right).
+            inBatch: dict[TopicPartition, int] = {}
+            for commit in batch.commits:
+                for r in commit.ranges:
+                    tp = r.topicPartition()
+                    inBatch[tp] = max(inBatch.get(tp, r.untilOffset), r.untilOffset)
+            asked.update(inBatch)
+            commits.extend(batch.commits)
+        offsets: dict[TopicPartition, int] = {}
+        capped: dict[TopicPartition, tuple[int, int]] = {}
+        unread: set[TopicPartition] = set()
+        for tp, offset in asked.items():
+            end = self.frontier.get(tp)
+            if end is None:
+                unread.add(tp)
+                continue
+            offsets[tp] = min(offset, end)
+            if offset > end:
+                capped[tp] = (offset, end)
+        return Release(offsets, commits, capped, unread)
+
+
+def describe_offsets(ranges: Sequence[OffsetRange]) -> str:
+    """``t-0 [3, 9), t-1 [0, 4)``: ranges in log lines and errors."""
+    return ", ".join(f"{r.topic}-{r.partition} [{r.fromOffset}, {r.untilOffset})"
+                     for r in ranges) or "(no ranges)"
+
+
+class StreamCommits:
+    """A direct stream's commits: queued per batch, committed to its group in batch order.
+
+    Args:
+        name: The stream's name, for log lines and errors.
+        group: The consumer group committed to.
+        driver: Returns the stream's driver consumer (raises once the stream stopped).
+    """
+
+    def __init__(self, name: str, group: str, driver: Callable[[], DriverConsumer]) -> None:
+        self.name = name
+        self.group = group
+        self._driver = driver
+        self.queue = BatchCommitQueue()
+        #: Offsets this stream committed to the group, per partition (the latest).
+        self.committedOffsets: dict[TopicPartition, int] = {}
+        # Held while a release is computed and committed, so releases reach Kafka in order.
+        self._lock = threading.Lock()
+
+    def commitAsync(self, ranges: Sequence[OffsetRange], callback: CommitCallback | None,
+                    threadBatch: int | None) -> None:
+        """Tie ``ranges`` to their batch (see ``DirectKafkaInputDStream.commitAsync``)."""
+        if self.queue.closed:
+            self._reject(callback, StreamingStateError(
+                f"{self.name} is stopped: offsets {describe_offsets(ranges)} were not "
+                "committed"))
+            return
+        time = self.queue.owner(ranges, threadBatch)
+        if time is None:
+            self._reject(callback, ConfigurationError(
+                f"{self.name}: no pending batch read {describe_offsets(ranges)}; commit a "
+                "batch's rdd.offsetRanges() in its output operation"))
+        elif not self.queue.add(time, ranges, callback):
+            self._reject(callback, StreamingStateError(
+                f"{self.name} stopped before batch {time} could commit "
+                f"{describe_offsets(ranges)}"))
+
+    def batchSucceeded(self, time: int) -> None:
+        """Batch ``time`` succeeded: commit what the successful batches now allow."""
+        with self._lock:
+            self._commit(self.queue.batchSucceeded(time))
+
+    def flush(self) -> None:
+        """Commit what successful batches queued and was not committed yet."""
+        with self._lock:
+            self._commit(self.queue.release())
+
+    def close(self) -> None:
+        """Commit the successful batches' offsets, drop every other batch's, take no more.
+
+        Called once no batch runs any more: a batch that did not succeed by now never will.
+        """
+        with self._lock:
+            release, dropped = self.queue.close()
+            self._commit(release)
+        for commit in dropped:
+            self._reject(commit.callback, KafkaDirectError(
+                f"{self.name}: batch {commit.time} did not succeed, so its offsets "
+                f"{describe_offsets(commit.ranges)} were not committed", batchTime=commit.time))
+
+    def _commit(self, release: Release) -> None:
+        if not release.commits:
+            return
+        for tp, (asked, end) in sorted(release.capped.items()):
+            logger.warning("%s: a commit asked for offset %d of %s, beyond what successful "
+                           "batches read; committing %d", self.name, asked, tp, end)
+        if release.unread:
+            logger.warning("%s does not read %s: their offsets are not committed", self.name,
+                           sorted(str(tp) for tp in release.unread))
+        offsets, error = release.offsets, None
+        try:
+            if offsets:
+                self._driver().commit(offsets)
+                self.committedOffsets.update(offsets)
+                logger.info("%s committed %s to group %s", self.name,
+                            {str(tp): o for tp, o in sorted(offsets.items())}, self.group)
+        except Exception as failure:
+            error = failure
+            logger.warning("%s could not commit offsets to group %s: %s", self.name,
+                           self.group, failure)
+        for commit in release.commits:
+            _call(commit.callback, None if error else dict(offsets), error)
+
+    @staticmethod
+    def _reject(callback: CommitCallback | None, error: Exception) -> None:
+        logger.warning("%s", error)
+        _call(callback, None, error)
+
+
+def _call(callback: CommitCallback | None, offsets: dict[TopicPartition, int] | None,
+          error: Exception | None) -> None:
+    if callback is not None:
+        try:
+            callback(offsets, error)
+        except Exception:
+            logger.exception("commit callback failed")

@@ -1,0 +1,321 @@
+"""A model-based test of the direct stream's driver logic against a model cluster.
+
+The cluster's partitions grow, get truncated, vanish from a metadata answer, get added and
+get re-created; the stream runs batches (computed ranges, read at once), some succeed, some
+fail, some stay pending (concurrent jobs) and complete later; output operations commit; the
+stream stops and a new one starts from the committed offsets or from the checkpointed
+batches. Checked after every step:
+
+* a commit never runs ahead of the successful batches (per partition, never beyond the end
+  of the longest prefix of consecutive successful batches of the running stream);
+* what the successful batches read, across restarts, covers each partition's log exactly
+  once from its start, within each incarnation of the log; or the stream stopped with a
+  typed error naming a partition whose log lost offsets it had read.
+
+The default run is short; ``KAFKA_DIRECT_MODEL_EXAMPLES=n`` runs n examples, and the slow
+test (``-m slow``) runs many more.
+"""
+
+import logging
+import os
+from itertools import count
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from kafka_direct import ConsumerStrategies, TopicPartition
+from kafka_direct.errors import ConfigurationError, DataLossError, KafkaDirectError
+from kafka_direct.kafka_utils import KafkaUtils
+from tests.unit.fake_cluster import FakeCluster, make_stream, on_job_thread
+
+TOPIC = "t"
+PARAMS = {"bootstrap.servers": "fake:9092", "group.id": "g", "auto.offset.reset": "earliest"}
+CONF = {"spark.streaming.kafka.rebalanceWaitMs": "0", "spark.streaming.kafka.maxRetries": "0",
+        "spark.streaming.concurrentJobs": "3"}
+DEFAULT_EXAMPLES = int(os.environ.get("KAFKA_DIRECT_MODEL_EXAMPLES", "200"))
+
+
+class Batch:
+    def __init__(self, time, ranges, epochs, commit):
+        self.time, self.ranges, self.epochs, self.commit = time, ranges, epochs, commit
+        self.state = "pending"  # then "ok" or "failed"
+
+
+class DirectStreamModel(RuleBasedStateMachine):
+    def __init__(self):
+        super().__init__()
+        self._saved_rdd = KafkaUtils.__dict__["_kafkaRDD"]
+        KafkaUtils._kafkaRDD = staticmethod(lambda sc, ranges, *args: list(ranges))
+        logging.getLogger("kafka_direct").setLevel(logging.ERROR)
+        self.cluster = FakeCluster()
+        self.cluster.create(TOPIC, 2)
+        self.ids = {tp: [] for tp in self.partitions()}  # record ids at each offset
+        self.epoch = dict.fromkeys(self.ids, 0)  # bumped when a log loses read offsets
+        self.stale = set()  # lost offsets the stream has not looked at yet
+        self.lost = set()  # partitions that ever lost offsets the stream had read
+        self.fresh_ids = count()
+        self.times = count(1)
+        self.read = []  # (tp, epoch, offset, id) read by successful batches, kept ones
+        self.broken = False
+        self.stream = None
+        self.batches = []
+
+    def teardown(self):
+        if self.stream is not None and not self.stream._commits.queue.closed:
+            self.stream.stop()
+        KafkaUtils._kafkaRDD = self._saved_rdd
+        logging.getLogger("kafka_direct").setLevel(logging.NOTSET)
+
+    # -- the cluster ------------------------------------------------------------------------
+
+    def partitions(self):
+        return [TopicPartition(TOPIC, p) for p in range(len(self.cluster.topics[TOPIC]))]
+
+    def position(self, tp):
+        """Where the stream (or, between streams, the group) stands in ``tp``."""
+        if self.stream is not None:
+            return self.stream.currentOffsets.get(tp)
+        return self.cluster.committed.get(("g", tp))
+
+    def lose(self, tp, keep):
+        """The log of ``tp`` keeps offsets below ``keep`` only."""
+        position = self.position(tp)
+        if position is not None and keep < position:
+            self.epoch[tp] += 1
+            self.stale.add(tp)
+            self.lost.add(tp)
+
+    @rule(p=st.integers(0, 3), n=st.integers(1, 6))
+    def produce(self, p, n):
+        tp = self.partitions()[p % len(self.partitions())]
+        position = self.position(tp)
+        if tp in self.stale and position is not None:
+            # A log that grew back past the position before the stream looked is the same,
+            # by offsets, as the log it replaced: nobody can tell (see the README).
+            n = min(n, position - self.cluster.log(tp).end - 1)
+        if n > 0:
+            self.cluster.produce(tp, n)
+            self.ids[tp].extend(next(self.fresh_ids) for _ in range(n))
+
+    @rule(p=st.integers(0, 3), keep=st.integers(0, 20))
+    def truncate(self, p, keep):
+        tp = self.partitions()[p % len(self.partitions())]
+        if keep < self.cluster.log(tp).end:
+            self.cluster.truncate(tp, keep)
+            del self.ids[tp][keep:]
+            self.lose(tp, keep)
+
+    @rule()
+    def recreate(self):
+        self.cluster.recreate(TOPIC)
+        for tp in self.partitions():
+            self.ids[tp] = []
+            self.lose(tp, 0)
+
+    @precondition(lambda self: len(self.cluster.topics[TOPIC]) < 4)
+    @rule()
+    def add_partition(self):
+        self.cluster.add_partitions(TOPIC, 1)
+        tp = self.partitions()[-1]
+        self.ids[tp], self.epoch[tp] = [], 0
+
+    def vanish_for_a_batch(self, gap):
+        """One metadata answer without the topic, or without its last partition."""
+        if gap == "topic":
+            self.cluster.hidden.add(TOPIC)
+        elif gap == "partition":
+            self.cluster.visible_partitions[TOPIC] = len(self.partitions()) - 1
+
+    # -- the stream -------------------------------------------------------------------------
+
+    def expect_typed_error(self, error):
+        """The error names a partition whose log lost offsets the stream had read."""
+        assert isinstance(error, DataLossError | ConfigurationError), error
+        tp = TopicPartition(error.topic, error.partition)
+        assert tp in self.lost, (error, self.lost)
+        if isinstance(error, DataLossError):
+            assert error.position > error.logEndOffset
+        self.broken = True
+
+    def new_stream(self, failOnDataLoss, strategy):
+        params = dict(PARAMS)
+        if strategy == "pattern":
+            chosen = ConsumerStrategies.SubscribePattern(TOPIC, params, groupManagement=False)
+        else:
+            chosen = ConsumerStrategies.Subscribe([TOPIC], params,
+                                                  groupManagement=strategy == "group")
+        conf = {**CONF, "spark.streaming.kafka.failOnDataLoss": str(failOnDataLoss).lower()}
+        return make_stream(self.cluster, chosen, conf)
+
+    @initialize(failOnDataLoss=st.booleans(),
+                strategy=st.sampled_from(["plain", "pattern", "group"]))
+    def start(self, failOnDataLoss, strategy):
+        self.failOnDataLoss, self.strategy = failOnDataLoss, strategy
+        self.stream = self.new_stream(failOnDataLoss, strategy)
+        self.stream.start()
+        self.commits_seen = len(self.cluster.commit_log)
+
+    def compute(self, time, commit):
+        """Compute batch ``time`` and read its records now, as its tasks would."""
+        try:
+            ranges = self.stream.compute(time)
+        except KafkaDirectError as error:
+            self.expect_typed_error(error)
+            return None
+        finally:
+            self.cluster.hidden.clear()
+            self.cluster.visible_partitions.clear()
+        listed = {tp for tp in self.partitions() if tp in self.stream.latestSeen}
+        self.stale -= listed
+        batch = Batch(time, {r.topicPartition(): (r.fromOffset, r.untilOffset) for r in ranges},
+                      {r.topicPartition(): self.epoch[r.topicPartition()] for r in ranges},
+                      commit)
+        for tp, (start, end) in batch.ranges.items():
+            assert end <= len(self.ids[tp]), (tp, start, end, len(self.ids[tp]))
+        batch.records = [(tp, self.epoch[tp], offset, self.ids[tp][offset])
+                         for tp, (start, end) in batch.ranges.items()
+                         for offset in range(start, end)]
+        self.batches.append(batch)
+        if commit:
+            on_job_thread(self.stream, time, lambda: self.stream.commitAsync(ranges))
+        return batch
+
+    def running(self):
+        return self.stream is not None and not self.broken
+
+    @precondition(lambda self: self.running() and all(b.state != "failed"
+                                                      for b in self.batches))
+    @rule(outcome=st.sampled_from(["ok", "ok", "failed", "pending"]), commit=st.booleans(),
+          gap=st.sampled_from([None, None, "topic", "partition"]))
+    def batch(self, outcome, commit, gap):
+        self.vanish_for_a_batch(gap)
+        batch = self.compute(next(self.times) * 1000, commit)
+        if batch is not None and outcome != "pending":
+            self.finish(batch, outcome)
+
+    @precondition(lambda self: self.running()
+                  and any(b.state == "pending" for b in self.batches))
+    @rule(index=st.integers(0, 5), ok=st.booleans())
+    def complete(self, index, ok):
+        pending = [b for b in self.batches if b.state == "pending"]
+        self.finish(pending[index % len(pending)], "ok" if ok else "failed")
+
+    def finish(self, batch, outcome):
+        batch.state = outcome
+        if outcome == "ok":
+            self.stream.onBatchCompleted(batch.time)
+            self.check_commits()
+            prefix = self.prefix()
+            if batch.commit and batch in prefix and prefix[-1] is batch:
+                committed = {tp: o for (_, tp), o in self.cluster.committed.items()}
+                for tp, (_, end) in batch.ranges.items():
+                    assert committed.get(tp) == end, (tp, committed, batch.ranges)
+
+    def prefix(self):
+        prefix = []
+        for batch in self.batches:
+            if batch.state != "ok":
+                break
+            prefix.append(batch)
+        return prefix
+
+    def frontier(self):
+        ends = {}
+        for batch in self.prefix():
+            ends.update({tp: end for tp, (_, end) in batch.ranges.items()})
+        return ends
+
+    def check_commits(self):
+        frontier = self.frontier()
+        for _, offsets in self.cluster.commit_log[self.commits_seen:]:
+            for tp, offset in offsets.items():
+                assert tp in frontier and offset <= frontier[tp], (tp, offset, frontier)
+        self.commits_seen = len(self.cluster.commit_log)
+
+    @precondition(lambda self: self.stream is not None)
+    @rule(fromCheckpoint=st.booleans())
+    def restart(self, fromCheckpoint):
+        old, batches = self.stream, self.batches
+        old.stop()
+        self.check_commits()
+        state = old.checkpointState()
+        self.stream, self.batches = None, []
+        if self.broken:
+            return
+        if fromCheckpoint:
+            # Batches that succeeded stay done; the others are regenerated, same ranges.
+            self.read.extend(r for b in batches if b.state == "ok" for r in b.records)
+            regenerate = [b for b in batches if b.state != "ok"]
+        else:
+            # The new stream reads again whatever the group's offsets do not cover.
+            committed = {tp: o for (_, tp), o in self.cluster.committed.items()}
+            self.read = [r for r in self.read + [r for b in self.prefix_of(batches)
+                                                 for r in b.records]
+                         if r[1] < self.epoch[r[0]] or r[2] < committed.get(r[0], 0)]
+            regenerate = []
+        if any(b.epochs[tp] != self.epoch[tp] for b in regenerate for tp in b.epochs):
+            return  # its tasks would fail on a log that is not the one it was computed on
+        self.cluster.hidden.clear()  # a gap lasts one metadata answer
+        self.cluster.visible_partitions.clear()
+        self.stream = self.new_stream(self.failOnDataLoss, self.strategy)
+        if fromCheckpoint:
+            self.stream.restoreCheckpointState(state)
+        try:
+            self.stream.start()
+        except KafkaDirectError as error:
+            self.expect_typed_error(error)
+            return
+        self.commits_seen = len(self.cluster.commit_log)
+        for old_batch in regenerate:
+            batch = self.compute(old_batch.time, commit=True)
+            assert batch is not None and batch.ranges == old_batch.ranges
+
+    @staticmethod
+    def prefix_of(batches):
+        prefix = []
+        for batch in batches:
+            if batch.state != "ok":
+                break
+            prefix.append(batch)
+        return prefix
+
+    # -- what must hold -----------------------------------------------------------------------
+
+    @invariant()
+    def successful_batches_read_each_offset_once_from_the_start(self):
+        # What earlier streams left done, with what this one read (pending batches may
+        # still succeed, failed ones are read again after a restart): each record at most
+        # once, and no offset of a log skipped.
+        records = self.read + [r for b in self.batches for r in b.records]
+        seen = set()
+        for tp, epoch, _, record in self.read + [r for b in self.batches if b.state != "failed"
+                                                 for r in b.records]:
+            assert (tp, epoch, record) not in seen, (tp, epoch, record)
+            seen.add((tp, epoch, record))
+        offsets = {}
+        for tp, epoch, offset, _ in records:
+            offsets.setdefault((tp, epoch), set()).add(offset)
+        for (tp, epoch), found in offsets.items():
+            assert found == set(range(len(found))), (tp, epoch, sorted(found))
+
+
+DirectStreamModel.TestCase.settings = settings(
+    max_examples=DEFAULT_EXAMPLES, stateful_step_count=30, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow])
+TestDirectStreamModel = DirectStreamModel.TestCase
+
+
+@pytest.mark.slow
+def test_direct_stream_model_many_examples():
+    run_state_machine_as_test(DirectStreamModel, settings=settings(
+        max_examples=int(os.environ.get("KAFKA_DIRECT_MODEL_EXAMPLES", "2000")),
+        stateful_step_count=60, deadline=None, suppress_health_check=list(HealthCheck)))
