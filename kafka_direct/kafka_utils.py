@@ -158,6 +158,8 @@ class KafkaUtils:
         keyDeserializer: Callable[[bytes], Any] | None = None,
         valueDeserializer: Callable[[bytes], Any] | None = None,
         messageHandler: Callable[[ConsumerRecord], Any] | None = None,
+        *,
+        checkpointId: str | None = None,
     ) -> Any:
         """A direct stream: one KafkaRDD per batch, one offset range per partition.
 
@@ -171,6 +173,9 @@ class KafkaUtils:
             keyDeserializer: Applied to key bytes on executors.
             valueDeserializer: Applied to value bytes on executors.
             messageHandler: Maps each ConsumerRecord to the RDD element.
+            checkpointId: A name that a checkpoint matches the stream's state by (see
+                ``DStream.setCheckpointId``). Default: the stream's topics / pattern /
+                partitions and group.id.
 
         Returns:
             A :class:`~kafka_direct.direct_kafka_input_dstream.DirectKafkaInputDStream`; its
@@ -178,9 +183,12 @@ class KafkaUtils:
         """
         from kafka_direct.direct_kafka_input_dstream import DirectKafkaInputDStream
 
-        return DirectKafkaInputDStream(ssc, locationStrategy, consumerStrategy,
-                                       perPartitionConfig, keyDeserializer, valueDeserializer,
-                                       messageHandler)
+        stream = DirectKafkaInputDStream(ssc, locationStrategy, consumerStrategy,
+                                         perPartitionConfig, keyDeserializer,
+                                         valueDeserializer, messageHandler)
+        if checkpointId is not None:
+            stream.setCheckpointId(checkpointId)
+        return stream
 
     @staticmethod
     def _kafkaRDD(sc: Any, ranges: list[OffsetRange], settings: ReadSettings,

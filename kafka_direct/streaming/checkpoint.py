@@ -6,6 +6,12 @@ such as Kafka offset ranges; for a stateful stream the files of its checkpointed
 recovery the application's setup function rebuilds the graph, and the checkpoint gives the
 streams their state back.
 
+Format 2 keys each stream's state by the stream's stable identity (see
+:mod:`kafka_direct.streaming.dstream_graph`), so the state finds its stream whatever order
+the rebuilt application creates streams in. Format 1 keyed it by creation order
+(``"<id>:<class>"``); such checkpoints are still read, but only by an application with the
+very same streams (``DStreamGraph.restoreCheckpointState``).
+
 Files are ``checkpoint-<time ms>`` in the checkpoint directory, written atomically: to a
 temporary file, then renamed over the target after the previous target became
 ``checkpoint-<time>.bk``. The newest ten checkpoints are kept. Reading takes the newest file
@@ -30,7 +36,9 @@ __all__ = ["Checkpoint", "CheckpointReader", "CheckpointWriter"]
 
 logger = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: Versions this code reads: 1 keyed stream state by creation order, 2 by stable identity.
+READABLE_VERSIONS = (1, 2)
 KEEP = 10
 _NAME = re.compile(r"^checkpoint-(\d+)(\.bk)?$")
 
@@ -44,8 +52,11 @@ class Checkpoint:
         batchDuration: The batch interval (ms).
         zeroTime: The graph's zero time (ms).
         pendingTimes: Batches generated but not completed when it was taken.
-        streams: Each stream's state, keyed ``"<id>:<class>"``.
+        streams: Each stream's state: in format 2 keyed by the stream's stable identity,
+            each ``{"class": <stream class>, "state": <its state>}``; in format 1 keyed
+            ``"<id>:<class>"`` (creation order), each the state itself.
         appName: Spark application name, for people.
+        formatVersion: The format of ``streams`` (written as ``version``).
     """
 
     checkpointTime: int
@@ -54,11 +65,12 @@ class Checkpoint:
     pendingTimes: tuple[int, ...] = ()
     streams: dict[str, Any] = field(default_factory=dict)
     appName: str = ""
+    formatVersion: int = FORMAT_VERSION
 
     def to_json(self) -> str:
         """The checkpoint as JSON text."""
         return json.dumps({
-            "version": FORMAT_VERSION, "checkpointTime": self.checkpointTime,
+            "version": self.formatVersion, "checkpointTime": self.checkpointTime,
             "batchDuration": self.batchDuration, "zeroTime": self.zeroTime,
             "pendingTimes": list(self.pendingTimes), "streams": self.streams,
             "appName": self.appName}, sort_keys=True)
@@ -71,11 +83,13 @@ class Checkpoint:
             ValueError: The text is not a checkpoint of a version this code reads.
         """
         data = json.loads(text)
-        if not isinstance(data, dict) or data.get("version") != FORMAT_VERSION:
-            raise ValueError(f"not a version {FORMAT_VERSION} checkpoint")
+        if not isinstance(data, dict) or data.get("version") not in READABLE_VERSIONS:
+            versions = " or ".join(map(str, READABLE_VERSIONS))
+            raise ValueError(f"not a checkpoint of version {versions}")
         return cls(int(data["checkpointTime"]), int(data["batchDuration"]),
                    int(data["zeroTime"]), tuple(int(t) for t in data.get("pendingTimes", [])),
-                   dict(data.get("streams", {})), str(data.get("appName", "")))
+                   dict(data.get("streams", {})), str(data.get("appName", "")),
+                   int(data["version"]))
 
 
 def checkpoint_files(directory: Path) -> list[Path]:

@@ -78,6 +78,7 @@ class DStream(DStreamOperators, WindowedOperators):
         self.restoredCheckpointFiles: dict[int, str] = {}
         self.graph: DStreamGraph | None = None
         self.creationSite = user_callsite()
+        self.checkpointId: str | None = None
         self._lock = threading.RLock()
 
     # -- the contract -------------------------------------------------------------------
@@ -263,6 +264,36 @@ class DStream(DStreamOperators, WindowedOperators):
         files = {int(t): str(f) for t, f in state.get("rdds", {}).items()}
         self.checkpointFiles = dict(files)
         self.restoredCheckpointFiles = dict(files)
+
+    def setCheckpointId(self, checkpointId: str) -> DStream:
+        """Name the stream for checkpoints: its state is matched to it by this name.
+
+        Without a name, a checkpoint matches an input stream's state by what the stream
+        reads (a Kafka stream: its topics, pattern or partitions and its group.id), and a
+        derived stream's state by its lineage (the operators between it and its inputs). A
+        name keeps the match through changes of those, e.g. a topic added to a Kafka stream
+        (whose restored offset ranges must still be of partitions it reads). Names are unique
+        per application.
+
+        Args:
+            checkpointId: A non-empty name, stable across runs of the application.
+
+        Returns:
+            This stream, for chaining.
+
+        Raises:
+            ConfigurationError: ``checkpointId`` is not a non-empty string.
+            StreamingStateError: The context has started already.
+        """
+        if not isinstance(checkpointId, str) or not checkpointId.strip():
+            raise ConfigurationError(
+                f"checkpointId must be a non-empty string, got {checkpointId!r}")
+        if self.ssc.state != "INITIALIZED":
+            raise StreamingStateError(
+                "setCheckpointId must be called before the context starts (it is "
+                f"{self.ssc.state})")
+        self.checkpointId = checkpointId
+        return self
 
     # -- registration -------------------------------------------------------------------
 

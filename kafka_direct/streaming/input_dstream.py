@@ -61,6 +61,18 @@ class InputDStream(DStream):
         """Name for people."""
         return f"{type(self).__name__} {self.inputStreamId}"
 
+    @property
+    def stableIdentity(self) -> str | None:
+        """What the stream reads, as text that is the same in every run of the application.
+
+        A checkpoint matches the stream's state by it (unless the stream was given a name
+        with :meth:`setCheckpointId`), so it must tell apart any two streams of one
+        application that read different data, and must not depend on creation order. None
+        (the default: queue and constant streams, which have no replayable source) matches
+        the stream by its position among the input streams of its class that have none.
+        """
+        return None
+
     def isTimeValid(self, time: int) -> bool:
         """Valid and not before the last valid time (input must never go backwards)."""
         if not super().isTimeValid(time):
