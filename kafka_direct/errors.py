@@ -215,10 +215,15 @@ class OffsetMismatchError(KafkaDirectError):
 
 
 class SinkWriteError(KafkaDirectError):
-    """Writing results into the database failed; the transaction was rolled back.
+    """Writing results into the database failed.
 
-    Nothing of the failed write is committed (rows nor offsets), so re-running it (a task
-    retry, a restarted job resuming from the store) neither loses nor duplicates records.
+    With ``outcome == "rolled back"`` nothing of the failed write is committed (rows nor
+    offsets), so re-running it (a task retry, a restarted job resuming from the store)
+    neither loses nor duplicates records. With ``outcome == "unknown"`` the connection broke
+    during COMMIT: the write may or may not be in the database. The offsets committed with
+    it (transactional sinks) or the unique key (idempotent sinks) still decide, on the
+    next run, whether its records are written again, so resume from the store; never
+    assume either way.
 
     Attributes:
         table: The target table (schema-qualified).
@@ -227,6 +232,7 @@ class SinkWriteError(KafkaDirectError):
         fromOffset: The range's start (None for a per-batch write).
         untilOffset: The range's end (None for a per-batch write).
         cause: The database driver's message (no connection string).
+        outcome: ``"rolled back"`` or ``"unknown"`` (a COMMIT whose answer was lost).
     """
 
     table: str
@@ -235,18 +241,24 @@ class SinkWriteError(KafkaDirectError):
     fromOffset: int | None
     untilOffset: int | None
     cause: str
+    outcome: str | None = None
 
 
 class OffsetStoreError(KafkaDirectError):
-    """An offset store could not be read or written (its database failed); nothing changed.
+    """An offset store could not be read or written (its database failed).
+
+    Nothing changed, unless ``outcome == "unknown"``: the connection broke during COMMIT,
+    and the stored offsets may or may not have moved; load them again before going on.
 
     Attributes:
         store: The store (its description, never a connection string).
         cause: The database driver's message.
+        outcome: ``"rolled back"`` or ``"unknown"`` where a commit was under way, else None.
     """
 
     store: str
     cause: str
+    outcome: str | None = None
 
 
 class GroupBusyError(KafkaDirectError):

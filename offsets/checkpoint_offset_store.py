@@ -28,7 +28,7 @@ from kafka_direct import (
     OffsetRange,
     TopicPartition,
 )
-from offsets.offset_store import OffsetStore, check_range
+from offsets.offset_store import OffsetStore, check_commit
 
 __all__ = ["CheckpointOffsetStore"]
 
@@ -127,15 +127,15 @@ class CheckpointOffsetStore(OffsetStore):
     def commit(self, group: str, offsetRanges: Sequence[OffsetRange]) -> None:
         """Advance every range, all or nothing.
 
+        Consecutive ranges of one partition are chained (see ``chain_ranges``).
+
         Raises:
-            OffsetMismatchError: A range neither continues nor repeats its stored offset
-                (nothing is written then).
+            OffsetMismatchError: A range neither continues nor repeats its stored offset,
+                or ranges of a partition do not chain (nothing is written then).
         """
         with self._locked(group):
             stored = self._read(group)
-            updated = dict(stored)
-            for r in offsetRanges:
-                if check_range(group, r, stored.get(r.topicPartition())):
-                    updated[r.topicPartition()] = r.untilOffset
-            if updated != stored:
-                self._write(group, updated)
+            pending = check_commit(group, offsetRanges, stored)
+            if pending:
+                self._write(group, {**stored, **{r.topicPartition(): r.untilOffset
+                                                 for r in pending}})

@@ -2,9 +2,12 @@
 
 * :func:`createDirectStreamFromStore`: a direct stream whose partitions start at the
   store's offsets (its driver does not join the Kafka group: see ``groupManagement``);
-  partitions the store does not know start per the strategy's policy
-  (``auto.offset.reset``, ``newPartitionOffsets``) and are seeded into the store with that
-  starting offset before their first batch is read, so a restart finds them there.
+  partitions the store does not know start at ``startingOffsets`` if given, else per the
+  strategy's policy (``startingTimestamp``, then ``auto.offset.reset`` at start and
+  ``newPartitionOffsets`` for partitions found while running), never at the Kafka group's
+  committed offsets: the store, not the group, says where the stream is. They are seeded
+  into the store with that starting offset before their first batch is read, so a restart
+  finds them there.
 * :func:`offsetRangesFromStore`: the ranges a ``createRDD`` job reads next, from the
   stored offsets to the current end of each partition (seeding unknown partitions the same
   way).
@@ -26,13 +29,81 @@ from kafka_direct import (
     OffsetRange,
     TopicPartition,
 )
-from kafka_direct.consumer_strategy import ConsumerStrategy
+from kafka_direct.consumer_strategy import Assign, ConsumerStrategy, Subscribe, SubscribePattern
 from kafka_direct.driver_consumer import DriverConsumer
 from offsets.offset_store import OffsetStore
 
 __all__ = ["createDirectStreamFromStore", "offsetRangesFromStore"]
 
 logger = logging.getLogger(__name__)
+
+
+def _fillStarts(strategy: ConsumerStrategy, driver: DriverConsumer,
+                partitions: set[TopicPartition], started: bool) -> set[TopicPartition]:
+    """Give each of ``partitions`` an explicit start, so the stream never asks the group.
+
+    The direct stream takes a partition's start from the strategy's ``offsets`` first and
+    falls back to the group's committed offset; filling ``offsets`` for each partition as it
+    appears (the store's offset, given ones, else the policy) keeps the group out.
+    """
+    missing = partitions - set(strategy.offsets)
+    if missing:
+        policy = strategy.newPartitionOffsets if started else strategy.resetPolicy
+        strategy.offsets.update(_policyOffsets(strategy, driver, missing, policy))
+    return partitions
+
+
+def _policyOffsets(strategy: ConsumerStrategy, driver: DriverConsumer,
+                   partitions: set[TopicPartition], policy: str) -> dict[TopicPartition, int]:
+    chosen: dict[TopicPartition, int] = {}
+    timestamps = {tp: ts for tp in partitions if (ts := strategy.timestampFor(tp)) is not None}
+    if timestamps:
+        chosen.update(driver.offsetsForTimes(timestamps))
+    rest = partitions - set(chosen)
+    if rest and policy == "none":
+        raise ConfigurationError(
+            f"the offset store has no offset for {sorted(str(tp) for tp in rest)} of group "
+            f"{strategy.groupId!r} and auto.offset.reset is none; seed the store or give "
+            "startingOffsets= (the Kafka group's commits are not used in store mode)")
+    if rest:
+        lookup = driver.earliestOffsets if policy == "earliest" else driver.latestOffsets
+        chosen.update(lookup(rest))
+        logger.info("partitions %s of group %s are new to the store: they start at their "
+                    "%s offsets", sorted(str(tp) for tp in rest), strategy.groupId, policy)
+    return chosen
+
+
+class _StoreSubscribe(Subscribe):
+    """``Subscribe`` : partitions new to the store start per policy, not per the group."""
+
+    _started = False
+
+    def topicPartitions(self, driver: DriverConsumer) -> set[TopicPartition]:
+        partitions = _fillStarts(self, driver, super().topicPartitions(driver), self._started)
+        self._started = self._started or bool(partitions)
+        return partitions
+
+
+class _StoreSubscribePattern(SubscribePattern):
+    """``SubscribePattern`` : partitions new to the store start per policy, not per the group."""
+
+    _started = False
+
+    def topicPartitions(self, driver: DriverConsumer) -> set[TopicPartition]:
+        partitions = _fillStarts(self, driver, super().topicPartitions(driver), self._started)
+        self._started = self._started or bool(partitions)
+        return partitions
+
+
+class _StoreAssign(Assign):
+    """``Assign`` : partitions new to the store start per policy, not per the group."""
+
+    _started = False
+
+    def topicPartitions(self, driver: DriverConsumer) -> set[TopicPartition]:
+        partitions = _fillStarts(self, driver, super().topicPartitions(driver), self._started)
+        self._started = self._started or bool(partitions)
+        return partitions
 
 
 def _strategy(store: OffsetStore, group: str, kafkaParams: Mapping[str, Any],
@@ -51,15 +122,14 @@ def _strategy(store: OffsetStore, group: str, kafkaParams: Mapping[str, Any],
     if topics is not None:
         names = [topics] if isinstance(topics, str) else list(topics)
         offsets = {**startingOffsets, **store.load(group, names)}
-        return ConsumerStrategies.Subscribe(names, params, offsets, **options)
+        return _StoreSubscribe(names, params, offsets, **options)
     if pattern is not None:
         offsets = {**startingOffsets, **store.load(group)}
-        return ConsumerStrategies.SubscribePattern(pattern, params, offsets, **options)
+        return _StoreSubscribePattern(pattern, params, offsets, **options)
     partitions = list(topicPartitions or ())
     offsets = {**startingOffsets, **store.load(group, {tp.topic for tp in partitions})}
-    return ConsumerStrategies.Assign(partitions, params,
-                                     {tp: o for tp, o in offsets.items() if tp in partitions},
-                                     **options)
+    return _StoreAssign(partitions, params,
+                        {tp: o for tp, o in offsets.items() if tp in partitions}, **options)
 
 
 def createDirectStreamFromStore(
@@ -77,7 +147,7 @@ def createDirectStreamFromStore(
         store: Where the group's offsets are (``PostgresOffsetStore``, ...).
         group: The consumer group (``group.id`` is set to it).
         kafkaParams: librdkafka properties; ``auto.offset.reset`` decides where partitions
-            unknown to the store start.
+            unknown to the store start (the group's committed offsets are never used).
         topics: Subscribe to these topics, or
         pattern: subscribe to the topics matching this regular expression, or
         topicPartitions: read these partitions (``Assign``).

@@ -15,7 +15,7 @@ from typing import Any
 from kafka_direct import OffsetRange, TopicPartition
 from kafka_direct.driver_consumer import DriverConsumer
 from kafka_direct.kafka_params import validate_params
-from offsets.offset_store import OffsetStore, check_range
+from offsets.offset_store import OffsetStore, chain_ranges, check_commit
 
 __all__ = ["KafkaOffsetStore"]
 
@@ -59,13 +59,21 @@ class KafkaOffsetStore(OffsetStore):
             client.close()
 
     def commit(self, group: str, offsetRanges: Sequence[OffsetRange]) -> None:
-        """Commit the ranges' ends after checking they continue the committed offsets."""
+        """Commit the ranges' ends after checking they continue the committed offsets.
+
+        Consecutive ranges of one partition are chained (see ``chain_ranges``); a repeated
+        commit sends nothing.
+
+        Raises:
+            OffsetMismatchError: A range neither continues nor repeats the committed offset,
+                or ranges of a partition do not chain; nothing is committed then.
+        """
+        ranges = chain_ranges(group, offsetRanges)  # before any request: bad input fails fast
         client = self._client(group)
         try:
-            ranges = list(offsetRanges)
             committed = client.committed(r.topicPartition() for r in ranges)
-            for r in ranges:
-                check_range(group, r, committed.get(r.topicPartition()))
-            client.commit({r.topicPartition(): r.untilOffset for r in ranges})
+            pending = check_commit(group, ranges, committed)
+            if pending:
+                client.commit({r.topicPartition(): r.untilOffset for r in pending})
         finally:
             client.close()

@@ -9,6 +9,12 @@ Contract, for every store:
   already at ``untilOffset`` and changes nothing. Any other stored offset is a gap or an
   overlap: :class:`~kafka_direct.errors.OffsetMismatchError`, and nothing of the commit is
   written (transactional stores) — records are neither lost nor counted twice.
+* One commit may carry several ranges of one partition (e.g. ``[0, 10)`` and ``[10, 20)``):
+  consecutive ones are chained into one range (claim 0, store 20), in any order; ranges of a
+  partition that do not chain (a hole or an overlap between them) are an
+  :class:`~kafka_direct.errors.OffsetMismatchError` and nothing of the commit is written.
+  Every store plans a commit with :func:`chain_ranges` and :func:`check_commit`, so they all
+  agree.
 * ``load`` returns the stored offsets; partitions the store has never seen are absent, so a
   stream starts them by its own policy (and ``seed`` records where they started).
 """
@@ -20,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from kafka_direct import OffsetMismatchError, OffsetRange, TopicPartition
 
-__all__ = ["OffsetStore", "check_range"]
+__all__ = ["OffsetStore", "chain_ranges", "check_commit", "check_range"]
 
 
 def check_range(group: str, offsetRange: OffsetRange, stored: int | None) -> bool:
@@ -54,6 +60,60 @@ def check_range(group: str, offsetRange: OffsetRange, stored: int | None) -> boo
         untilOffset=offsetRange.untilOffset)
 
 
+def chain_ranges(group: str, offsetRanges: Iterable[OffsetRange]) -> list[OffsetRange]:
+    """One range per partition: each partition's ranges chained end to start.
+
+    Returns:
+        The chained ranges, sorted by (topic, partition) (the order stores lock rows in).
+
+    Raises:
+        OffsetMismatchError: Two ranges of a partition do not chain (a hole or an overlap
+            between them); ``stored`` is then the end of the chain so far.
+    """
+    byPartition: dict[TopicPartition, list[OffsetRange]] = {}
+    for r in offsetRanges:
+        byPartition.setdefault(r.topicPartition(), []).append(r)
+    chained = []
+    for tp in sorted(byPartition):
+        parts = sorted(byPartition[tp], key=lambda r: (r.fromOffset, r.untilOffset))
+        start, end = parts[0].fromOffset, parts[0].untilOffset
+        for r in parts[1:]:
+            if r.fromOffset != end:
+                what = "a hole" if r.fromOffset > end else "an overlap"
+                raise OffsetMismatchError(
+                    f"cannot commit [{r.fromOffset}, {r.untilOffset}) of {tp} for group "
+                    f"{group!r} with [{start}, {end}) in the same commit: {what} between "
+                    f"them; ranges of one partition in one commit must follow each other",
+                    group=group, topic=tp.topic, partition=tp.partition, stored=end,
+                    fromOffset=r.fromOffset, untilOffset=r.untilOffset)
+            end = r.untilOffset
+        chained.append(OffsetRange(tp.topic, tp.partition, start, end))
+    return chained
+
+
+def check_commit(group: str, offsetRanges: Iterable[OffsetRange],
+                 stored: Mapping[TopicPartition, int]) -> list[OffsetRange]:
+    """The chained ranges of a commit that advance their partition, all checked first.
+
+    Args:
+        group: The consumer group (for errors).
+        offsetRanges: The commit's ranges (several per partition allowed, see
+            :func:`chain_ranges`).
+        stored: The stored next offsets (partitions absent: none stored).
+
+    Returns:
+        The chained ranges to apply (stored offset == ``fromOffset``, not empty); ranges
+        applied before are left out.
+
+    Raises:
+        OffsetMismatchError: A partition's chain neither continues nor repeats its stored
+            offset, or the ranges of a partition do not chain; raised before anything is
+            applied, so the caller writes nothing.
+    """
+    return [r for r in chain_ranges(group, offsetRanges)
+            if check_range(group, r, stored.get(r.topicPartition()))]
+
+
 class OffsetStore(ABC):
     """Next offsets to read, per consumer group and topic-partition."""
 
@@ -71,9 +131,24 @@ class OffsetStore(ABC):
 
     @abstractmethod
     def commit(self, group: str, offsetRanges: Sequence[OffsetRange]) -> None:
-        """Advance each range's partition from ``fromOffset`` to ``untilOffset``.
+        """Advance each range's partition from ``fromOffset`` to ``untilOffset``, all or nothing.
+
+        Consecutive ranges of one partition are chained (see :func:`chain_ranges`).
 
         Raises:
-            OffsetMismatchError: A stored offset is neither ``fromOffset`` nor
-                ``untilOffset`` (or is missing).
+            OffsetMismatchError: A stored offset is neither the chain's ``fromOffset`` nor
+                its ``untilOffset`` (or is missing), or ranges of a partition do not chain;
+                nothing is committed then.
         """
+
+    def verifyLock(self, group: str) -> int | None:
+        """Before writing: check that this job still holds ``group``, if the store locks groups.
+
+        Returns:
+            A fencing generation for stores that lock groups, else None (the default: the
+            store has no group locks).
+
+        Raises:
+            GroupBusyError: The job's lock was lost to another job.
+        """
+        return None

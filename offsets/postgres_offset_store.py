@@ -9,6 +9,19 @@ the same partition wait for each other; the one that comes second finds the offs
 its range is already applied (a duplicate, which writes nothing) or it is an
 :class:`~kafka_direct.errors.OffsetMismatchError`.
 
+:meth:`PostgresOffsetStore.lockGroup` keeps a second job of the group out, and keeps
+holding on: a job whose lock was lost (PostgreSQL restarted, its session was terminated)
+finds out before its next write (:meth:`PostgresOffsetStore.verifyLock`, which the sinks
+call per batch) and either takes the lock again, when no other job held it in between, or
+stops with :class:`~kafka_direct.errors.GroupBusyError`. Each taking of the lock bumps the
+group's *generation* in ``<table>_locks``; writers fence their transactions with it, so
+once a second job holds the group, no transaction of the first one commits.
+
+A COMMIT that fails because the connection broke has an unknown outcome (the server may
+have committed before the answer was lost): :class:`CommitOutcomeUnknownError` says so, and the
+callers report it as such, never as "rolled back". A retry is exactly-once either way: the
+offset check finds the range applied (skip) or not (write).
+
 Identifiers are always quoted with ``psycopg2.sql``; connection strings never appear in logs
 or errors.
 """
@@ -18,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -28,9 +42,15 @@ from kafka_direct import (
     OffsetStoreError,
     TopicPartition,
 )
-from offsets.offset_store import OffsetStore, check_range
+from offsets.offset_store import OffsetStore, chain_ranges, check_range
 
-__all__ = ["PostgresOffsetStore", "describe_database_error"]
+__all__ = [
+    "CommitOutcomeUnknownError",
+    "GroupLock",
+    "PostgresOffsetStore",
+    "commit_or_unknown",
+    "describe_database_error",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +61,167 @@ _SECRET = re.compile(r"(password\s*=\s*)(\S+)", re.IGNORECASE)
 def describe_database_error(error: BaseException) -> str:
     """A database driver error on one line, any password in it masked."""
     return _SECRET.sub(r"\1***", " ".join(str(error).split())) or type(error).__name__
+
+
+class CommitOutcomeUnknownError(Exception):
+    """COMMIT failed without a clear answer: the transaction may or may not have committed.
+
+    Internal: callers turn it into the typed error of their layer (``SinkWriteError`` or
+    ``OffsetStoreError`` with ``outcome="unknown"``).
+
+    Attributes:
+        cause: The database driver's message (no connection string).
+    """
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(cause)
+        self.cause = cause
+
+
+def commit_or_unknown(connection: Any) -> None:
+    """``connection.commit()``, a failure of unknown outcome raised as CommitOutcomeUnknownError.
+
+    The outcome is known (rolled back) only when the server answered the COMMIT with an
+    error and the session lives on (a deferred constraint, a serialization failure). A
+    broken connection, or a server that is going away (SQLSTATE classes 08 and 57), may
+    have written the commit record before the answer was lost.
+
+    Raises:
+        CommitOutcomeUnknownError: See above.
+        psycopg2.Error: The server refused the commit; it was rolled back.
+    """
+    import psycopg2
+
+    try:
+        connection.commit()
+    except psycopg2.Error as error:
+        code = getattr(error, "pgcode", None) or ""
+        if code and not code.startswith(("08", "57")) and not connection.closed:
+            raise
+        raise CommitOutcomeUnknownError(describe_database_error(error)) from error
+
+
+# Group locks this process holds, by (store identity, group): sinks and stores built apart
+# from the one that took the lock (same database and table) find and verify it.
+_held: dict[tuple[Any, ...], GroupLock] = {}
+_held_mutex = threading.Lock()
+
+
+class GroupLock:
+    """A held consumer-group lock (see :meth:`PostgresOffsetStore.lockGroup`).
+
+    Attributes:
+        group: The consumer group.
+        generation: This job's generation of the group (bumped by every job taking it);
+            transactions fenced with it fail once another job has taken the group.
+    """
+
+    def __init__(self, store: PostgresOffsetStore, group: str) -> None:
+        self.store = store
+        self.group = group
+        self.generation = 0
+        self._connection: Any = None
+        self._mutex = threading.Lock()
+        self.released = False
+
+    def __repr__(self) -> str:
+        return f"GroupLock({self.group!r}, generation={self.generation}, store={self.store!r})"
+
+    def _take(self, first: bool) -> None:
+        """Take the advisory lock on a new session; bump or check the generation."""
+        import psycopg2
+        from psycopg2 import sql
+
+        store, group = self.store, self.group
+        connection = None
+        try:
+            connection = store.connect()
+            connection.autocommit = True
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))",
+                               (_LOCK_SPACE, f"{store.schema}.{store.table}/{group}"))
+                held = bool(cursor.fetchone()[0])
+                if not held:
+                    raise GroupBusyError(
+                        f"consumer group {group!r} is held by another running job (its lock "
+                        f"in {store.schema}.{store.table}'s database)"
+                        + ("" if first else ", after this job's lock was lost (its database "
+                           "session ended); this job stops so that two jobs never write the "
+                           "group at once")
+                        + "; stop that job or use another group", group=group)
+                if first:
+                    # Under the advisory lock: no other job bumps the generation meanwhile.
+                    cursor.execute(sql.SQL(
+                        "INSERT INTO {} AS l (group_id, generation) VALUES (%s, 1) "
+                        "ON CONFLICT (group_id) DO UPDATE SET generation = l.generation + 1, "
+                        "taken_at = now() RETURNING generation").format(store._locks()),
+                        (group,))
+                    self.generation = int(cursor.fetchone()[0])
+                else:
+                    cursor.execute(sql.SQL("SELECT generation FROM {} WHERE group_id = %s"
+                                           ).format(store._locks()), (group,))
+                    row = cursor.fetchone()
+                    now = None if row is None else int(row[0])
+                    if now != self.generation:
+                        raise GroupBusyError(
+                            f"consumer group {group!r} was taken by another job while this "
+                            f"job's lock was lost (generation {self.generation}, now {now}); "
+                            "this job stops: restart it to resume from the stored offsets",
+                            group=group)
+        except psycopg2.Error as error:
+            if connection is not None:
+                connection.close()
+            cause = describe_database_error(error)
+            raise OffsetStoreError(
+                f"taking consumer group {group!r} in {store!r} "
+                + ("" if first else "again, after its lock was lost, ") + f"failed: {cause}",
+                store=repr(store), cause=cause) from error
+        except BaseException:
+            if connection is not None:
+                connection.close()
+            raise
+        self._connection = connection
+
+    def verify(self) -> int:
+        """Make sure the lock is still held, or take it again; returns the generation.
+
+        A live session still holds its advisory lock. A broken one (PostgreSQL restarted,
+        the session was terminated) lost it: the lock is taken again on a new session if
+        the group's generation shows no other job took it in between.
+
+        Raises:
+            GroupBusyError: Another job holds the group now, or held it in between.
+            OffsetStoreError: The lock was lost and the database does not answer.
+        """
+        import psycopg2
+
+        with self._mutex:
+            if self.released:
+                raise GroupBusyError(f"the lock of consumer group {self.group!r} was "
+                                     "released: this job no longer holds the group",
+                                     group=self.group)
+            try:
+                with self._connection.cursor() as cursor:
+                    cursor.execute("SELECT 1")
+                    cursor.fetchone()
+                return self.generation
+            except psycopg2.Error as error:
+                logger.warning("the lock of consumer group %r was lost (%s); taking it again",
+                               self.group, describe_database_error(error))
+            with contextlib.suppress(Exception):
+                self._connection.close()
+            self._take(first=False)
+            logger.info("holding consumer group %r again (generation %d)", self.group,
+                        self.generation)
+            return self.generation
+
+    def release(self) -> None:
+        """Let go of the group (ends the lock's session)."""
+        with self._mutex:
+            self.released = True
+            if self._connection is not None:
+                with contextlib.suppress(Exception):
+                    self._connection.close()
 
 
 class PostgresOffsetStore(OffsetStore):
@@ -96,6 +277,9 @@ class PostgresOffsetStore(OffsetStore):
                     "next_offset bigint NOT NULL CHECK (next_offset >= 0), "
                     "updated_at timestamptz NOT NULL DEFAULT now(), "
                     "PRIMARY KEY (group_id, topic, kafka_partition))").format(self._identifier()),
+            sql.SQL("CREATE TABLE IF NOT EXISTS {} (group_id text PRIMARY KEY, "
+                    "generation bigint NOT NULL, "
+                    "taken_at timestamptz NOT NULL DEFAULT now())").format(self._locks()),
         ]
         if cursor is not None:
             for statement in statements:
@@ -106,15 +290,36 @@ class PostgresOffsetStore(OffsetStore):
                     own.execute(statement)
         self._ready = True
 
+    def _locks(self) -> Any:
+        from psycopg2 import sql
+
+        return sql.Identifier(self.schema, f"{self.table}_locks")
+
+    def _key(self, group: str) -> tuple[Any, ...]:
+        return (self._dsn if self._connect is None else id(self._connect), self.schema,
+                self.table, group)
+
     @contextlib.contextmanager
     def transaction(self, statementTimeoutMs: int | None = None) -> Iterator[Any]:
-        """A cursor in a transaction of its own: committed on success, else rolled back."""
+        """A cursor in a transaction of its own: committed on success, else rolled back.
+
+        Raises:
+            CommitOutcomeUnknownError: The COMMIT failed with the connection: it may have
+                committed.
+        """
         connection = self.connect()
         try:
-            with connection, connection.cursor() as cursor:
-                if statementTimeoutMs:
-                    cursor.execute("SET LOCAL statement_timeout = %s", (int(statementTimeoutMs),))
-                yield cursor
+            try:
+                with connection.cursor() as cursor:
+                    if statementTimeoutMs:
+                        cursor.execute("SET LOCAL statement_timeout = %s",
+                                       (int(statementTimeoutMs),))
+                    yield cursor
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    connection.rollback()
+                raise
+            commit_or_unknown(connection)
         finally:
             connection.close()
 
@@ -126,15 +331,21 @@ class PostgresOffsetStore(OffsetStore):
         try:
             with self.transaction() as cursor:
                 yield cursor
+        except CommitOutcomeUnknownError as unknown:
+            raise OffsetStoreError(
+                f"{what} in {self!r}: the connection broke during COMMIT ({unknown.cause}), "
+                "so the change may or may not have been committed. load() tells; running "
+                "the same commit again is safe (a commit already applied changes nothing)",
+                store=repr(self), cause=unknown.cause, outcome="unknown") from unknown
         except psycopg2.Error as error:
             cause = describe_database_error(error)
             raise OffsetStoreError(
                 f"{what} in {self!r} failed and changed nothing: {cause}. Run again once "
                 "the database answers; the stored offsets are as they were",
-                store=repr(self), cause=cause) from error
+                store=repr(self), cause=cause, outcome="rolled back") from error
 
     @contextlib.contextmanager
-    def lockGroup(self, group: str) -> Iterator[None]:
+    def lockGroup(self, group: str) -> Iterator[GroupLock]:
         """Hold ``group`` for one running job, or fail at once if another job holds it.
 
         A session-level advisory lock on a connection of its own, held while the block runs.
@@ -142,40 +353,75 @@ class PostgresOffsetStore(OffsetStore):
         restarted job can take it straight away. Row locks keep commits safe without it;
         the lock makes a second job fail before it reads or writes anything.
 
+        The session can end under a running job (PostgreSQL restarted, the session was
+        terminated): :meth:`verifyLock`, which the sinks and :meth:`commit` call before
+        writing, notices, and takes the lock again only if no other job took the group in
+        between (its generation is unchanged); otherwise the job stops with
+        :class:`GroupBusyError`.
+
+        Yields:
+            The held :class:`GroupLock`.
+
         Raises:
             GroupBusyError: Another session holds the group's lock.
             OffsetStoreError: The database did not answer.
         """
-        import psycopg2
-
-        connection = None
+        self._ensure()
+        lock = GroupLock(self, group)
+        lock._take(first=True)
+        key = self._key(group)
+        with _held_mutex:
+            _held[key] = lock
         try:
-            connection = self.connect()
-            connection.autocommit = True
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))",
-                               (_LOCK_SPACE, f"{self.schema}.{self.table}/{group}"))
-                held = bool(cursor.fetchone()[0])
-            if not held:
-                raise GroupBusyError(
-                    f"consumer group {group!r} is held by another running job (its lock in "
-                    f"{self.schema}.{self.table}'s database); stop that job or use another "
-                    "group", group=group)
-        except psycopg2.Error as error:
-            if connection is not None:
-                connection.close()
-            cause = describe_database_error(error)
-            raise OffsetStoreError(f"taking consumer group {group!r} in {self!r} failed: "
-                                   f"{cause}", store=repr(self), cause=cause) from error
-        except BaseException:
-            if connection is not None:
-                connection.close()
-            raise
-        try:
-            logger.info("holding consumer group %r", group)
-            yield
+            logger.info("holding consumer group %r (generation %d)", group, lock.generation)
+            yield lock
         finally:
-            connection.close()  # ends the session, which releases the lock
+            with _held_mutex:
+                if _held.get(key) is lock:
+                    del _held[key]
+            lock.release()  # ends the session, which releases the lock
+
+    def heldLock(self, group: str) -> GroupLock | None:
+        """The lock of ``group`` this process holds in this store's table, if any."""
+        with _held_mutex:
+            return _held.get(self._key(group))
+
+    def verifyLock(self, group: str) -> int | None:
+        """Before writing: check the group's lock if this process holds one.
+
+        Returns:
+            The lock's generation (to fence transactions with), or None when this process
+            holds no lock of the group (nothing to check).
+
+        Raises:
+            GroupBusyError: The lock was lost and another job holds or held the group.
+            OffsetStoreError: The lock was lost and the database does not answer.
+        """
+        lock = self.heldLock(group)
+        return None if lock is None else lock.verify()
+
+    def fence(self, cursor: Any, group: str, generation: int | None) -> None:
+        """In the caller's transaction: fail unless ``generation`` still holds the group.
+
+        ``FOR SHARE`` makes a job taking the group (which bumps the generation) wait for
+        this transaction, and this transaction fail once it has: two jobs never commit
+        writes of one group side by side.
+
+        Raises:
+            GroupBusyError: Another job took the group.
+        """
+        if generation is None:
+            return
+        from psycopg2 import sql
+
+        cursor.execute(sql.SQL("SELECT generation FROM {} WHERE group_id = %s FOR SHARE"
+                               ).format(self._locks()), (group,))
+        row = cursor.fetchone()
+        now = None if row is None else int(row[0])
+        if now != generation:
+            raise GroupBusyError(
+                f"consumer group {group!r} was taken by another job (generation {generation}, "
+                f"now {now}); this job's write was rolled back and it stops", group=group)
 
     def _ensure(self, cursor: Any = None) -> None:
         if not self._ready:
@@ -253,15 +499,23 @@ class PostgresOffsetStore(OffsetStore):
                cursor: Any = None) -> None:
         """Advance every range, all or nothing (in ``cursor``'s transaction if given).
 
+        Consecutive ranges of one partition are chained (see ``chain_ranges``). In a
+        transaction of its own, the group's lock is verified first if this process holds
+        it (see :meth:`lockGroup`).
+
         Raises:
-            OffsetMismatchError: A range does not continue from its stored offset.
+            OffsetMismatchError: A range does not continue from its stored offset, or ranges
+                of a partition do not chain.
+            GroupBusyError: This job's lock of the group was lost to another job.
         """
-        ranges = sorted(offsetRanges, key=lambda r: (r.topic, r.partition))  # lock order
+        ranges = chain_ranges(group, offsetRanges)  # sorted: the lock order
         if cursor is not None:
             self._apply(cursor, group, ranges)
             return
+        generation = self.verifyLock(group)
         self._ensure()
         with self._own("committing offsets") as own:
+            self.fence(own, group, generation)
             self._apply(own, group, ranges)
 
     def _apply(self, cursor: Any, group: str, ranges: Sequence[OffsetRange]) -> None:

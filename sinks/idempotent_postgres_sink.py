@@ -6,6 +6,20 @@ are committed afterwards, to an offset store or to the stream's Kafka group: a c
 the two re-delivers records already written, and the unique key turns the second write into
 a no-op. At-least-once delivery, effectively once in the table.
 
+Records sharing a key within one range (a changelog topic) are reduced to one row per key
+before the upsert: with ``DO NOTHING`` the first of them (lowest offset), with ``DO UPDATE``
+the last (highest offset), so "latest" follows the partition's order. Kafka orders records
+within a partition only: when one key appears in several partitions of a batch, each
+partition's range is its own transaction, and the value of the transaction that commits
+last stays (batches themselves are written in order).
+
+The temporary table holds only the columns the rows provide, so the target's own defaults,
+identity and serial columns fill the others.
+
+With an offset store, the ranges are checked against the stored offsets *before* anything
+is written: a gap or an overlap raises :class:`~kafka_direct.errors.OffsetMismatchError`
+and writes nothing. The store checks again when it commits.
+
 Choose it when rows have a natural unique key and writing twice is harmless; choose
 ``TransactionalPostgresSink`` when the results must move with the offsets (aggregates,
 appends without a key).
@@ -19,9 +33,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_direct import CanCommitOffsets, ConfigurationError
+from kafka_direct import CanCommitOffsets, ConfigurationError, OffsetRange
 from kafka_direct.task_errors import carry_errors, typed_errors
-from offsets.offset_store import OffsetStore
+from offsets.offset_store import OffsetStore, check_commit
 from sinks.postgres_writer import (
     KafkaRDDSink,
     copy_rows,
@@ -35,6 +49,8 @@ __all__ = ["IdempotentPostgresSink"]
 logger = logging.getLogger(__name__)
 
 DEFAULT_KEY = ("topic", "kafka_partition", "kafka_offset")
+_STAGE = "kafka_direct_upsert"
+_ORDINAL = "kafka_direct_ordinal"  # a record's place in its range, which is offset order
 
 
 @dataclass(frozen=True)
@@ -69,20 +85,39 @@ class _Upserter:
                 for c in others)
         else:
             action = sql.SQL("DO NOTHING")
-        return sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {} ON CONFLICT ({}) ").format(
-            sql.Identifier(self.schema, self.table), columns, columns,
-            sql.Identifier("kafka_direct_upsert"), keys) + action
+        # One row per key: ON CONFLICT cannot touch a row twice in one statement, and the
+        # row that stays must be the partition's latest (update) or first (nothing) record.
+        # Rows with a NULL in the key never conflict, so all of them go in, as before.
+        order = sql.SQL("DESC" if self.update else "ASC")
+        anyNull = sql.SQL(" OR ").join(sql.SQL("{} IS NULL").format(sql.Identifier(c))
+                                       for c in self.keyColumns)
+        return sql.SQL(
+            "INSERT INTO {} ({}) SELECT {} FROM (SELECT *, row_number() OVER "
+            "(PARTITION BY {} ORDER BY {} {}) AS kafka_direct_rank FROM {}) AS ranked "
+            "WHERE kafka_direct_rank = 1 OR {} ON CONFLICT ({}) ").format(
+            sql.Identifier(self.schema, self.table), columns, columns, keys,
+            sql.Identifier(_ORDINAL), order, sql.Identifier(_STAGE), anyNull, keys) + action
+
+    def _stage(self) -> Any:
+        from psycopg2 import sql
+
+        # Only the columns the rows provide, with the target's types: the target's
+        # defaults, identity and serial columns then fill the rest on INSERT.
+        return sql.SQL(
+            "CREATE TEMP TABLE {} ON COMMIT DROP AS SELECT {}, 0::bigint AS {} FROM {} "
+            "WITH NO DATA").format(
+            sql.Identifier(_STAGE), sql.SQL(", ").join(sql.Identifier(c) for c in self.columns),
+            sql.Identifier(_ORDINAL), sql.Identifier(self.schema, self.table))
 
     def _write(self, index: int, records: Iterator[Any]) -> Iterator[tuple[int, int]]:
         from psycopg2 import sql
 
         with database_errors(f"{self.schema}.{self.table}", self.ranges[index]), \
                 worker_transaction(self.dsn, self.statementTimeoutMs) as cursor:
-            cursor.execute(sql.SQL(
-                "CREATE TEMP TABLE kafka_direct_upsert (LIKE {} INCLUDING DEFAULTS) "
-                "ON COMMIT DROP").format(sql.Identifier(self.schema, self.table)))
-            copied = copy_rows(cursor, sql.Identifier("kafka_direct_upsert"),
-                               self.columns, (self.row(r) for r in records))
+            cursor.execute(self._stage())
+            rows = ((*self.row(r), ordinal) for ordinal, r in enumerate(records))
+            copied = copy_rows(cursor, sql.Identifier(_STAGE), (*self.columns, _ORDINAL),
+                               rows)
             cursor.execute(self._statement())
             inserted = cursor.rowcount
         yield (copied, inserted)
@@ -100,6 +135,7 @@ class IdempotentPostgresSink(KafkaRDDSink):
         onConflict: ``"nothing"`` keeps the first write; ``"update"`` takes the new values.
         schema: Schema of ``table``.
         offsetStore: Where to commit offsets after the write (with ``group``), or None.
+            The batch's ranges are checked against it before anything is written.
         group: Consumer group for ``offsetStore``.
         stream: A direct stream to ``commitAsync`` the ranges to instead (its Kafka group).
         statementTimeoutMs: ``statement_timeout`` of the writing transactions.
@@ -130,17 +166,22 @@ class IdempotentPostgresSink(KafkaRDDSink):
         return f"IdempotentPostgresSink({self._upserter.schema}.{self._upserter.table})"
 
     def write(self, rdd: Any) -> dict[str, int]:
-        """Upsert the RDD's records, then commit its offsets; returns row counts."""
+        """Upsert the RDD's records, then commit its offsets; returns row counts.
+
+        Raises:
+            OffsetMismatchError: With an offset store, a range neither continues nor repeats
+                its partition's stored offset; checked before writing, so nothing is written.
+            SinkWriteError: The database failed; see its ``outcome``.
+        """
         offsetRanges = self.offsetRangesOf(rdd)
         if not any(r.count() for r in offsetRanges):
             return {"rows": 0, "upserted": 0}  # an idle batch needs no Spark job
+        if self.offsetStore is not None and self.group:
+            self._checkStored(self.offsetStore, self.group, offsetRanges)
         with typed_errors():
             upserter = dataclasses.replace(self._upserter, ranges=tuple(offsetRanges))
             outcomes = rdd.mapPartitionsWithIndex(upserter).collect()
         if self.offsetStore is not None and self.group:
-            # Partitions new to the store start where this batch starts.
-            self.offsetStore.seed(self.group, {r.topicPartition(): r.fromOffset
-                                               for r in offsetRanges})
             self.offsetStore.commit(self.group, offsetRanges)
         if self.stream is not None:
             self.stream.commitAsync(offsetRanges)
@@ -148,3 +189,12 @@ class IdempotentPostgresSink(KafkaRDDSink):
         inserted = sum(i for _, i in outcomes)
         logger.info("%r received %d rows, %d new or updated", self, copied, inserted)
         return {"rows": copied, "upserted": inserted}
+
+    def _checkStored(self, store: OffsetStore, group: str,
+                     offsetRanges: Sequence[OffsetRange]) -> None:
+        """Refuse a batch that does not fit the stored offsets before it is written."""
+        store.verifyLock(group)  # a job that lost its group's lock stops before writing
+        # Partitions new to the store start where this batch starts.
+        store.seed(group, {r.topicPartition(): r.fromOffset for r in offsetRanges})
+        stored = store.load(group, sorted({r.topic for r in offsetRanges}))
+        check_commit(group, offsetRanges, stored)

@@ -111,14 +111,30 @@ def worker_transaction(dsn: str, statementTimeoutMs: int | None = None) -> Itera
 
     The transaction commits when the block ends and rolls back when it raises; a broken
     connection is dropped so the next task connects afresh.
+
+    Raises:
+        CommitOutcomeUnknownError: The COMMIT failed with the connection: it may have
+            committed (see :func:`database_errors`).
     """
+    from offsets.postgres_offset_store import CommitOutcomeUnknownError, commit_or_unknown
+
     connection = worker_connection(dsn)
     try:
         with connection.cursor() as cursor:
             if statementTimeoutMs:
                 cursor.execute("SET LOCAL statement_timeout = %s", (int(statementTimeoutMs),))
             yield cursor
-        connection.commit()
+    except BaseException:
+        try:
+            connection.rollback()
+        except Exception:
+            drop_connection(dsn)
+        raise
+    try:
+        commit_or_unknown(connection)
+    except CommitOutcomeUnknownError:
+        drop_connection(dsn)
+        raise
     except BaseException:
         try:
             connection.rollback()
@@ -131,6 +147,11 @@ def worker_transaction(dsn: str, statementTimeoutMs: int | None = None) -> Itera
 def database_errors(table: str, offsetRange: Any = None) -> Iterator[None]:
     """Turn a database driver error in the block into :class:`SinkWriteError`.
 
+    Its ``outcome`` is ``"rolled back"`` when nothing was committed, or ``"unknown"`` when
+    the connection broke during COMMIT: the transaction may have committed, and the stored
+    offsets tell. A retry is exactly-once either way (the offset check, or the unique key
+    of an idempotent sink, makes a second write of what committed a no-op).
+
     Args:
         table: The target table, for the message.
         offsetRange: The range being written, or None for a whole batch.
@@ -138,24 +159,32 @@ def database_errors(table: str, offsetRange: Any = None) -> Iterator[None]:
     import psycopg2
 
     from kafka_direct.errors import SinkWriteError
-    from offsets.postgres_offset_store import describe_database_error
+    from offsets.postgres_offset_store import CommitOutcomeUnknownError, describe_database_error
 
+    what = ("the batch" if offsetRange is None else
+            f"{offsetRange.topic}-{offsetRange.partition} "
+            f"[{offsetRange.fromOffset}, {offsetRange.untilOffset})")
+    where = {"table": table,
+             "topic": None if offsetRange is None else offsetRange.topic,
+             "partition": None if offsetRange is None else offsetRange.partition,
+             "fromOffset": None if offsetRange is None else offsetRange.fromOffset,
+             "untilOffset": None if offsetRange is None else offsetRange.untilOffset}
     try:
         yield
+    except CommitOutcomeUnknownError as unknown:
+        raise SinkWriteError(
+            f"committing {what} into {table}: the connection broke during COMMIT "
+            f"({unknown.cause}), so the outcome is unknown: the transaction may have "
+            "committed. The stored offsets tell (at the range's end: committed; at its "
+            "start: not). A task retry or the restarted job is exactly-once either way: the "
+            "offset check skips a range already applied", cause=unknown.cause,
+            outcome="unknown", **where) from unknown
     except psycopg2.Error as error:
         cause = describe_database_error(error)
-        what = ("the batch" if offsetRange is None else
-                f"{offsetRange.topic}-{offsetRange.partition} "
-                f"[{offsetRange.fromOffset}, {offsetRange.untilOffset})")
         raise SinkWriteError(
             f"writing {what} into {table} failed and was rolled back: {cause}. Nothing of it "
             "was committed; a task retry or the restarted job writes it again from the "
-            "stored offset", table=table,
-            topic=None if offsetRange is None else offsetRange.topic,
-            partition=None if offsetRange is None else offsetRange.partition,
-            fromOffset=None if offsetRange is None else offsetRange.fromOffset,
-            untilOffset=None if offsetRange is None else offsetRange.untilOffset,
-            cause=cause) from error
+            "stored offset", cause=cause, outcome="rolled back", **where) from error
 
 
 class KafkaRDDSink:

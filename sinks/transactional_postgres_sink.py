@@ -16,6 +16,14 @@ Results of a shuffle (aggregations) no longer belong to one partition's range: f
 :meth:`TransactionalPostgresSink.writeBatch` writes the batch's rows and *all* its ranges'
 offsets in one transaction on the driver, with the same checks (:meth:`perBatch` makes the
 ``foreachRDD`` function).
+
+Both paths need batches to reach PostgreSQL in order: with ``spark.streaming.concurrentJobs``
+above 1, batch N+1 can claim its ranges before batch N committed and find a gap. The sink
+refuses that setting with a :class:`~kafka_direct.errors.ConfigurationError` before its
+first write, instead of stopping the stream later with an ``OffsetMismatchError``.
+
+When the job holds the group's lock (``PostgresOffsetStore.lockGroup``), each batch
+verifies it first and every transaction is fenced with the lock's generation.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from typing import Any
 
 from kafka_direct import ConfigurationError, ConsumerRecord, OffsetMismatchError, OffsetRange
 from kafka_direct.task_errors import carry_errors
+from offsets.offset_store import chain_ranges
 from offsets.postgres_offset_store import PostgresOffsetStore
 from sinks.postgres_writer import (
     KafkaRDDSink,
@@ -49,6 +58,32 @@ def default_row(record: ConsumerRecord) -> tuple[Any, ...]:
 
 
 DEFAULT_COLUMNS = ("topic", "kafka_partition", "kafka_offset", "key", "value")
+CONCURRENT_JOBS = "spark.streaming.concurrentJobs"
+
+
+def refuse_concurrent_batches(sink: object) -> None:
+    """Raise ConfigurationError when the running stream may run batches side by side.
+
+    Offsets must move in batch order: batch N+1 claiming before batch N committed finds its
+    stored offsets behind its ranges, a gap. Batch jobs outside a stream are not concerned.
+    """
+    from kafka_direct.streaming.context import StreamingContext
+
+    ssc = StreamingContext.getActive()
+    if ssc is None:
+        return
+    value = ssc.conf(CONCURRENT_JOBS, "1")
+    try:
+        jobs = int(value)
+    except ValueError:
+        return  # the scheduler reports the bad value itself
+    if jobs > 1:
+        raise ConfigurationError(
+            f"{sink!r} writes offsets in batch order and cannot run with "
+            f"{CONCURRENT_JOBS}={jobs}: a later batch could reach PostgreSQL before an "
+            f"earlier one and find a gap. Set {CONCURRENT_JOBS} to 1 (the default); for "
+            "throughput, give the topic more partitions (they are written in parallel) or "
+            "raise maxRatePerPartition", setting=CONCURRENT_JOBS, value=jobs)
 
 
 @dataclass(frozen=True)
@@ -65,6 +100,7 @@ class _PartitionWriter:
     offsetTable: str
     offsetSchema: str
     statementTimeoutMs: int | None
+    generation: int | None = None
 
     def __repr__(self) -> str:
         return f"_PartitionWriter({self.schema}.{self.table}, group={self.group!r})"
@@ -83,6 +119,7 @@ class _PartitionWriter:
                                     connect=lambda: worker_connection(self.dsn))
         with database_errors(f"{self.schema}.{self.table}", offsetRange), \
                 worker_transaction(self.dsn, self.statementTimeoutMs) as cursor:
+            store.fence(cursor, self.group, self.generation)
             if not store.claim(cursor, self.group, offsetRange):
                 written = -1  # applied before: the transaction ends with nothing written
             else:
@@ -139,24 +176,30 @@ class TransactionalPostgresSink(KafkaRDDSink):
         """Write ``rows`` and advance every range, in one transaction on the driver.
 
         Every range must continue from its stored offset, or every range must be applied
-        already (a re-run batch: nothing is written). ``rows`` are values for ``columns``,
-        e.g. ``results.toLocalIterator()`` of an aggregation.
+        already (a re-run batch: nothing is written). Consecutive ranges of one partition
+        are chained. ``rows`` are values for ``columns``, e.g. ``results.toLocalIterator()``
+        of an aggregation.
 
         Raises:
             OffsetMismatchError: A range neither continues nor repeats its stored offset, or
                 the batch was applied in part only.
-            SinkWriteError: The database failed; nothing was committed.
+            GroupBusyError: The job's lock of the group was lost to another job.
+            SinkWriteError: The database failed: rolled back, or with ``outcome="unknown"``
+                when the connection broke during COMMIT (the stored offsets tell; writing
+                the batch again is exactly-once either way).
         """
-        ranges = sorted(offsetRanges, key=lambda r: (r.topic, r.partition))  # lock order
+        ranges = chain_ranges(self.group, offsetRanges)  # sorted: the lock order
+        generation = self.store.verifyLock(self.group)
         with database_errors(f"{self.schema}.{self.table}"):
-            return self._writeBatch(ranges, rows)
+            return self._writeBatch(ranges, rows, generation)
 
-    def _writeBatch(self, ranges: Sequence[OffsetRange], rows: Iterable[Sequence[Any]]
-                    ) -> dict[str, int]:
+    def _writeBatch(self, ranges: Sequence[OffsetRange], rows: Iterable[Sequence[Any]],
+                    generation: int | None) -> dict[str, int]:
         from psycopg2 import sql
 
         self.store.seed(self.group, {r.topicPartition(): r.fromOffset for r in ranges})
         with self.store.transaction(self.statementTimeoutMs) as cursor:
+            self.store.fence(cursor, self.group, generation)
             fresh = [self.store.claim(cursor, self.group, r) for r in ranges]
             pending = [r for r, new in zip(ranges, fresh, strict=True) if new]
             if not pending and any(r.count() for r in ranges):
@@ -185,6 +228,7 @@ class TransactionalPostgresSink(KafkaRDDSink):
         """
 
         def write(rdd: Any) -> None:
+            refuse_concurrent_batches(self)
             offsetRanges = self.offsetRangesOf(rdd)
             from kafka_direct.task_errors import typed_errors
 
@@ -197,17 +241,23 @@ class TransactionalPostgresSink(KafkaRDDSink):
         """Write the RDD's ranges; returns counts of rows written and ranges skipped.
 
         Raises:
+            ConfigurationError: The running stream has ``spark.streaming.concurrentJobs``
+                above 1 (checked before anything is written).
             OffsetMismatchError: A range does not continue from its stored offset.
-            SinkWriteError: The database failed; that range's transaction was rolled back.
+            GroupBusyError: The job's lock of the group was lost to another job.
+            SinkWriteError: The database failed: that range's transaction was rolled back,
+                or with ``outcome="unknown"`` the connection broke during its COMMIT.
         """
+        refuse_concurrent_batches(self)
         offsetRanges = tuple(self.offsetRangesOf(rdd))
+        generation = self.store.verifyLock(self.group)
         # Partitions new to the store start where this batch starts (the stream's policy).
         self.store.seed(self.group, {r.topicPartition(): r.fromOffset for r in offsetRanges})
         if not any(r.count() for r in offsetRanges):
             return {"rows": 0, "skipped": 0}  # an idle batch needs no Spark job
         writer = _PartitionWriter(self._dsn, self.group, self.table, self.schema,
                                   self.columns, self.row, offsetRanges, self.store.table,
-                                  self.store.schema, self.statementTimeoutMs)
+                                  self.store.schema, self.statementTimeoutMs, generation)
         from kafka_direct.task_errors import typed_errors
 
         with typed_errors():

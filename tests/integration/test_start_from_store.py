@@ -13,8 +13,10 @@ from kafka_direct import (
     SinkWriteError,
     TopicPartition,
 )
+from kafka_direct.testing import EmbeddedPostgres
 from offsets import (
     CheckpointOffsetStore,
+    KafkaOffsetStore,
     PostgresOffsetStore,
     createDirectStreamFromStore,
     offsetRangesFromStore,
@@ -136,3 +138,118 @@ def test_database_failures_are_typed_and_name_no_password(spark, kafka, kafka_to
     assert (error.topic, error.partition, error.fromOffset, error.untilOffset) == (
         topic, 0, 0, 1)
     assert "was rolled back" in str(error) and "hunter2" not in str(error)
+
+
+def test_partitions_the_store_lacks_start_per_auto_offset_reset_never_at_the_groups_commits(
+        spark, kafka, kafka_topic, store):
+    topic = kafka_topic(partitions=3)
+    for p in range(3):
+        kafka.produce(topic, [b"x"] * 5, partition=p)
+    group = f"g-{topic}"
+    # The Kafka group has commits (an earlier job, another tool); the store decides.
+    KafkaOffsetStore(kafka.params()).seed(group, {TopicPartition(topic, p): 3 for p in range(3)})
+    store.seed(group, {TopicPartition(topic, 0): 1})
+    driver = Driver(spark)
+    stream = createDirectStreamFromStore(
+        driver.ssc, store, group, kafka.params(**{"auto.offset.reset": "earliest"}),
+        topics=[topic], startingOffsets={TopicPartition(topic, 2): 4})
+    seen = []
+    stream.foreachRDD(lambda rdd: seen.append(rdd.offsetRanges()))
+    driver.start()
+    try:
+        driver.run(1)
+    finally:
+        driver.stop()
+    assert seen == [[OffsetRange(topic, 0, 1, 5), OffsetRange(topic, 1, 0, 5),
+                     OffsetRange(topic, 2, 4, 5)]]
+    assert store.load(group) == {TopicPartition(topic, 0): 1, TopicPartition(topic, 1): 0,
+                                 TopicPartition(topic, 2): 4}
+
+
+def test_a_partition_added_while_running_starts_per_its_policy_not_the_groups_commit(
+        spark, kafka, kafka_topic, store):
+    topic = kafka_topic(partitions=1)
+    kafka.produce(topic, [b"x"] * 2)
+    group = f"g-{topic}"
+    driver = Driver(spark)
+    stream = createDirectStreamFromStore(
+        driver.ssc, store, group, kafka.params(**{"auto.offset.reset": "latest"}),
+        topics=[topic])
+    seen = []
+    stream.foreachRDD(lambda rdd: seen.extend(r for r in rdd.offsetRanges() if r.count()))
+    driver.start()
+    try:
+        kafka.add_partitions(topic, 2)
+        kafka.produce(topic, [b"y"] * 4, partition=1)
+        KafkaOffsetStore(kafka.params()).seed(group, {TopicPartition(topic, 1): 3})
+        driver.run(1)
+    finally:
+        driver.stop()
+    assert seen == [OffsetRange(topic, 1, 0, 4)]  # newPartitionOffsets: earliest
+
+
+def terminate_lock_sessions(postgres):
+    """Cut every session holding a group lock (as an administrator or a proxy would)."""
+    with postgres.connect() as connection, connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_locks "
+                       "WHERE locktype = 'advisory' AND classid = %s", (0x6B64,))
+        cut = len(cursor.fetchall())
+    connection.close()
+    return cut
+
+
+def other_job(store, dsn):
+    """The same store as another process would have it (its own connection string)."""
+    return PostgresOffsetStore(dsn + " application_name=second-job", schema=store.schema)
+
+
+T = TopicPartition("events", 0)
+
+
+def test_a_job_whose_lock_session_was_cut_stops_before_writing_once_another_job_holds_it(
+        postgres, store):
+    store.seed("g", {T: 0})
+    second = other_job(store, postgres.dsn)
+    with store.lockGroup("g"):
+        store.commit("g", [OffsetRange("events", 0, 0, 2)])
+        generation = store.verifyLock("g")
+        assert terminate_lock_sessions(postgres) == 1
+        with second.lockGroup("g"):  # the lock was free: a second job starts
+            with pytest.raises(GroupBusyError, match="held by another running job"):
+                store.commit("g", [OffsetRange("events", 0, 2, 4)])
+            # A write of the first job already past its check cannot commit either.
+            with pytest.raises(GroupBusyError, match="taken by another job"), \
+                    store.transaction() as cursor:
+                store.fence(cursor, "g", generation)
+            second.commit("g", [OffsetRange("events", 0, 2, 4)])
+        with pytest.raises(GroupBusyError, match="taken by another job while this job"):
+            store.commit("g", [OffsetRange("events", 0, 4, 6)])  # and it stays stopped
+    assert store.load("g") == {T: 4}
+
+
+def test_a_lock_cut_while_no_one_else_took_the_group_is_taken_again(postgres, store):
+    store.seed("g", {T: 0})
+    with store.lockGroup("g"):
+        assert terminate_lock_sessions(postgres) == 1
+        store.commit("g", [OffsetRange("events", 0, 0, 2)])  # takes the lock again first
+        with pytest.raises(GroupBusyError), other_job(store, postgres.dsn).lockGroup("g"):
+            pass
+    assert store.load("g") == {T: 2}
+
+
+def test_a_job_holding_its_group_across_postgres_restarts(tmp_path):
+    with EmbeddedPostgres(tmp_path / "pg") as database:
+        store = PostgresOffsetStore(database.dsn)
+        second = other_job(store, database.dsn)
+        store.seed("g", {T: 0})
+        with store.lockGroup("g"):
+            database.restart()
+            store.commit("g", [OffsetRange("events", 0, 0, 2)])  # its lock taken again
+            with pytest.raises(GroupBusyError), second.lockGroup("g"):
+                pass  # ... so a second job cannot start
+            database.restart()
+            with second.lockGroup("g"):  # the second job was faster this time
+                with pytest.raises(GroupBusyError):
+                    store.commit("g", [OffsetRange("events", 0, 2, 4)])
+                second.commit("g", [OffsetRange("events", 0, 2, 4)])
+        assert store.load("g") == {T: 4}

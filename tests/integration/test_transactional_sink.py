@@ -1,13 +1,18 @@
 """TransactionalPostgresSink on real Kafka, PostgreSQL and Spark: exactly once under retries."""
 
+import threading
+import time
+
 import pytest
 
 from kafka_direct import (
+    ConfigurationError,
     ConsumerStrategies,
     KafkaUtils,
     LocationStrategies,
     OffsetMismatchError,
     OffsetRange,
+    SinkWriteError,
     TopicPartition,
 )
 from offsets import PostgresOffsetStore
@@ -148,3 +153,142 @@ def test_aggregates_are_written_with_all_offsets_in_one_transaction(spark, kafka
     with pytest.raises(OffsetMismatchError, match="applied in part"):
         write(partly)
     assert store.load("agg")[TopicPartition(topic, 1)] == 2  # nothing of it was written
+
+
+def run_two_concurrent_batches(spark, kafka, topic, write, jobs):
+    """Batch 1 (offsets 0-2) is slow before it writes: batch 2 (3-4) gets there first."""
+    kafka.produce(topic, [b"a"] * 3)
+    params = kafka.params(**{"group.id": f"cj-{topic}", "auto.offset.reset": "earliest"})
+    driver = Driver(spark, conf={"spark.streaming.concurrentJobs": str(jobs)})
+    stream = KafkaUtils.createDirectStream(driver.ssc, LocationStrategies.PreferConsistent(),
+                                           ConsumerStrategies.Subscribe([topic], params))
+
+    def slowFirstBatch(rdd):
+        if rdd.offsetRanges()[0].fromOffset == 0:
+            time.sleep(3)
+        write(rdd)
+
+    stream.foreachRDD(slowFirstBatch)
+    driver.start()
+    try:
+        driver.clock.setTime(1000)
+        deadline = time.monotonic() + 20
+        while (driver.ssc.scheduler.jobGenerator.lastTickTime or 0) < 1000:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        kafka.produce(topic, [b"b"] * 2)
+        driver.clock.setTime(2000)
+        with pytest.raises(ConfigurationError, match=f"spark.streaming.concurrentJobs={jobs}"
+                           ) as info:
+            driver.ssc.awaitTermination(60)
+        assert info.value.setting == "spark.streaming.concurrentJobs"
+    finally:
+        driver.stop()
+
+
+def test_concurrent_jobs_above_one_are_refused_before_anything_is_written(
+        spark, kafka, kafka_topic, postgres, table):
+    topic = kafka_topic()
+    sink = TransactionalPostgresSink(postgres.dsn, "events", f"cj-{topic}", schema=table)
+    run_two_concurrent_batches(spark, kafka, topic, sink.write, jobs=2)
+    assert rows(postgres, table) == []
+
+
+def test_per_batch_writes_refuse_concurrent_jobs_too(spark, kafka, kafka_topic, postgres,
+                                                      table):
+    topic = kafka_topic()
+    sink = TransactionalPostgresSink(postgres.dsn, "events", f"cj-{topic}", schema=table)
+    write = sink.perBatch(lambda rdd: rdd.map(
+        lambda r: (r.topic, r.partition, r.offset, r.key, r.value)))
+    run_two_concurrent_batches(spark, kafka, topic, write, jobs=3)
+    assert rows(postgres, table) == []
+
+
+class CommitsThenLosesTheAnswer:
+    """A connection whose COMMIT reaches the server but whose answer is lost."""
+
+    def __init__(self, connection):
+        self._connection = connection
+
+    def __getattr__(self, name):
+        return getattr(self._connection, name)
+
+    def commit(self):
+        import psycopg2
+
+        self._connection.commit()
+        self._connection.close()
+        raise psycopg2.OperationalError("server closed the connection unexpectedly")
+
+
+def test_a_commit_whose_answer_is_lost_is_outcome_unknown_and_a_retry_writes_nothing_twice(
+        spark, kafka, kafka_topic, postgres, table):
+    import psycopg2
+
+    topic = kafka_topic()
+    kafka.produce(topic, [b"a", b"b"])
+    sink = TransactionalPostgresSink(postgres.dsn, "events", "lost", schema=table)
+    ranges = [OffsetRange(topic, 0, 0, 2)]
+    batch = [(topic, 0, o, None, v) for o, v in ((0, b"a"), (1, b"b"))]
+    sink.store.seed("lost", {TopicPartition(topic, 0): 0})
+    # The first connection seeds (nothing new), the second writes the batch.
+    connections = iter([psycopg2.connect(postgres.dsn),
+                        CommitsThenLosesTheAnswer(psycopg2.connect(postgres.dsn))])
+    sink.store._connect = lambda: next(connections)
+    with pytest.raises(SinkWriteError, match="may have committed") as info:
+        sink.writeBatch(ranges, batch)
+    assert info.value.outcome == "unknown" and "rolled back" not in str(info.value)
+    sink.store._connect = None
+    assert sink.writeBatch(ranges, batch) == {"rows": 0, "skipped": 1}  # it had committed
+    assert rows(postgres, table) == [(0, 0, b"a"), (0, 1, b"b")]
+
+
+def test_a_backend_terminated_during_commit_is_outcome_unknown_and_a_retry_writes_once(
+        postgres, table):
+    topic = "events-commit"
+    with postgres.connect() as connection, connection.cursor() as cursor:
+        # A deferred trigger runs inside COMMIT: it holds the commit open to be cut.
+        cursor.execute(f'CREATE FUNCTION "{table}".slow_commit() RETURNS trigger '
+                       "LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(30); RETURN NULL; "
+                       "END $$")
+        cursor.execute(f'CREATE CONSTRAINT TRIGGER slow AFTER INSERT ON "{table}".events '
+                       "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "
+                       f'"{table}".slow_commit()')
+    connection.close()
+    sink = TransactionalPostgresSink(postgres.dsn, "events", "cut", schema=table,
+                                     statementTimeoutMs=60_000)
+    ranges = [OffsetRange(topic, 0, 0, 1)]
+    batch = [(topic, 0, 0, None, b"a")]
+    outcome = []
+
+    def write():
+        try:
+            sink.writeBatch(ranges, batch)
+            outcome.append("written")
+        except SinkWriteError as error:
+            outcome.append(error)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    deadline = time.monotonic() + 30
+    monitor = postgres.connect()
+    monitor.autocommit = True  # pg_stat_activity is a snapshot per transaction
+    try:
+        with monitor.cursor() as cursor:
+            while True:
+                cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                               "WHERE query = 'COMMIT' AND wait_event = 'PgSleep'")
+                if cursor.fetchall():
+                    break
+                assert time.monotonic() < deadline, f"the COMMIT never started: {outcome}"
+                time.sleep(0.05)
+            cursor.execute(f'DROP TRIGGER slow ON "{table}".events')
+    finally:
+        monitor.close()
+    writer.join(30)
+    error = outcome[0]
+    assert isinstance(error, SinkWriteError) and error.outcome == "unknown"
+    assert "may have committed" in str(error)
+    assert sink.writeBatch(ranges, batch) == {"rows": 1, "skipped": 0}  # it had not
+    assert sink.writeBatch(ranges, batch) == {"rows": 0, "skipped": 1}
+    assert rows(postgres, table) == [(0, 0, b"a")]

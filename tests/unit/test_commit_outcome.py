@@ -1,0 +1,77 @@
+"""A COMMIT that fails with the connection has an unknown outcome, and says so."""
+
+import psycopg2
+import pytest
+
+from kafka_direct import OffsetRange, SinkWriteError
+from sinks import postgres_writer
+from sinks.postgres_writer import database_errors, worker_transaction
+
+DSN = "host=db password=hunter2"
+
+
+class FakeCursor:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def execute(self, *args):
+        pass
+
+
+class FakeConnection:
+    def __init__(self, failure, closes):
+        self.failure, self.closes = failure, closes
+        self.closed = 0
+        self.rolled_back = False
+
+    def cursor(self):
+        return FakeCursor()
+
+    def commit(self):
+        if self.closes:
+            self.closed = 2
+        raise self.failure
+
+    def rollback(self):
+        self.rolled_back = True
+
+    def close(self):
+        self.closed = 1
+
+
+def write_with(connection):
+    postgres_writer._connections[DSN] = connection
+    try:
+        with database_errors("s.events", OffsetRange("t", 0, 10, 20)), \
+                worker_transaction(DSN) as cursor:
+            cursor.execute("INSERT ...")
+    finally:
+        postgres_writer._connections.pop(DSN, None)
+
+
+def test_a_connection_lost_during_commit_is_outcome_unknown():
+    connection = FakeConnection(psycopg2.OperationalError(
+        "server closed the connection unexpectedly password=hunter2"), closes=True)
+    with pytest.raises(SinkWriteError, match="may have committed") as info:
+        write_with(connection)
+    error = info.value
+    assert error.outcome == "unknown" and "rolled back" not in str(error)
+    assert (error.topic, error.partition, error.fromOffset, error.untilOffset) == (
+        "t", 0, 10, 20)
+    assert "hunter2" not in str(error) and "stored offsets tell" in str(error)
+    assert DSN not in postgres_writer._connections  # the next task connects afresh
+
+
+class Refused(psycopg2.errors.SerializationFailure):
+    pgcode = "40001"  # what the server sends; a driver error made here has none
+
+
+def test_a_commit_the_server_refused_was_rolled_back():
+    refused = Refused("could not serialize access")
+    connection = FakeConnection(refused, closes=False)
+    with pytest.raises(SinkWriteError, match="was rolled back") as info:
+        write_with(connection)
+    assert info.value.outcome == "rolled back" and connection.rolled_back
