@@ -22,6 +22,7 @@ from typing import Any
 from kafka_direct import (
     ConfigurationError,
     ConsumerStrategies,
+    DataLossError,
     DirectKafkaInputDStream,
     KafkaUtils,
     LocationStrategies,
@@ -73,37 +74,70 @@ def _policyOffsets(strategy: ConsumerStrategy, driver: DriverConsumer,
     return chosen
 
 
-class _StoreSubscribe(Subscribe):
+class _StoreStarts:
+    """Mixin of the store strategies: explicit starts for every partition, checked once.
+
+    On the first answer with partitions, the store's offsets are checked against the logs:
+    an offset past its partition's end (a re-created or truncated topic) is the store's
+    mistake, and the error says so, naming the store and the group (whatever
+    ``failOnDataLoss`` says: the store must be reset before the new log can be committed).
+    """
+
+    _started = False
+    _storeName = "the offset store"
+    _stored: Mapping[TopicPartition, int] = {}
+
+    def _storePartitions(self, strategy: ConsumerStrategy, driver: DriverConsumer,
+                         partitions: set[TopicPartition]) -> set[TopicPartition]:
+        if not self._started and partitions:
+            self._checkStored(strategy, driver, partitions)
+        _fillStarts(strategy, driver, partitions, self._started)
+        self._started = self._started or bool(partitions)
+        return partitions
+
+    def _checkStored(self, strategy: ConsumerStrategy, driver: DriverConsumer,
+                     partitions: set[TopicPartition]) -> None:
+        stored = {tp: o for tp, o in self._stored.items() if tp in partitions}
+        if not stored:
+            return
+        # The high watermark where the driver can tell it (read_committed's end is held
+        # back by open transactions, which is no loss).
+        ends = getattr(driver, "highWatermarks", driver.latestOffsets)(set(stored))
+        for tp in sorted(stored):
+            offset, end = stored[tp], ends.get(tp)
+            if end is None or offset <= end:
+                continue
+            # Always an error, whatever failOnDataLoss says: reading on from the new log
+            # would leave the store at the old offset, and every commit would mismatch.
+            raise DataLossError(
+                f"{self._storeName} holds offset {offset} of {tp} for group "
+                f"{strategy.groupId!r}, past the partition's end {end}: the topic was "
+                "re-created or truncated after the store's last commit; reset the group's "
+                "offsets in the store (or delete its rows for this topic) to read the new log",
+                topic=tp.topic, partition=tp.partition, fromOffset=offset,
+                untilOffset=offset, logStartOffset=None, store=self._storeName,
+                group=strategy.groupId, logEndOffset=end)
+
+
+class _StoreSubscribe(_StoreStarts, Subscribe):
     """``Subscribe`` : partitions new to the store start per policy, not per the group."""
 
-    _started = False
-
     def topicPartitions(self, driver: DriverConsumer) -> set[TopicPartition]:
-        partitions = _fillStarts(self, driver, super().topicPartitions(driver), self._started)
-        self._started = self._started or bool(partitions)
-        return partitions
+        return self._storePartitions(self, driver, super().topicPartitions(driver))
 
 
-class _StoreSubscribePattern(SubscribePattern):
+class _StoreSubscribePattern(_StoreStarts, SubscribePattern):
     """``SubscribePattern`` : partitions new to the store start per policy, not per the group."""
 
-    _started = False
-
     def topicPartitions(self, driver: DriverConsumer) -> set[TopicPartition]:
-        partitions = _fillStarts(self, driver, super().topicPartitions(driver), self._started)
-        self._started = self._started or bool(partitions)
-        return partitions
+        return self._storePartitions(self, driver, super().topicPartitions(driver))
 
 
-class _StoreAssign(Assign):
+class _StoreAssign(_StoreStarts, Assign):
     """``Assign`` : partitions new to the store start per policy, not per the group."""
 
-    _started = False
-
     def topicPartitions(self, driver: DriverConsumer) -> set[TopicPartition]:
-        partitions = _fillStarts(self, driver, super().topicPartitions(driver), self._started)
-        self._started = self._started or bool(partitions)
-        return partitions
+        return self._storePartitions(self, driver, super().topicPartitions(driver))
 
 
 def _strategy(store: OffsetStore, group: str, kafkaParams: Mapping[str, Any],
@@ -119,17 +153,25 @@ def _strategy(store: OffsetStore, group: str, kafkaParams: Mapping[str, Any],
     params = {**kafkaParams, "group.id": group}
     if topics is not None or pattern is not None:
         options = {"groupManagement": False, **options}
+    strategy: _StoreSubscribe | _StoreSubscribePattern | _StoreAssign
     if topics is not None:
         names = [topics] if isinstance(topics, str) else list(topics)
-        offsets = {**startingOffsets, **store.load(group, names)}
-        return _StoreSubscribe(names, params, offsets, **options)
-    if pattern is not None:
-        offsets = {**startingOffsets, **store.load(group)}
-        return _StoreSubscribePattern(pattern, params, offsets, **options)
-    partitions = list(topicPartitions or ())
-    offsets = {**startingOffsets, **store.load(group, {tp.topic for tp in partitions})}
-    return _StoreAssign(partitions, params,
-                        {tp: o for tp, o in offsets.items() if tp in partitions}, **options)
+        stored = store.load(group, names)
+        strategy = _StoreSubscribe(names, params, {**startingOffsets, **stored}, **options)
+    elif pattern is not None:
+        stored = store.load(group)
+        strategy = _StoreSubscribePattern(pattern, params, {**startingOffsets, **stored},
+                                          **options)
+    else:
+        partitions = list(topicPartitions or ())
+        stored = store.load(group, {tp.topic for tp in partitions})
+        offsets = {**startingOffsets, **stored}
+        strategy = _StoreAssign(partitions, params,
+                                {tp: o for tp, o in offsets.items() if tp in partitions},
+                                **options)
+    strategy._stored = dict(stored)
+    strategy._storeName = repr(store)
+    return strategy
 
 
 def createDirectStreamFromStore(
@@ -225,8 +267,9 @@ def offsetRangesFromStore(store: OffsetStore, group: str, kafkaParams: Mapping[s
         start, end = starts[tp], ends[tp]
         if start > end:
             raise ConfigurationError(
-                f"the stored offset {start} of {tp} for group {group!r} is past the "
-                f"partition's end {end}: was the topic re-created? Reset the group's offsets",
+                f"{store!r} holds offset {start} of {tp} for group {group!r}, past the "
+                f"partition's end {end}: was the topic re-created? Reset the group's "
+                "offsets in the store",
                 topic=tp.topic, partition=tp.partition)
         if maxOffsetsPerPartition is not None:
             end = min(end, start + maxOffsetsPerPartition)

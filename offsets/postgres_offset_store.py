@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -42,6 +41,14 @@ from kafka_direct import (
     OffsetStoreError,
     TopicPartition,
 )
+from offsets.database import (
+    CommitOutcomeUnknownError,
+    commit_or_unknown,
+    describe_database_error,
+    fix_for,
+    schema_exists,
+    table_exists,
+)
 from offsets.offset_store import OffsetStore, chain_ranges, check_range
 
 __all__ = [
@@ -50,59 +57,13 @@ __all__ = [
     "PostgresOffsetStore",
     "commit_or_unknown",
     "describe_database_error",
+    "schema_exists",
+    "table_exists",
 ]
 
 logger = logging.getLogger(__name__)
 
 _LOCK_SPACE = 0x6B64  # first key of the store's advisory locks, apart from other users'
-_SECRET = re.compile(r"(password\s*=\s*)(\S+)", re.IGNORECASE)
-
-
-def describe_database_error(error: BaseException) -> str:
-    """A database driver error on one line, any password in it masked."""
-    return _SECRET.sub(r"\1***", " ".join(str(error).split())) or type(error).__name__
-
-
-class CommitOutcomeUnknownError(Exception):
-    """COMMIT failed without a clear answer: the transaction may or may not have committed.
-
-    Internal: callers turn it into the typed error of their layer (``SinkWriteError`` or
-    ``OffsetStoreError`` with ``outcome="unknown"``).
-
-    Attributes:
-        cause: The database driver's message (no connection string).
-    """
-
-    def __init__(self, cause: str) -> None:
-        super().__init__(cause)
-        self.cause = cause
-
-
-def commit_or_unknown(connection: Any) -> None:
-    """``connection.commit()``, a failure of unknown outcome raised as CommitOutcomeUnknownError.
-
-    The outcome is known (rolled back) only when the server answered the COMMIT with an
-    error and the session lives on (a deferred constraint, a serialization failure). A
-    broken connection, or a server that is going away (SQLSTATE classes 08 and 57), may
-    have written the commit record before the answer was lost.
-
-    Raises:
-        CommitOutcomeUnknownError: See above.
-        psycopg2.Error: The server refused the commit; it was rolled back.
-    """
-    import psycopg2
-
-    try:
-        connection.commit()
-    except psycopg2.Error as error:
-        code = getattr(error, "pgcode", None) or ""
-        if code and not code.startswith(("08", "57")) and not connection.closed:
-            raise
-        raise CommitOutcomeUnknownError(describe_database_error(error)) from error
-
-
-# Group locks this process holds, by (store identity, group): sinks and stores built apart
-# from the one that took the lock (same database and table) find and verify it.
 _held: dict[tuple[Any, ...], GroupLock] = {}
 _held_mutex = threading.Lock()
 
@@ -266,28 +227,41 @@ class PostgresOffsetStore(OffsetStore):
         return sql.Identifier(self.schema, self.table)
 
     def ensure_schema(self, cursor: Any = None) -> None:
-        """Create the schema and table if they do not exist (safe to repeat)."""
+        """Create the schema and tables that do not exist (safe to repeat).
+
+        Only what is missing is created, so a role without CREATE privileges works on a
+        database where the tables exist (it needs USAGE on the schema and SELECT, INSERT,
+        UPDATE on both tables).
+        """
         from psycopg2 import sql
 
-        statements = [
-            sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema)),
-            sql.SQL("CREATE TABLE IF NOT EXISTS {} ("
-                    "group_id text NOT NULL, topic text NOT NULL, "
-                    "kafka_partition integer NOT NULL CHECK (kafka_partition >= 0), "
-                    "next_offset bigint NOT NULL CHECK (next_offset >= 0), "
-                    "updated_at timestamptz NOT NULL DEFAULT now(), "
-                    "PRIMARY KEY (group_id, topic, kafka_partition))").format(self._identifier()),
-            sql.SQL("CREATE TABLE IF NOT EXISTS {} (group_id text PRIMARY KEY, "
-                    "generation bigint NOT NULL, "
-                    "taken_at timestamptz NOT NULL DEFAULT now())").format(self._locks()),
+        schema = sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.schema))
+        tables = [
+            (self.table, sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} ("
+                "group_id text NOT NULL, topic text NOT NULL, "
+                "kafka_partition integer NOT NULL CHECK (kafka_partition >= 0), "
+                "next_offset bigint NOT NULL CHECK (next_offset >= 0), "
+                "updated_at timestamptz NOT NULL DEFAULT now(), "
+                "PRIMARY KEY (group_id, topic, kafka_partition))").format(self._identifier())),
+            (f"{self.table}_locks", sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} (group_id text PRIMARY KEY, "
+                "generation bigint NOT NULL, "
+                "taken_at timestamptz NOT NULL DEFAULT now())").format(self._locks())),
         ]
+
+        def create(own: Any) -> None:
+            if not schema_exists(own, self.schema):
+                own.execute(schema)
+            for name, statement in tables:
+                if not table_exists(own, self.schema, name):
+                    own.execute(statement)
+
         if cursor is not None:
-            for statement in statements:
-                cursor.execute(statement)
+            create(cursor)
         else:
             with self._own("creating the offsets table") as own:
-                for statement in statements:
-                    own.execute(statement)
+                create(own)
         self._ready = True
 
     def _locks(self) -> Any:
@@ -340,9 +314,9 @@ class PostgresOffsetStore(OffsetStore):
         except psycopg2.Error as error:
             cause = describe_database_error(error)
             raise OffsetStoreError(
-                f"{what} in {self!r} failed and changed nothing: {cause}. Run again once "
-                "the database answers; the stored offsets are as they were",
-                store=repr(self), cause=cause, outcome="rolled back") from error
+                f"{what} in {self!r} failed and changed nothing: {cause}. "
+                f"{fix_for(error, self.schema, self.table)}; the stored offsets are as "
+                "they were", store=repr(self), cause=cause, outcome="rolled back") from error
 
     @contextlib.contextmanager
     def lockGroup(self, group: str) -> Iterator[GroupLock]:

@@ -6,6 +6,7 @@ import pytest
 
 from kafka_direct import (
     ConfigurationError,
+    DataLossError,
     GroupBusyError,
     KafkaUtils,
     OffsetRange,
@@ -253,3 +254,28 @@ def test_a_job_holding_its_group_across_postgres_restarts(tmp_path):
                     store.commit("g", [OffsetRange("events", 0, 2, 4)])
                 second.commit("g", [OffsetRange("events", 0, 2, 4)])
         assert store.load("g") == {T: 4}
+
+
+@pytest.mark.parametrize("failOnDataLoss", [True, False])
+def test_an_offset_stored_past_the_log_end_names_the_store_and_the_group(
+        spark, kafka, kafka_topic, store, failOnDataLoss):
+    topic = kafka_topic(partitions=1)
+    kafka.produce(topic, [b"x"] * 3)
+    store.seed("re-created", {TopicPartition(topic, 0): 40})  # from the topic's former life
+    conf = {"spark.streaming.kafka.failOnDataLoss": str(failOnDataLoss).lower()}
+    driver = Driver(spark, conf=conf)
+    stream = createDirectStreamFromStore(driver.ssc, store, "re-created", kafka.params(),
+                                         topics=[topic])
+    seen = []
+    stream.foreachRDD(lambda rdd: seen.extend(r for r in rdd.offsetRanges() if r.count()))
+    # Even without failOnDataLoss: the store's offset would make every commit mismatch.
+    with pytest.raises(DataLossError) as raised:
+        driver.start()
+    error = raised.value
+    assert (error.topic, error.partition, error.fromOffset) == (topic, 0, 40)
+    assert error.store == repr(store) and error.group == "re-created"
+    assert repr(store) in str(error) and "'re-created'" in str(error)
+    assert "reset the group's offsets in the store" in str(error)
+    driver.ssc.stop(stopSparkContext=False)
+    assert seen == []
+    assert store.load("re-created") == {TopicPartition(topic, 0): 40}  # nothing moved
