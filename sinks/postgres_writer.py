@@ -125,10 +125,7 @@ def worker_transaction(dsn: str, statementTimeoutMs: int | None = None) -> Itera
                 cursor.execute("SET LOCAL statement_timeout = %s", (int(statementTimeoutMs),))
             yield cursor
     except BaseException:
-        try:
-            connection.rollback()
-        except Exception:
-            drop_connection(dsn)
+        _rollback_or_drop(connection, dsn)
         raise
     try:
         commit_or_unknown(connection)
@@ -136,11 +133,16 @@ def worker_transaction(dsn: str, statementTimeoutMs: int | None = None) -> Itera
         drop_connection(dsn)
         raise
     except BaseException:
-        try:
-            connection.rollback()
-        except Exception:
-            drop_connection(dsn)
+        _rollback_or_drop(connection, dsn)
         raise
+
+
+def _rollback_or_drop(connection: Any, dsn: str) -> None:
+    """Roll back; a connection that cannot even do that is not kept for the next task."""
+    try:
+        connection.rollback()
+    except Exception:
+        drop_connection(dsn)
 
 
 @contextlib.contextmanager
