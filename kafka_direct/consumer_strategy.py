@@ -24,6 +24,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from kafka_direct.conf_values import check_offset
 from kafka_direct.errors import ConfigurationError, UnknownTopicOrPartitionError
 from kafka_direct.kafka_params import executor_params, force_param, validate_params
 from kafka_direct.topic_partition import TopicPartition
@@ -50,10 +51,8 @@ def _offsets(offsets: Any) -> dict[TopicPartition, int]:
     for tp, offset in offsets.items():
         if not isinstance(tp, TopicPartition):
             raise ConfigurationError(f"offsets keys must be TopicPartition, got {tp!r}")
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ConfigurationError(f"offsets[{tp}] must be an int >= 0, got {offset!r}",
-                                     topic=tp.topic, partition=tp.partition)
-        checked[tp] = offset
+        checked[tp] = check_offset(f"offsets[{tp}]", offset, topic=tp.topic,
+                                   partition=tp.partition)
     return checked
 
 
@@ -152,6 +151,13 @@ class ConsumerStrategy(ABC):
     def topicPartitions(self, driver: DriverConsumer) -> set[TopicPartition]:
         """The partitions the stream reads now (called every batch)."""
 
+    def canRead(self, tp: TopicPartition) -> bool:
+        """Whether the strategy can ever give the stream ``tp`` (True when it cannot tell).
+
+        A checkpoint's ranges are checked with it before a recovered stream replays them.
+        """
+        return True
+
 
 class Subscribe(ConsumerStrategy):
     """Subscribe to topics by name; the group assigns the partitions.
@@ -191,6 +197,10 @@ class Subscribe(ConsumerStrategy):
             return driver.assignment()
         return {TopicPartition(t, p) for t, n in driver.partitionsOf(self.topics).items()
                 for p in range(n)}
+
+    def canRead(self, tp: TopicPartition) -> bool:
+        """Whether ``tp`` is of one of the topics."""
+        return tp.topic in self.topics
 
     @property
     def checkpointIdentity(self) -> str:
@@ -283,6 +293,10 @@ class SubscribePattern(ConsumerStrategy):
     def _matches(self, topic: str) -> bool:
         return self.pattern.fullmatch(topic) is not None
 
+    def canRead(self, tp: TopicPartition) -> bool:
+        """Whether ``tp``'s topic matches the pattern."""
+        return self._matches(tp.topic)
+
     @property
     def checkpointIdentity(self) -> str:
         """The regular expression's text, its flags (if any besides the default), the group."""
@@ -329,6 +343,10 @@ class Assign(ConsumerStrategy):
     def topicPartitions(self, driver: DriverConsumer) -> set[TopicPartition]:
         """The assigned partitions."""
         return set(self.partitions)
+
+    def canRead(self, tp: TopicPartition) -> bool:
+        """Whether ``tp`` is one of the assigned partitions."""
+        return tp in self.partitions
 
     @property
     def checkpointIdentity(self) -> str:

@@ -15,12 +15,17 @@ The ranges of each batch are the stream's checkpoint data: a recovered driver re
 pending batches with exactly the same ranges. ``commitAsync`` ties the ranges to their batch
 and commits them once that batch and every batch before it succeeded (see
 :mod:`kafka_direct.commit_queue`), and on stop; never for a failed batch.
+
+The stream composes one concept per module: :mod:`~kafka_direct.stream_settings` (its Spark
+settings, checked at construction), :mod:`~kafka_direct.partition_discovery` (which
+partitions, and how long to wait for them), :mod:`~kafka_direct.starting_offsets` (where new
+partitions start), :mod:`~kafka_direct.log_positions` (data loss), :mod:`~kafka_direct.rate_limit`
+and :mod:`~kafka_direct.retry`.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -29,18 +34,18 @@ from typing_extensions import override
 from kafka_direct.commit_queue import CommitCallback, StreamCommits
 from kafka_direct.consumer_strategy import ConsumerStrategy
 from kafka_direct.driver_consumer import DriverConsumer
-from kafka_direct.errors import (
-    ConfigurationError,
-    KafkaDirectError,
-    KafkaUnavailableError,
-    PartitionsRevokedError,
-)
+from kafka_direct.errors import CheckpointError, ConfigurationError, KafkaDirectError
 from kafka_direct.kafka_rdd import KafkaRDD, ReadSettings
+from kafka_direct.kafka_rdd_factory import kafka_rdd
 from kafka_direct.location_strategy import LocationStrategy, PreferBrokers
 from kafka_direct.log_positions import check_positions
 from kafka_direct.offset_range import CanCommitOffsets, OffsetRange
+from kafka_direct.partition_discovery import PartitionDiscovery, WaitClock
 from kafka_direct.per_partition_config import DefaultPerPartitionConfig, PerPartitionConfig
 from kafka_direct.rate_limit import clamp
+from kafka_direct.retry import Retrier
+from kafka_direct.starting_offsets import StartingOffsets, StartingOffsetsCallback
+from kafka_direct.stream_settings import StreamSettings
 from kafka_direct.streaming.input_dstream import InputDStream
 from kafka_direct.streaming.job_scheduler import BATCH_TIME_PROPERTY
 from kafka_direct.streaming.rate_controller import (
@@ -76,6 +81,12 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
         valueDeserializer: Applied to value bytes on executors.
         messageHandler: Maps each ConsumerRecord to the RDD element.
         driverConsumerFactory: Builds the DriverConsumer from driver parameters (tests).
+        waitClock: The clock partition listing waits on (tests; the real one by default).
+
+    Raises:
+        ConfigurationError: A strategy of the wrong type, a Spark setting out of range (see
+            :class:`~kafka_direct.stream_settings.StreamSettings`), or a deserializer or
+            handler that is not callable.
     """
 
     def __init__(self, ssc: StreamingContext, locationStrategy: LocationStrategy,
@@ -84,8 +95,8 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
                  keyDeserializer: Callable[[bytes], Any] | None = None,
                  valueDeserializer: Callable[[bytes], Any] | None = None,
                  messageHandler: Callable[[Any], Any] | None = None, *,
-                 driverConsumerFactory: Callable[[dict[str, Any]], DriverConsumer] | None = None
-                 ) -> None:
+                 driverConsumerFactory: Callable[[dict[str, Any]], DriverConsumer] | None = None,
+                 waitClock: WaitClock | None = None) -> None:
         if not isinstance(locationStrategy, LocationStrategy):
             raise ConfigurationError("createDirectStream needs a LocationStrategy, e.g. "
                                      f"LocationStrategies.PreferConsistent(); got "
@@ -94,43 +105,49 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
             raise ConfigurationError("createDirectStream needs a ConsumerStrategy, e.g. "
                                      "ConsumerStrategies.Subscribe([...], kafkaParams); got "
                                      f"{consumerStrategy!r}")
-        super().__init__(ssc)
-        conf = ssc._conf
-        self.locationStrategy = locationStrategy
-        self.consumerStrategy = consumerStrategy
-        self.perPartitionConfig = perPartitionConfig or DefaultPerPartitionConfig(conf)
-        self.settings = ReadSettings(
+        if perPartitionConfig is not None and \
+                not isinstance(perPartitionConfig, PerPartitionConfig):
+            raise ConfigurationError("perPartitionConfig must be a PerPartitionConfig (e.g. "
+                                     "DefaultPerPartitionConfig(conf, maxRates=...)); got "
+                                     f"{perPartitionConfig!r}")
+        # Every setting is checked before the stream registers with the context: a bad one
+        # fails here, not in the first batch.
+        streamSettings = StreamSettings.fromConf(ssc.conf)
+        settings = ReadSettings(
             params=consumerStrategy.executorParams(),
-            pollTimeoutMs=int(ssc.conf("spark.streaming.kafka.consumer.poll.ms", "120000")),
-            failOnDataLoss=ssc.conf("spark.streaming.kafka.failOnDataLoss", "true").lower()
-            == "true",
-            useConsumerCache=ssc.conf("spark.streaming.kafka.consumer.cache.enabled",
-                                      "true").lower() == "true",
+            pollTimeoutMs=streamSettings.pollTimeoutMs,
+            failOnDataLoss=streamSettings.failOnDataLoss,
+            useConsumerCache=streamSettings.useConsumerCache,
             keyDeserializer=keyDeserializer, valueDeserializer=valueDeserializer,
             messageHandler=messageHandler)
-        self.maxRecordsPerBatch = int(ssc.conf("spark.streaming.kafka.maxRecordsPerBatch", "0"))
-        self.maxRetries = int(ssc.conf("spark.streaming.kafka.maxRetries", "1"))
-        self.retryBackoffMs = int(ssc.conf("spark.streaming.kafka.retryBackoffMs", "200"))
-        self.requestTimeoutMs = int(ssc.conf("spark.streaming.kafka.driverTimeoutMs", "30000"))
-        self.rebalanceWaitMs = int(ssc.conf("spark.streaming.kafka.rebalanceWaitMs", "10000"))
-        self.initialRate = float(ssc.conf("spark.streaming.backpressure.initialRate", "0"))
+        perPartitionConfig = perPartitionConfig or DefaultPerPartitionConfig(ssc._conf)
+        super().__init__(ssc)
+        self.locationStrategy = locationStrategy
+        self.consumerStrategy = consumerStrategy
+        self.perPartitionConfig = perPartitionConfig
+        self.streamSettings = streamSettings
+        self.settings = settings
         self._rateController: RateController | None = None
-        if backpressure_enabled(conf):
+        if backpressure_enabled(ssc._conf):
             self._rateController = RateController(
-                self.inputStreamId, RateEstimator.create(conf, ssc.batchDuration))
+                self.inputStreamId, RateEstimator.create(ssc._conf, ssc.batchDuration))
         self._driverFactory = driverConsumerFactory or (
-            lambda params: DriverConsumer(params, self.requestTimeoutMs))
+            lambda params: DriverConsumer(params, streamSettings.requestTimeoutMs))
+        self._retrying = Retrier(streamSettings.maxRetries, streamSettings.retryBackoffMs,
+                                 str(consumerStrategy.kafkaParams.get("bootstrap.servers")))
+        self._discovery = PartitionDiscovery(self.name, consumerStrategy,
+                                             streamSettings.requestTimeoutMs,
+                                             streamSettings.rebalanceWaitMs, waitClock)
+        self._starts = StartingOffsets(self.name, consumerStrategy, self._retrying,
+                                       streamSettings.failOnDataLoss)
         self.driver: DriverConsumer | None = None
         self.currentOffsets: dict[TopicPartition, int] = {}
         #: End offsets seen by the latest batch (for lag).
         self.latestSeen: dict[TopicPartition, int] = {}
         self.batchRanges: dict[int, list[OffsetRange]] = {}
-        #: Known partitions missing from the latest metadata answer (positions kept).
-        self._absent: set[TopicPartition] = set()
         self._commits = StreamCommits(self.name, consumerStrategy.groupId, self._driver)
         #: Offsets committed to the group by this stream, per partition.
         self.committedOffsets = self._commits.committedOffsets
-        self._startingOffsetsCallbacks: list[Callable[[dict[TopicPartition, int]], None]] = []
 
     @property
     @override
@@ -142,32 +159,19 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
     def name(self) -> str:
         return f"Kafka 0.10 direct stream [{self.inputStreamId}]"
 
-    # -- start and stop -------------------------------------------------------------------
+    @property
+    def maxRecordsPerBatch(self) -> int:
+        """``spark.streaming.kafka.maxRecordsPerBatch``: most records a batch reads; 0 = any."""
+        return self.streamSettings.maxRecordsPerBatch
 
-    def _retrying(self, what: str, action: Callable[[], Any]) -> Any:
-        attempts = self.maxRetries + 1
-        for attempt in range(1, attempts + 1):
-            try:
-                return action()
-            except KafkaDirectError:
-                raise
-            except Exception as error:
-                if attempt == attempts:
-                    raise KafkaUnavailableError(
-                        f"{what} failed {attempts} times, last with: {error}. Is Kafka at "
-                        f"{self.consumerStrategy.kafkaParams.get('bootstrap.servers')} up? "
-                        "spark.streaming.kafka.maxRetries sets how often to retry",
-                        attempts=attempts) from error
-                logger.warning("%s failed (attempt %d of %d), retrying in %d ms: %s", what,
-                               attempt, attempts, self.retryBackoffMs, error)
-                time.sleep(self.retryBackoffMs / 1000.0)
-        raise AssertionError("unreachable")  # pragma: no cover
+    # -- start and stop -------------------------------------------------------------------
 
     @override
     def start(self) -> None:
-        driver = self._retrying("connecting the driver consumer", lambda: self._connect())
+        driver = self._retrying("connecting the driver consumer", self._connect)
         self.driver = driver
-        partitions = self._retrying("listing the stream's partitions", self._streamPartitions)
+        partitions = self._retrying("listing the stream's partitions",
+                                    lambda: self._discovery.list(driver, set(), starting=True))
         if self.batchRanges:  # recovered: go on where the checkpointed batches end
             # The latest batch that read each partition: a partition absent from the last
             # batch keeps its position.
@@ -175,9 +179,9 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
                                    for _, ranges in sorted(self.batchRanges.items())
                                    for r in ranges}
             missing = partitions - set(self.currentOffsets)
-            self.currentOffsets.update(self._startingOffsets(missing, new=True))
+            self.currentOffsets.update(self._starts.choose(driver, missing, new=True))
         else:
-            self.currentOffsets = self._startingOffsets(partitions, new=False)
+            self.currentOffsets = self._starts.choose(driver, partitions, new=False)
         logger.info("%s starts at %s", self.name,
                     {str(tp): o for tp, o in sorted(self.currentOffsets.items())})
 
@@ -190,97 +194,19 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
             raise
         return driver
 
-    def _streamPartitions(self) -> set[TopicPartition]:
-        driver = self._driver()
-        partitions = self.consumerStrategy.topicPartitions(driver)
-        if not self.consumerStrategy.usesGroupManagement:
-            return partitions
-        # A rebalance under way leaves the assignment empty or partial for a moment:
-        # give it time to settle before calling a partition lost.
-        wait = self.requestTimeoutMs / 1000.0 if self.driver is not None and not \
-            self.currentOffsets else self.rebalanceWaitMs / 1000.0
-        deadline = time.monotonic() + wait
-        # Partitions already absent (their topic deleted) are not waited for again.
-        expected = set(self.currentOffsets) - self._absent
-        while (not partitions or not expected <= partitions) and \
-                time.monotonic() < deadline:
-            time.sleep(0.05)
-            partitions = self.consumerStrategy.topicPartitions(driver)
-        if not partitions:
-            logger.warning("group %s assigns no partition to %s", self.consumerStrategy.groupId,
-                           self.name)
-        return partitions
-
     def _driver(self) -> DriverConsumer:
         if self.driver is None:
             raise KafkaDirectError(f"{self.name} is not started")
         return self.driver
 
-    def _startingOffsets(self, partitions: set[TopicPartition], new: bool
-                         ) -> dict[TopicPartition, int]:
-        if not partitions:
-            return {}
-        strategy, driver = self.consumerStrategy, self._driver()
-        chosen = {tp: strategy.offsets[tp] for tp in partitions if tp in strategy.offsets}
-        rest = partitions - set(chosen)
-        fromGroup: set[TopicPartition] = set()
-        if rest:
-            committed = self._retrying("reading committed offsets",
-                                       lambda: driver.committed(rest))
-            chosen.update(committed)
-            fromGroup = set(committed)
-        rest = partitions - set(chosen)
-        timestamps = {tp: ts for tp in rest if (ts := strategy.timestampFor(tp)) is not None}
-        if timestamps:
-            chosen.update(self._retrying("looking offsets up by time",
-                                         lambda: driver.offsetsForTimes(timestamps)))
-        rest = partitions - set(chosen)
-        policy = strategy.newPartitionOffsets if new else strategy.resetPolicy
-        if rest and policy == "none":
-            raise ConfigurationError(
-                f"no committed offset for {sorted(str(tp) for tp in rest)} in group "
-                f"{strategy.groupId!r} and auto.offset.reset is none; give offsets= or set "
-                "auto.offset.reset to earliest or latest")
-        if rest:
-            lookup = driver.earliestOffsets if policy == "earliest" else driver.latestOffsets
-            chosen.update(self._retrying(f"reading {policy} offsets", lambda: lookup(rest)))
-            for tp in sorted(rest):
-                logger.info("%s partition %s starts at its %s offset %d", self.name, tp,
-                            policy, chosen[tp])
-        self._checkWithinLog(chosen, fromGroup)
-        for callback in self._startingOffsetsCallbacks:
-            callback(dict(chosen))
-        return chosen
-
-    def onStartingOffsets(self, callback: Callable[[dict[TopicPartition, int]], None]
-                          ) -> None:
+    def onStartingOffsets(self, callback: StartingOffsetsCallback) -> None:
         """Call ``callback(offsets)`` whenever partitions get their starting offsets.
 
         That is at start (every partition) and when new partitions or matching topics
         appear, before a batch reads them: an offset store seeds them with it (see
         ``offsets.createDirectStreamFromStore``). An exception stops the stream.
         """
-        self._startingOffsetsCallbacks.append(callback)
-
-    def _checkWithinLog(self, offsets: dict[TopicPartition, int],
-                        fromGroup: set[TopicPartition]) -> None:
-        """Start offsets must lie within the log; ``offsets`` may change (data loss).
-
-        A given start offset beyond the end is a mistake (``ConfigurationError``); an
-        offset the group committed beyond the end means the log lost what the group read:
-        data loss, handled as for a running stream (:func:`check_positions`).
-        """
-        driver = self._driver()
-        ends = self._retrying("reading end offsets", lambda: driver.latestOffsets(offsets))
-        lost = {tp: ends[tp] for tp in fromGroup if offsets[tp] > ends.get(tp, offsets[tp])}
-        if lost:
-            check_positions(self.name, lost, offsets, driver, self.settings.failOnDataLoss,
-                            self._retrying)
-        for tp, offset in offsets.items():
-            if tp not in lost and offset > ends.get(tp, offset):
-                raise ConfigurationError(
-                    f"start offset {offset} of {tp} is beyond its end offset {ends[tp]}; "
-                    "start at or below the end", topic=tp.topic, partition=tp.partition)
+        self._starts.callbacks.append(callback)
 
     @override
     def stop(self) -> None:
@@ -300,31 +226,12 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
     def _latestOffsets(self) -> dict[TopicPartition, int]:
         """End offsets of the partitions the stream reads now (known positions are kept)."""
         driver = self._driver()
-        partitions = self._retrying("listing the stream's partitions", self._streamPartitions)
-        known = set(self.currentOffsets)
-        lost = known - partitions
-        if lost and self.consumerStrategy.usesGroupManagement:
-            existing = driver.partitionsOf({tp.topic for tp in lost})
-            taken = sorted(str(tp) for tp in lost
-                           if tp.partition < existing.get(tp.topic, 0))
-            if taken:
-                raise PartitionsRevokedError(
-                    f"partitions {taken} of {self.name} were taken away by a rebalance of "
-                    f"consumer group {self.consumerStrategy.groupId!r}: another consumer (a "
-                    "second stream?) joined the group. Each stream needs a group.id of its own",
-                    group=self.consumerStrategy.groupId, partitions=taken)
-        for tp in sorted(lost - self._absent):
-            logger.warning("%s: %s is missing from the cluster's metadata; it keeps its "
-                           "position %d and goes on from there if it comes back", self.name,
-                           tp, self.currentOffsets[tp])
-        for tp in sorted(self._absent & partitions):
-            logger.info("%s: %s is back, at position %d", self.name, tp,
-                        self.currentOffsets[tp])
-        self._absent = lost
-        # A partition is new once: a known one that comes back goes on where it stood.
-        added = partitions - known
+        partitions: set[TopicPartition] = self._retrying(
+            "listing the stream's partitions",
+            lambda: self._discovery.list(driver, set(self.currentOffsets), starting=False))
+        added = self._discovery.reconcile(driver, partitions, self.currentOffsets)
         if added:
-            self.currentOffsets.update(self._startingOffsets(added, new=True))
+            self.currentOffsets.update(self._starts.choose(driver, added, new=True))
         ends: dict[TopicPartition, int] = self._retrying(
             "reading end offsets", lambda: driver.latestOffsets(partitions))
         self.latestSeen = dict(ends)
@@ -334,7 +241,7 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
         if self._rateController is None:
             return None
         latest = self._rateController.getLatestRate()
-        rate = latest if latest > 0 else self.initialRate
+        rate = latest if latest > 0 else self.streamSettings.initialRate
         return rate if rate > 0 else None
 
     def _nextRanges(self, validTime: int) -> list[OffsetRange]:
@@ -346,10 +253,11 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
                 self.currentOffsets[r.topicPartition()] = max(current, r.untilOffset)
             return ranges
         latest = check_positions(self.name, self._latestOffsets(), self.currentOffsets,
-                                 self._driver(), self.settings.failOnDataLoss, self._retrying)
+                                 self._driver(), self.streamSettings.failOnDataLoss,
+                                 self._retrying)
         ends = clamp(latest, self.currentOffsets, self.perPartitionConfig,
                      self.slideDuration / 1000.0, self._estimatedRate(),
-                     self.maxRecordsPerBatch)
+                     self.streamSettings.maxRecordsPerBatch)
         ranges = [OffsetRange(tp.topic, tp.partition, self.currentOffsets[tp], ends[tp])
                   for tp in sorted(latest)]
         self.currentOffsets = {**self.currentOffsets, **ends}
@@ -367,13 +275,11 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
     def compute(self, validTime: int) -> KafkaRDD:
         ranges = self._nextRanges(validTime)
         self._commits.queue.addBatch(validTime, ranges, self._hasJobs(validTime))
-        from kafka_direct.kafka_utils import KafkaUtils
-
         leaders = None
         if isinstance(self.locationStrategy, PreferBrokers):
             leaders = self._driver().leaders(r.topicPartition() for r in ranges)
-        rdd = KafkaUtils._kafkaRDD(self.ssc.sparkContext, ranges, self.settings,
-                                   self.locationStrategy, leaders)
+        rdd = kafka_rdd(self.ssc.sparkContext, ranges, self.settings, self.locationStrategy,
+                        leaders)
         self.reportInfo(validTime, sum(r.count() for r in ranges),
                         {"offsets": [(r.topic, r.partition, r.fromOffset, r.untilOffset)
                                      for r in ranges],
@@ -396,7 +302,7 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
             if rate > 0:
                 limits[str(tp)] = rate
         return {"estimatedRate": self._estimatedRate(), "maxRatePerPartition": limits,
-                "maxRecordsPerBatch": self.maxRecordsPerBatch}
+                        "maxRecordsPerBatch": self.streamSettings.maxRecordsPerBatch}
 
     @override
     def clearMetadata(self, time: int) -> None:
@@ -421,13 +327,11 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
             CheckpointError: A range is of a partition the stream does not read (not of
                 its topics, not matching its pattern, not in its assignment).
         """
-        from kafka_direct.errors import CheckpointError
-
         batches = {int(t): [OffsetRange(str(a), int(b), int(c), int(d))
                             for a, b, c, d in ranges]
                    for t, ranges in state.get("batches", {}).items()}
         foreign = sorted({r.topicPartition() for ranges in batches.values() for r in ranges
-                          if not self._readsPartition(r.topicPartition())})
+                          if not self.consumerStrategy.canRead(r.topicPartition())})
         if foreign:
             # Regenerating those batches would send another stream's records through this
             # stream's output operations.
@@ -448,19 +352,6 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
     def stableIdentity(self) -> str:
         """``kafka <strategy identity>``: its topics / pattern / partitions and group.id."""
         return f"kafka {self.consumerStrategy.checkpointIdentity}"
-
-    def _readsPartition(self, tp: TopicPartition) -> bool:
-        """Whether the strategy can ever give the stream ``tp`` (True when it cannot tell)."""
-        from kafka_direct.consumer_strategy import Assign, Subscribe, SubscribePattern
-
-        strategy = self.consumerStrategy
-        if isinstance(strategy, Subscribe):
-            return tp.topic in strategy.topics
-        if isinstance(strategy, SubscribePattern):
-            return strategy.pattern.fullmatch(tp.topic) is not None
-        if isinstance(strategy, Assign):
-            return tp in strategy.partitions
-        return True
 
     # -- commits ----------------------------------------------------------------------------
 

@@ -238,15 +238,23 @@ class DriverConsumer:
                 found[tp] = hosts[partition.leader]
         return found
 
-    def _listOffsets(self, partitions: Iterable[TopicPartition], spec: Any
-                     ) -> dict[TopicPartition, int]:
+    def _listOffsets(self, partitions: Iterable[TopicPartition], spec: Any,
+                     readCommitted: bool | None = None) -> dict[TopicPartition, int]:
+        """One ListOffsets request for ``partitions``.
+
+        Args:
+            partitions: The partitions.
+            spec: An OffsetSpec (latest, earliest, for_timestamp).
+            readCommitted: The isolation level; the stream's own when None.
+        """
         from confluent_kafka import IsolationLevel
         from confluent_kafka import TopicPartition as KafkaTopicPartition
 
         request = {KafkaTopicPartition(tp.topic, tp.partition): spec for tp in partitions}
         if not request:
             return {}
-        level = (IsolationLevel.READ_COMMITTED if self.readCommitted
+        committed = self.readCommitted if readCommitted is None else readCommitted
+        level = (IsolationLevel.READ_COMMITTED if committed
                  else IsolationLevel.READ_UNCOMMITTED)
         for attempt in (1, 2):
             futures = self._admin.list_offsets(request, isolation_level=level,
@@ -265,6 +273,18 @@ class DriverConsumer:
     def latestOffsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """End offsets: the last stable offset under read_committed, else the high watermark."""
         return self._listOffsets(partitions, _spec("latest"))
+
+    def highWatermarks(self, partitions: Iterable[TopicPartition]
+                       ) -> dict[TopicPartition, int]:
+        """High watermarks: the end of each log whatever the isolation level.
+
+        ``ListOffsets(latest)`` under ``READ_UNCOMMITTED``. Beside :meth:`latestOffsets`
+        under ``read_committed`` (the last stable offset) it tells a position held back by
+        an open transaction (at or below the high watermark: the records exist) from a log
+        that lost offsets (the high watermark below the position too); see
+        :func:`kafka_direct.log_positions.check_positions`.
+        """
+        return self._listOffsets(partitions, _spec("latest"), readCommitted=False)
 
     def earliestOffsets(self, partitions: Iterable[TopicPartition]
                         ) -> dict[TopicPartition, int]:

@@ -15,7 +15,9 @@ from typing import Any
 
 from pyspark.rdd import PipelinedRDD
 
+from kafka_direct.conf_values import parse_int
 from kafka_direct.consumer_record import ConsumerRecord
+from kafka_direct.errors import ConfigurationError, KafkaDirectError, KafkaReadError
 from kafka_direct.kafka_data_consumer import ConsumerCache, KafkaDataConsumer, consumer_cache
 from kafka_direct.offset_range import HasOffsetRanges, OffsetRange
 from kafka_direct.redaction import redact_params
@@ -26,6 +28,10 @@ __all__ = ["KafkaRDD", "ReadSettings", "read_range"]
 logger = logging.getLogger(__name__)
 
 Deserializer = Callable[[bytes], Any]
+
+#: The most of a user function's error message carried to the driver.
+_MAX_USER_MESSAGE = 500
+
 
 @dataclass(frozen=True, slots=True)
 class ReadSettings:
@@ -39,6 +45,10 @@ class ReadSettings:
         keyDeserializer: Turns key bytes into the record's key (None keeps bytes).
         valueDeserializer: Turns value bytes into the record's value (None keeps bytes).
         messageHandler: Turns each ConsumerRecord into what the RDD holds (None keeps it).
+
+    Raises:
+        ConfigurationError: ``pollTimeoutMs`` not an int > 0, a flag not a bool, or a
+            deserializer or handler given that is not callable.
     """
 
     params: dict[str, Any]
@@ -48,6 +58,29 @@ class ReadSettings:
     keyDeserializer: Deserializer | None = None
     valueDeserializer: Deserializer | None = None
     messageHandler: Callable[[ConsumerRecord], Any] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.params, dict):
+            raise ConfigurationError(f"ReadSettings params must be a dict, got "
+                                     f"{type(self.params).__name__}")
+        parse_int("pollTimeoutMs (spark.streaming.kafka.consumer.poll.ms)",
+                  self.pollTimeoutMs, 1)
+        if not isinstance(self.failOnDataLoss, bool):
+            raise ConfigurationError(f"failOnDataLoss must be True or False, got "
+                                     f"{self.failOnDataLoss!r}")
+        if not isinstance(self.useConsumerCache, bool):
+            raise ConfigurationError(f"useConsumerCache must be True or False, got "
+                                     f"{self.useConsumerCache!r}")
+        # Checked here, on the driver: on an executor a non-callable would fail every task
+        # with a TypeError far from the line that passed it.
+        for name, shape in (("keyDeserializer", "bytes -> key"),
+                            ("valueDeserializer", "bytes -> value"),
+                            ("messageHandler", "ConsumerRecord -> element")):
+            function = getattr(self, name)
+            if function is not None and not callable(function):
+                raise ConfigurationError(
+                    f"{name} must be a function ({shape}) or None, got "
+                    f"{type(function).__name__} {function!r}")
 
     def __repr__(self) -> str:
         # Public as ``stream.settings``: the parameters may hold SASL and SSL secrets.
@@ -59,12 +92,32 @@ class ReadSettings:
                 f"messageHandler={self.messageHandler!r})")
 
 
-def _records(batches: Iterator[list[Any]], topic: str, partition: int,
+def _user_function_failed(function: str, error: Exception, offsetRange: OffsetRange,
+                          offset: int) -> KafkaReadError:
+    """One typed error for a user function that failed on a record: where, and the cause.
+
+    It names the function, topic, partition and offset and carries the user's exception type
+    and message (shortened), never the record's key or value.
+    """
+    text = str(error)
+    if len(text) > _MAX_USER_MESSAGE:
+        text = text[:_MAX_USER_MESSAGE] + "..."
+    kind = type(error).__qualname__
+    return KafkaReadError(
+        f"{function} failed on {offsetRange.topic}-{offsetRange.partition} at offset "
+        f"{offset} (range [{offsetRange.fromOffset}, {offsetRange.untilOffset})): {kind}: "
+        f"{text}", topic=offsetRange.topic, partition=offsetRange.partition,
+        fromOffset=offsetRange.fromOffset, untilOffset=offsetRange.untilOffset, offset=offset,
+        function=function, errorType=kind, errorMessage=text)
+
+
+def _records(batches: Iterator[list[Any]], offsetRange: OffsetRange,
              settings: ReadSettings) -> Iterator[Any]:
     # The hot loop of every task: tuple.__new__ skips the named tuple's Python-level
     # constructor, and topic and partition come from the range instead of two calls a record.
     # confluent-kafka numbers timestamp types 0 (none), 1 (create), 2 (log append); Kafka's
     # Java client and Spark use -1, 0, 1: hence ``kind - 1``.
+    topic, partition = offsetRange.topic, offsetRange.partition
     new = tuple.__new__
     record_type = ConsumerRecord
     key_of = settings.keyDeserializer
@@ -79,18 +132,33 @@ def _records(batches: Iterator[list[Any]], topic: str, partition: int,
                                         timestamp if kind else -1, kind - 1, message.key(),
                                         message.value(), tuple(headers) if headers else ()))
         return
+    # Each user function gets its own try (free in Python >= 3.11 until something raises),
+    # so the error names the one that failed. Our own errors pass as they are.
+    function = ""
     for batch in batches:
         for message in batch:
             kind, timestamp = message.timestamp()
             headers = message.headers()
             key = message.key()
             value = message.value()
-            record = new(record_type, (
-                topic, partition, message.offset(), timestamp if kind else -1, kind - 1,
-                key_of(key) if key_of is not None and key is not None else key,
-                value_of(value) if value_of is not None and value is not None else value,
-                tuple(headers) if headers else ()))
-            yield handler(record) if handler is not None else record
+            try:
+                function = "keyDeserializer"
+                if key_of is not None and key is not None:
+                    key = key_of(key)
+                function = "valueDeserializer"
+                if value_of is not None and value is not None:
+                    value = value_of(value)
+                record = new(record_type, (
+                    topic, partition, message.offset(), timestamp if kind else -1, kind - 1,
+                    key, value, tuple(headers) if headers else ()))
+                function = "messageHandler"
+                element = handler(record) if handler is not None else record
+            except KafkaDirectError:
+                raise
+            except Exception as error:
+                raise _user_function_failed(function, error, offsetRange,
+                                            message.offset()) from error
+            yield element
 
 
 def read_range(offsetRange: OffsetRange, settings: ReadSettings, *, attempt: int = 0,
@@ -118,7 +186,7 @@ def read_range(offsetRange: OffsetRange, settings: ReadSettings, *, attempt: int
         yield from _records(
             consumer.read_batches(offsetRange.fromOffset, offsetRange.untilOffset,
                                   settings.pollTimeoutMs, settings.failOnDataLoss),
-            topic, partition, settings)
+            offsetRange, settings)
         ok = True
     finally:
         if not ok and settings.useConsumerCache:

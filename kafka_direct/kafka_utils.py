@@ -6,10 +6,13 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from kafka_direct.conf_values import parse_bool
 from kafka_direct.consumer_record import ConsumerRecord
+from kafka_direct.direct_kafka_input_dstream import DirectKafkaInputDStream
 from kafka_direct.errors import ConfigurationError, UnknownTopicOrPartitionError
 from kafka_direct.kafka_params import executor_params, redact, validate_params
 from kafka_direct.kafka_rdd import KafkaRDD, ReadSettings
+from kafka_direct.kafka_rdd_factory import kafka_rdd
 from kafka_direct.location_strategy import (
     LocationStrategies,
     LocationStrategy,
@@ -17,14 +20,12 @@ from kafka_direct.location_strategy import (
     preferred_locations,
 )
 from kafka_direct.offset_range import OffsetRange
-from kafka_direct.spark_support import live_executors, located_rdd
+from kafka_direct.stream_settings import CACHE_ENABLED_CONF, POLL_TIMEOUT_CONF, poll_timeout_ms
 
 __all__ = ["KafkaUtils", "check_consumer_params", "check_partitions_exist"]
 
 logger = logging.getLogger(__name__)
 
-POLL_TIMEOUT_CONF = "spark.streaming.kafka.consumer.poll.ms"
-CACHE_ENABLED_CONF = "spark.streaming.kafka.consumer.cache.enabled"
 _METADATA_TIMEOUT_S = 30.0
 
 
@@ -128,26 +129,27 @@ class KafkaUtils:
         strategy = locationStrategy or LocationStrategies.PreferConsistent()
         if isinstance(strategy, PreferBrokers):
             preferred_locations(strategy, [], [])  # raises the explanation
-        if pollTimeoutMs is None:
-            pollTimeoutMs = int(_conf(sc, POLL_TIMEOUT_CONF, "120000"))
-        if pollTimeoutMs <= 0:
-            raise ConfigurationError(f"pollTimeoutMs must be > 0, got {pollTimeoutMs}")
+        # One rule for the argument and the Spark setting, shared with the stream: > 0.
+        pollTimeoutMs = poll_timeout_ms(
+            _conf(sc, POLL_TIMEOUT_CONF, "120000") if pollTimeoutMs is None else pollTimeoutMs)
         fixed = executor_params(params)
+        # Settings first: a bad argument fails before any broker is asked anything.
+        settings = ReadSettings(
+            params=fixed,
+            pollTimeoutMs=pollTimeoutMs,
+            failOnDataLoss=parse_bool("failOnDataLoss", failOnDataLoss),
+            useConsumerCache=parse_bool(CACHE_ENABLED_CONF,
+                                        _conf(sc, CACHE_ENABLED_CONF, "true")),
+            keyDeserializer=keyDeserializer,
+            valueDeserializer=valueDeserializer,
+            messageHandler=messageHandler,
+        )
         consumer = check_consumer_params(fixed)
         try:
             check_partitions_exist(consumer, ranges)
         finally:
             consumer.close()
-        settings = ReadSettings(
-            params=fixed,
-            pollTimeoutMs=pollTimeoutMs,
-            failOnDataLoss=failOnDataLoss,
-            useConsumerCache=_conf(sc, CACHE_ENABLED_CONF, "true").lower() == "true",
-            keyDeserializer=keyDeserializer,
-            valueDeserializer=valueDeserializer,
-            messageHandler=messageHandler,
-        )
-        return KafkaUtils._kafkaRDD(sc, ranges, settings, strategy)
+        return kafka_rdd(sc, ranges, settings, strategy)
 
     @staticmethod
     def createDirectStream(
@@ -160,7 +162,7 @@ class KafkaUtils:
         messageHandler: Callable[[ConsumerRecord], Any] | None = None,
         *,
         checkpointId: str | None = None,
-    ) -> Any:
+    ) -> DirectKafkaInputDStream:
         """A direct stream: one KafkaRDD per batch, one offset range per partition.
 
         Args:
@@ -181,8 +183,6 @@ class KafkaUtils:
             A :class:`~kafka_direct.direct_kafka_input_dstream.DirectKafkaInputDStream`; its
             RDDs have ``offsetRanges()`` and it has ``commitAsync(ranges, callback)``.
         """
-        from kafka_direct.direct_kafka_input_dstream import DirectKafkaInputDStream
-
         stream = DirectKafkaInputDStream(ssc, locationStrategy, consumerStrategy,
                                          perPartitionConfig, keyDeserializer,
                                          valueDeserializer, messageHandler)
@@ -194,7 +194,5 @@ class KafkaUtils:
     def _kafkaRDD(sc: Any, ranges: list[OffsetRange], settings: ReadSettings,
                   strategy: LocationStrategy,
                   leaders: Mapping[Any, str] | None = None) -> KafkaRDD:
-        """A KafkaRDD from checked inputs (shared by createRDD and the direct stream)."""
-        locations = preferred_locations(
-            strategy, [r.topicPartition() for r in ranges], live_executors(sc), leaders)
-        return KafkaRDD(located_rdd(sc, ranges, locations), ranges, settings)
+        """A KafkaRDD from checked inputs (kept for callers of old; see ``kafka_rdd``)."""
+        return kafka_rdd(sc, ranges, settings, strategy, leaders)

@@ -84,8 +84,9 @@ def check_positions(name: str, ends: Mapping[TopicPartition, int],
 
 def _highWatermarks(driver: DriverConsumer, partitions: list[TopicPartition],
                     retrying: Retrying) -> dict[TopicPartition, int]:
-    # Only a driver consumer that reads the high watermark beside the last stable offset
-    # tells "held back" apart; without one a position past the end is data loss.
+    # DriverConsumer.highWatermarks reads the high watermark beside the last stable offset
+    # and so tells "held back" apart; a driver of other making without it cannot, and a
+    # position past the end is then data loss (the safe answer).
     lookup = getattr(driver, "highWatermarks", None)
     if lookup is None:
         return {}

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kafka_direct.conf_values import check_offset
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.topic_partition import TopicPartition
 
@@ -14,12 +15,8 @@ __all__ = ["CanCommitOffsets", "HasOffsetRanges", "OffsetRange"]
 
 
 def _check_offset(name: str, value: Any, topic: str, partition: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigurationError(
-            f"OffsetRange {name} for {topic}-{partition} must be an int >= 0, got {value!r}",
-            topic=topic,
-            partition=partition,
-        )
+    check_offset(f"OffsetRange {name} for {topic}-{partition}", value, topic=topic,
+                 partition=partition)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +34,12 @@ class OffsetRange:
     Args:
         topic: Topic name.
         partition: Partition number.
-        fromOffset: First offset of the range (inclusive), >= 0.
-        untilOffset: End of the range (exclusive), >= ``fromOffset``.
+        fromOffset: First offset of the range (inclusive), in ``[0, 2**63 - 1]``.
+        untilOffset: End of the range (exclusive), in ``[fromOffset, 2**63 - 1]``.
+
+    Raises:
+        ConfigurationError: An offset is not an int, negative, beyond int64, or
+            ``fromOffset > untilOffset``.
     """
 
     topic: str

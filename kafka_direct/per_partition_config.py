@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kafka_direct.conf_values import parse_float, parse_int
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.topic_partition import TopicPartition
 
@@ -34,32 +35,20 @@ class PerPartitionConfig:
         return 1
 
 
-def _number(conf: Any, key: str, default: str) -> float:
-    raw = conf.get(key, default)
-    try:
-        value = float(raw)
-    except (TypeError, ValueError) as error:
-        raise ConfigurationError(f"{key} must be a number, got {raw!r}") from error
-    if value < 0:
-        raise ConfigurationError(f"{key} must be >= 0, got {raw!r}")
-    return value
-
-
 def _overrides(values: Mapping[TopicPartition, Any] | None, name: str, least: float
                ) -> dict[TopicPartition, float]:
+    if values is not None and not isinstance(values, Mapping):
+        raise ConfigurationError(f"{name} must be a dict {{TopicPartition: rate}}, got "
+                                 f"{type(values).__name__}")
     checked = {}
     for tp, raw in (values or {}).items():
         if not isinstance(tp, TopicPartition):
             raise ConfigurationError(f"{name} keys must be TopicPartition, got {tp!r}")
         try:
-            value = float(raw)
-        except (TypeError, ValueError) as error:
-            raise ConfigurationError(f"{name}[{tp}] must be a number, got {raw!r}",
-                                     topic=tp.topic, partition=tp.partition) from error
-        if not value >= least:  # also catches NaN
-            raise ConfigurationError(f"{name}[{tp}] must be >= {least:g}, got {raw!r}",
-                                     topic=tp.topic, partition=tp.partition)
-        checked[tp] = value
+            checked[tp] = parse_float(f"{name}[{tp}]", raw, least)
+        except ConfigurationError as error:
+            raise ConfigurationError(error.message, topic=tp.topic,
+                                     partition=tp.partition) from None
     return checked
 
 
@@ -69,20 +58,20 @@ class DefaultPerPartitionConfig(PerPartitionConfig):
     Args:
         conf: The SparkConf (``spark.streaming.kafka.maxRatePerPartition``, default 0 = none;
             ``spark.streaming.kafka.minRatePerPartition``, default 1).
-        maxRates: Per topic-partition overrides of the maximum rate (>= 0; 0 = no limit for
-            that partition, even when the Spark setting sets one for the others).
-        minRates: Per topic-partition overrides of the minimum rate (>= 1).
+        maxRates: Per topic-partition overrides of the maximum rate (finite, >= 0; 0 = no
+            limit for that partition, even when the Spark setting sets one for the others).
+        minRates: Per topic-partition overrides of the minimum rate (finite, >= 1).
 
     Raises:
-        ConfigurationError: A setting or an override is not a number in its range.
+        ConfigurationError: A setting or an override is not a finite number in its range
+            (NaN and infinity included; use 0 for "no maximum").
     """
 
     def __init__(self, conf: Any, maxRates: Mapping[TopicPartition, float] | None = None,
                  minRates: Mapping[TopicPartition, int] | None = None) -> None:
-        self.maxRate = _number(conf, MAX_RATE_CONF, "0")
-        self.minRate = int(_number(conf, MIN_RATE_CONF, "1"))
-        if self.minRate < 1:
-            raise ConfigurationError(f"{MIN_RATE_CONF} must be >= 1, got {self.minRate}")
+        self.maxRate = parse_float(MAX_RATE_CONF, conf.get(MAX_RATE_CONF, "0"), 0)
+        # Spark's setting is a Long: a record count per second, so a whole number.
+        self.minRate = parse_int(MIN_RATE_CONF, conf.get(MIN_RATE_CONF, "1"), 1)
         self.maxRates = _overrides(maxRates, "maxRates", 0)
         self.minRates = {tp: int(value)
                          for tp, value in _overrides(minRates, "minRates", 1).items()}

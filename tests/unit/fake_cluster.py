@@ -158,15 +158,18 @@ class FakeSparkContext:
 
 
 def stub_rdds(monkeypatch):
-    """KafkaUtils._kafkaRDD returns the ranges themselves: compute() without Spark."""
-    from kafka_direct.kafka_utils import KafkaUtils
+    """The stream's KafkaRDDs are the ranges themselves: compute() without Spark."""
+    from kafka_direct import direct_kafka_input_dstream
 
-    monkeypatch.setattr(KafkaUtils, "_kafkaRDD",
-                        staticmethod(lambda sc, ranges, *args: list(ranges)))
+    monkeypatch.setattr(direct_kafka_input_dstream, "kafka_rdd",
+                        lambda sc, ranges, *args: list(ranges))
 
 
-def make_stream(cluster, strategy, conf=None, batch_seconds=1):
-    """A DirectKafkaInputDStream on a fake SparkContext and a FakeDriverConsumer."""
+def make_stream(cluster, strategy, conf=None, batch_seconds=1, **options):
+    """A DirectKafkaInputDStream on a fake SparkContext and a FakeDriverConsumer.
+
+    ``options`` go to the stream's constructor (``waitClock=``).
+    """
     from kafka_direct import LocationStrategies, StreamingContext
     from kafka_direct.direct_kafka_input_dstream import DirectKafkaInputDStream
 
@@ -178,7 +181,7 @@ def make_stream(cluster, strategy, conf=None, batch_seconds=1):
         return drivers[-1]
 
     stream = DirectKafkaInputDStream(ssc, LocationStrategies.PreferConsistent(), strategy,
-                                     driverConsumerFactory=factory)
+                                     driverConsumerFactory=factory, **options)
     stream.drivers = drivers
     stream.initialize(0)
     return stream

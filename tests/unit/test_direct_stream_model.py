@@ -32,9 +32,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from kafka_direct import ConsumerStrategies, TopicPartition
+from kafka_direct import ConsumerStrategies, TopicPartition, direct_kafka_input_dstream
 from kafka_direct.errors import ConfigurationError, DataLossError, KafkaDirectError
-from kafka_direct.kafka_utils import KafkaUtils
 from tests.unit.fake_cluster import FakeCluster, make_stream, on_job_thread
 
 TOPIC = "t"
@@ -53,8 +52,8 @@ class Batch:
 class DirectStreamModel(RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
-        self._saved_rdd = KafkaUtils.__dict__["_kafkaRDD"]
-        KafkaUtils._kafkaRDD = staticmethod(lambda sc, ranges, *args: list(ranges))
+        self._saved_rdd = direct_kafka_input_dstream.kafka_rdd
+        direct_kafka_input_dstream.kafka_rdd = lambda sc, ranges, *args: list(ranges)
         logging.getLogger("kafka_direct").setLevel(logging.ERROR)
         self.cluster = FakeCluster()
         self.cluster.create(TOPIC, 2)
@@ -62,9 +61,11 @@ class DirectStreamModel(RuleBasedStateMachine):
         self.epoch = dict.fromkeys(self.ids, 0)  # bumped when a log loses read offsets
         self.stale = set()  # lost offsets the stream has not looked at yet
         self.lost = set()  # partitions that ever lost offsets the stream had read
+        self.stale_commits = {}  # the group's offsets that point into a lost log
         self.fresh_ids = count()
         self.times = count(1)
         self.read = []  # (tp, epoch, offset, id) read by successful batches, kept ones
+        self.abandoned = []  # records of batches whose log was lost before they could run
         self.broken = False
         self.stream = None
         self.batches = []
@@ -72,7 +73,7 @@ class DirectStreamModel(RuleBasedStateMachine):
     def teardown(self):
         if self.stream is not None and not self.stream._commits.queue.closed:
             self.stream.stop()
-        KafkaUtils._kafkaRDD = self._saved_rdd
+        direct_kafka_input_dstream.kafka_rdd = self._saved_rdd
         logging.getLogger("kafka_direct").setLevel(logging.NOTSET)
 
     # -- the cluster ------------------------------------------------------------------------
@@ -93,6 +94,9 @@ class DirectStreamModel(RuleBasedStateMachine):
             self.epoch[tp] += 1
             self.stale.add(tp)
             self.lost.add(tp)
+        committed = self.cluster.committed.get(("g", tp))
+        if committed is not None and keep < committed:
+            self.stale_commits[tp] = committed
 
     @rule(p=st.integers(0, 3), n=st.integers(1, 6))
     def produce(self, p, n):
@@ -102,6 +106,10 @@ class DirectStreamModel(RuleBasedStateMachine):
             # A log that grew back past the position before the stream looked is the same,
             # by offsets, as the log it replaced: nobody can tell (see the README).
             n = min(n, position - self.cluster.log(tp).end - 1)
+        committed = self.cluster.committed.get(("g", tp))
+        if committed is not None and self.stale_commits.get(tp) == committed:
+            # Likewise for the group's offset, which a restarted stream starts from.
+            n = min(n, committed - self.cluster.log(tp).end - 1)
         if n > 0:
             self.cluster.produce(tp, n)
             self.ids[tp].extend(next(self.fresh_ids) for _ in range(n))
@@ -263,7 +271,10 @@ class DirectStreamModel(RuleBasedStateMachine):
                          if r[1] < self.epoch[r[0]] or r[2] < committed.get(r[0], 0)]
             regenerate = []
         if any(b.epochs[tp] != self.epoch[tp] for b in regenerate for tp in b.epochs):
-            return  # its tasks would fail on a log that is not the one it was computed on
+            # Its tasks would fail on a log that is not the one it was computed on: its
+            # offsets are lost loudly (the task's DataLossError), not skipped silently.
+            self.abandoned.extend(r for b in regenerate for r in b.records)
+            return
         self.cluster.hidden.clear()  # a gap lasts one metadata answer
         self.cluster.visible_partitions.clear()
         self.stream = self.new_stream(self.failOnDataLoss, self.strategy)
@@ -295,7 +306,7 @@ class DirectStreamModel(RuleBasedStateMachine):
         # What earlier streams left done, with what this one read (pending batches may
         # still succeed, failed ones are read again after a restart): each record at most
         # once, and no offset of a log skipped.
-        records = self.read + [r for b in self.batches for r in b.records]
+        records = self.read + self.abandoned + [r for b in self.batches for r in b.records]
         seen = set()
         for tp, epoch, _, record in self.read + [r for b in self.batches if b.state != "failed"
                                                  for r in b.records]:

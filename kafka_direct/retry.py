@@ -1,0 +1,73 @@
+"""Retrier: how the driver asks Kafka a question again after a transient failure."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from kafka_direct.conf_values import parse_int
+from kafka_direct.errors import KafkaDirectError, KafkaUnavailableError
+
+__all__ = ["Retrier"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Retrier:
+    """Runs a driver-side Kafka question up to ``maxRetries + 1`` times.
+
+    Our own errors (a ``KafkaDirectError``: a decision, not a glitch) are never retried.
+
+    Attributes:
+        maxRetries: Retries after the first attempt (>= 0).
+        backoffMs: Pause between attempts in milliseconds (>= 0).
+        servers: The bootstrap servers, named in the final error.
+        sleep: Pauses for seconds (injectable for tests).
+
+    Raises:
+        ConfigurationError: ``maxRetries`` or ``backoffMs`` negative or not an int.
+    """
+
+    maxRetries: int = 1
+    backoffMs: int = 200
+    servers: str = ""
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
+
+    def __post_init__(self) -> None:
+        parse_int("spark.streaming.kafka.maxRetries", self.maxRetries, 0)
+        parse_int("spark.streaming.kafka.retryBackoffMs", self.backoffMs, 0)
+
+    def __call__(self, what: str, action: Callable[[], T]) -> T:
+        """``action()``, retried on failure.
+
+        Args:
+            what: What the action does, for log lines and the error (``"reading offsets"``).
+            action: The question.
+
+        Raises:
+            KafkaUnavailableError: Every attempt failed; chained to the last failure.
+            KafkaDirectError: Raised by ``action`` (not retried).
+        """
+        attempts = self.maxRetries + 1
+        attempt = 1
+        while True:
+            try:
+                return action()
+            except KafkaDirectError:
+                raise
+            except Exception as error:
+                if attempt >= attempts:
+                    raise KafkaUnavailableError(
+                        f"{what} failed {attempts} times, last with: {error}. Is Kafka at "
+                        f"{self.servers} up? spark.streaming.kafka.maxRetries sets how often "
+                        "to retry", attempts=attempts) from error
+                logger.warning("%s failed (attempt %d of %d), retrying in %d ms: %s", what,
+                               attempt, attempts, self.backoffMs, error)
+                self.sleep(self.backoffMs / 1000.0)
+                attempt += 1
