@@ -2,7 +2,8 @@
 
 States: ``INITIALIZED`` (building the graph) -> ``ACTIVE`` (batches run) -> ``STOPPED``. Only
 one context may be active in a process. Starting twice warns; starting after a stop raises.
-A failed batch stops the context, and :meth:`awaitTermination` raises that failure.
+A failed batch stops the context, and :meth:`awaitTermination` raises that failure; a stop
+is not a failure (jobs it cancels do not make awaitTermination raise).
 """
 
 from __future__ import annotations
@@ -11,10 +12,8 @@ import collections
 import itertools
 import logging
 import os
-import signal
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from types import FrameType
 from typing import Any, ClassVar
 
 from kafka_direct.errors import CheckpointError, ConfigurationError, StreamingStateError
@@ -31,7 +30,9 @@ from kafka_direct.streaming.listener import (
     StreamingListenerStreamingStarted,
     StreamingListenerStreamingStopped,
 )
+from kafka_direct.streaming.stop_signals import StopSignals
 from kafka_direct.streaming.transformed_dstream import TransformedDStream, UnionDStream
+from kafka_direct.streaming.ui.input_status import InputStatusBoard
 from kafka_direct.streaming.ui.progress_listener import StreamingJobProgressListener
 
 __all__ = ["StreamingContext"]
@@ -79,9 +80,12 @@ class StreamingContext:
         self._terminated = threading.Event()
         self._error: BaseException | None = None
         self._stopLock = threading.Lock()
-        self._previousHandlers: dict[int, Any] = {}
+        self._stopBegun = False
+        self._signals = StopSignals(self._stopOnSignal, lambda: self._stopBegun)
         retained = int(self.conf("spark.streaming.ui.retainedBatches", "1000"))
         self.progressListener = StreamingJobProgressListener(retained)
+        #: The input streams' figures, as the engine last published them (for the UI).
+        self.inputStatus = InputStatusBoard()
         self.scheduler.listenerBus.addListener(self.progressListener)
         from kafka_direct.streaming.batch_log import BatchLogListener
 
@@ -164,33 +168,40 @@ class StreamingContext:
                 f"{self.state}")
 
     def start(self) -> None:
-        """Validate the graph and start running batches."""
-        if self.state == "ACTIVE":
-            logger.warning("StreamingContext has already been started")
-            return
-        if self.state == "STOPPED":
-            raise StreamingStateError("StreamingContext has already been stopped")
-        with StreamingContext._activeLock:
-            active = StreamingContext._active
-            if active is not None and active is not self:
-                raise StreamingStateError(
-                    "Only one StreamingContext may be started in this process; stop the "
-                    "running one first")
-            self.graph.validate()
-            self._startUI()
-            try:
-                self.scheduler.start()
-            except BaseException:
-                # Nothing half-started stays behind; the error says what was wrong.
-                self._stopUI()
-                self.scheduler.stop(False)
-                self.scheduler.listenerBus.stop()
-                self.state = "STOPPED"
-                self._terminated.set()
-                raise
-            self.state = "ACTIVE"
-            StreamingContext._active = self
-        self._installSignalHandlers()
+        """Validate the graph and start running batches.
+
+        Holds the stop lock throughout: a stop requested meanwhile (another thread, a batch
+        failing already) waits for the start to finish, then stops what it started.
+        """
+        with self._stopLock:
+            if self.state == "ACTIVE":
+                logger.warning("StreamingContext has already been started")
+                return
+            if self.state == "STOPPED":
+                raise StreamingStateError("StreamingContext has already been stopped")
+            with StreamingContext._activeLock:
+                active = StreamingContext._active
+                if active is not None and active is not self:
+                    raise StreamingStateError(
+                        "Only one StreamingContext may be started in this process; stop the "
+                        "running one first")
+                self.graph.validate()
+                self._startUI()
+                try:
+                    self.scheduler.start()
+                except BaseException:
+                    # Nothing half-started stays behind; the error says what was wrong.
+                    self._stopUI()
+                    self.scheduler.stop(False)
+                    self.scheduler.listenerBus.stop()
+                    self.state = "STOPPED"
+                    self._terminated.set()
+                    raise
+                self.state = "ACTIVE"
+                StreamingContext._active = self
+            if self.conf("spark.streaming.stopGracefullyOnShutdown",
+                         "false").lower() == "true":
+                self._signals.install()
         self.scheduler.listenerBus.post(
             StreamingListenerStreamingStarted(self.clock.getTimeMillis()))
         logger.info("StreamingContext started")
@@ -223,6 +234,16 @@ class StreamingContext:
     def stop(self, stopSparkContext: bool | None = None, stopGracefully: bool = False) -> None:
         """Stop batches; gracefully waits for generated batches, else cancels running jobs.
 
+        Either way: no batch is generated after the stop began, each submitted batch ends
+        with one ``BatchCompleted``, and the input streams are stopped last (the Kafka stream
+        commits the batches that succeeded, then closes). A graceful stop runs every batch
+        generated or being generated to its end (within
+        ``spark.streaming.gracefulStopTimeout``; what still runs then is cancelled). An
+        immediate stop drops batches not yet submitted and cancels running Spark jobs; their
+        failures are not the stream's. Signal handlers installed by ``start()`` are
+        restored (if stopped off the main thread: at the next ``awaitTermination`` on it, and
+        a signal arriving meanwhile goes to the previous handler).
+
         Args:
             stopSparkContext: Stop the SparkContext too (default
                 ``spark.streaming.stopSparkContextByDefault``, true).
@@ -232,26 +253,33 @@ class StreamingContext:
         if stopSparkContext is None:
             stopSparkContext = self.conf("spark.streaming.stopSparkContextByDefault",
                                          "true").lower() == "true"
+        self._stopBegun = True
         with self._stopLock:
             if self.state == "INITIALIZED":
                 logger.warning("StreamingContext has not been started yet")
             elif self.state == "STOPPED":
                 logger.warning("StreamingContext has already been stopped")
             else:
-                self.scheduler.stop(stopGracefully and self.scheduler.error is None)
+                # As Spark: a step that fails is logged and the others still run, and the
+                # state is STOPPED only at the end, so a stop cut short (KeyboardInterrupt)
+                # can be called again; every step is idempotent.
+                graceful = stopGracefully and self.scheduler.error is None
+                _logFailure("stopping the scheduler", self.scheduler.stop, graceful)
                 self.scheduler.listenerBus.post(
                     StreamingListenerStreamingStopped(self.clock.getTimeMillis()))
-                self.scheduler.listenerBus.stop()
-                self._stopUI()
+                _logFailure("stopping the listener bus", self.scheduler.listenerBus.stop)
+                _logFailure("stopping the statistics page", self._stopUI)
                 logger.info("StreamingContext stopped successfully")
             self.state = "STOPPED"
-            self._restoreSignalHandlers()
+            self._signals.restore()
             with StreamingContext._activeLock:
                 if StreamingContext._active is self:
                     StreamingContext._active = None
-            if stopSparkContext:
-                self.sparkContext.stop()
-            self._terminated.set()
+            try:
+                if stopSparkContext:
+                    self.sparkContext.stop()
+            finally:
+                self._terminated.set()
 
     def _onError(self, error: BaseException) -> None:
         """A batch failed: remember the error and stop.
@@ -271,6 +299,9 @@ class StreamingContext:
             The error that stopped the context, if a batch failed.
         """
         stopped = self._terminated.wait(timeout)
+        if stopped:
+            # A stop on another thread (after an error, on a signal) cannot touch signals.
+            self._signals.restore()
         if self._error is not None and stopped:
             raise self._error
         return stopped
@@ -279,30 +310,8 @@ class StreamingContext:
         """:meth:`awaitTermination` with a required timeout."""
         return self.awaitTermination(timeout)
 
-    def _installSignalHandlers(self) -> None:
-        if self.conf("spark.streaming.stopGracefullyOnShutdown", "false").lower() != "true":
-            return
-        if threading.current_thread() is not threading.main_thread():
-            logger.warning("spark.streaming.stopGracefullyOnShutdown needs start() on the main "
-                           "thread to catch signals; not installed")
-            return
-
-        def graceful(signum: int, _frame: FrameType | None) -> None:
-            logger.info("Invoking stop(stopGracefully=True) on signal %d", signum)
-            self._restoreSignalHandlers()  # a second signal acts as it would without us
-            threading.Thread(target=self.stop, name="streaming-graceful-stop",
-                             kwargs={"stopSparkContext": False, "stopGracefully": True}).start()
-
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            self._previousHandlers[signum] = signal.signal(signum, graceful)
-
-    def _restoreSignalHandlers(self) -> None:
-        if not self._previousHandlers:
-            return
-        if threading.current_thread() is threading.main_thread():
-            for signum, handler in self._previousHandlers.items():
-                signal.signal(signum, handler)
-            self._previousHandlers.clear()
+    def _stopOnSignal(self) -> None:
+        self.stop(stopSparkContext=False, stopGracefully=True)
 
     # -- recovery ---------------------------------------------------------------------------
 
@@ -363,3 +372,11 @@ class StreamingContext:
 
         local = urlparse(path).path if path.startswith("file:") else path
         shutil.rmtree(local, ignore_errors=True)
+
+
+def _logFailure(step: str, action: Callable[..., object], *args: object) -> None:
+    """Run one step of a stop; a failure is logged, and the stop goes on with the next."""
+    try:
+        action(*args)
+    except Exception:
+        logger.exception("StreamingContext.stop: %s failed; going on with the stop", step)

@@ -7,9 +7,13 @@ import time as _time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
+from kafka_direct.redaction import redact_text
 from kafka_direct.streaming.batch_info import BatchInfo, OutputOperationInfo, StreamInputInfo
 
-__all__ = ["Job", "JobSet"]
+__all__ = ["SKIPPED", "Job", "JobSet"]
+
+#: How the failure reason of an output operation that never ran begins.
+SKIPPED = "Skipped: "
 
 
 def _now() -> int:
@@ -34,6 +38,10 @@ class Job:
         self.func = func
         self.info = OutputOperationInfo(time, outputOpId, name, description)
         self.error: BaseException | None = None
+        #: Why it never ran, if it was skipped.
+        self.skipReason: str | None = None
+        #: Whether it failed because the context was stopping (a cancellation, not a failure).
+        self.endedByStop = False
 
     @property
     def id(self) -> str:
@@ -47,15 +55,32 @@ class Job:
         except BaseException as error:
             self.error = error
 
+    def skip(self, reason: str) -> None:
+        """Mark the job as never run, for ``reason``; it then counts as failed."""
+        self.skipReason = reason
+
+    @property
+    def succeeded(self) -> bool:
+        """Whether it ran and raised nothing."""
+        return self.error is None and self.skipReason is None
+
     def started(self, at: int) -> None:
         """Record the start time."""
         self.info = replace(self.info, startTime=at)
 
     def ended(self, at: int) -> None:
-        """Record the end time and the failure, if any."""
+        """Record the end time and the failure, if any.
+
+        The failure reason is shown on the statistics page, in its JSON and metrics and in
+        the batch log line: any secret an error quotes (a DSN, a JAAS line) is redacted here.
+        """
         reason = None
-        if self.error is not None:
-            reason = f"{type(self.error).__name__}: {self.error}"
+        if self.skipReason is not None:
+            reason = SKIPPED + self.skipReason
+        elif self.error is not None:
+            reason = redact_text(f"{type(self.error).__name__}: {self.error}")
+            if self.endedByStop:
+                reason = f"Cancelled by the stop of the streaming context: {reason}"
         self.info = replace(self.info, endTime=at, failureReason=reason)
 
 
@@ -77,34 +102,80 @@ class JobSet:
         self.processingStartTime: int | None = None
         self.processingEndTime: int | None = None
         self._incomplete = set(range(len(self.jobs)))
+        self._completed = False
         self._lock = threading.Lock()
 
-    def handleJobStart(self, job: Job) -> bool:
-        """Mark a job started; True if it is the batch's first."""
+    def handleJobStart(self, job: Job) -> bool | None:
+        """Mark a job started.
+
+        Returns:
+            True if it is the batch's first, False if not; None if :meth:`abandon`
+            completed the batch already: the job must not run (nothing changes then).
+        """
         now = _now()
-        job.started(now)
         with self._lock:
+            if self._completed:
+                return None
+            job.started(now)
             first = self.processingStartTime is None
             if first:
                 self.processingStartTime = now
             return first
 
-    def handleJobCompletion(self, job: Job) -> bool:
-        """Mark a job done; True if the batch is now complete."""
+    def handleJobCompletion(self, job: Job) -> bool | None:
+        """Mark a job done.
+
+        Returns:
+            True exactly once, when this makes the batch complete; False while jobs remain;
+            None if :meth:`abandon` completed the batch already (nothing changes then).
+        """
         now = _now()
-        job.ended(now)
         with self._lock:
+            if self._completed:
+                return None
+            job.ended(now)
             self._incomplete.discard(self.jobs.index(job))
-            if not self._incomplete:
-                self.processingEndTime = now
-                return True
+            return self._completeIfDone(now)
+
+    def abandon(self, reason: str) -> list[Job] | None:
+        """Complete the batch now, marking every job not yet ended as skipped for ``reason``.
+
+        For a stop that cannot wait for a job any longer: the batch still gets its one
+        completion.
+
+        Returns:
+            The jobs this ended (each owes listeners its completion), or None if the batch
+            was complete already.
+        """
+        now = _now()
+        with self._lock:
+            if self._completed:
+                return None
+            ended = [self.jobs[index] for index in sorted(self._incomplete)]
+            for job in ended:
+                job.skip(reason)
+                job.ended(now)
+            self._incomplete.clear()
+            self._completeIfDone(now)
+            return ended
+
+    def _completeIfDone(self, now: int) -> bool:
+        if self._incomplete:
             return False
+        self._completed = True
+        self.processingEndTime = now
+        return True
+
+    @property
+    def succeeded(self) -> bool:
+        """Whether every job ran and raised nothing."""
+        return all(job.succeeded for job in self.jobs)
 
     @property
     def hasCompleted(self) -> bool:
-        """Whether every job ended."""
+        """Whether every job ended (or the batch was abandoned)."""
         with self._lock:
-            return not self._incomplete
+            return self._completed
 
     def toBatchInfo(self) -> BatchInfo:
         """The batch as listeners see it."""

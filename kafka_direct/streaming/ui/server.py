@@ -24,12 +24,7 @@ from urllib.parse import parse_qs, urlsplit
 from kafka_direct.streaming.ui.metrics import prometheus_text
 from kafka_direct.streaming.ui.pages import batch_page, statistics_page
 from kafka_direct.streaming.ui.progress_listener import StreamingJobProgressListener
-from kafka_direct.streaming.ui.statistics import (
-    batch_detail,
-    batch_summary,
-    input_streams,
-    overview,
-)
+from kafka_direct.streaming.ui.statistics import batch_detail, batch_summary, overview
 
 if TYPE_CHECKING:
     from kafka_direct.streaming.context import StreamingContext
@@ -88,7 +83,8 @@ class StreamingUI:
         snapshot = self.listener.snapshot()
         duration = self.ssc.graph.batchDuration
         stats = overview(snapshot, duration, self.ssc.clock.getTimeMillis(), self.ssc.appName)
-        return snapshot, duration, stats, input_streams(self.ssc.graph.inputStreams)
+        # Never the live streams: the engine changes them on its own threads.
+        return snapshot, duration, stats, self.ssc.inputStatus.snapshot()
 
     def _serve(self, request: BaseHTTPRequestHandler) -> None:
         parts = urlsplit(request.path)

@@ -1,0 +1,44 @@
+"""InputStatusBoard: the input streams' figures as the engine last published them.
+
+Input streams change their figures (next, latest and committed offsets) on the engine's
+threads: the generator's while computing a batch, a job thread while committing. The
+statistics page runs on threads of its own, so it never reads the streams: the engine
+publishes a description of them whenever it has changed them, holding the lock that keeps
+those changes out, and the page reads the last publication.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from kafka_direct.streaming.ui.statistics import input_streams
+
+__all__ = ["InputStatusBoard"]
+
+
+class InputStatusBoard:
+    """Holds the latest description of the input streams (see :func:`input_streams`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._figures: dict[int, dict[str, Any]] = {}
+
+    def publish(self, streams: Iterable[Any]) -> None:
+        """Describe ``streams`` and make that the current figures.
+
+        The caller must keep the streams from changing meanwhile (the scheduler's
+        ``inputsLock``).
+        """
+        figures = input_streams(streams)
+        with self._lock:
+            self._figures = figures
+
+    def snapshot(self) -> dict[int, dict[str, Any]]:
+        """A copy of the current figures, the reader's to keep or change."""
+        with self._lock:
+            figures = self._figures
+        # The published value is never changed in place, so copying outside the lock is safe.
+        return copy.deepcopy(figures)
