@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from kafka_direct.errors import ConfigurationError, KafkaDirectError
 from kafka_direct.redaction import RedactingFormatter, redact_text
 
 __all__ = ["main"]
+
+logger = logging.getLogger(__name__)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -41,10 +44,11 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--dsn", default=None,
                       help="an existing PostgreSQL (default: start an embedded one)")
     demo.add_argument("--master", default="local[2]", help="Spark master of the job")
-    from kafka_direct.app.ingest_command import add_arguments
+    from kafka_direct.app.ingest_options import EPILOG, add_arguments
 
     ingest = commands.add_parser(
         "ingest", help="run a direct stream from Kafka into a PostgreSQL table, exactly once",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
         description="Read Kafka topics with a direct stream and write every record into a "
                     "PostgreSQL table exactly once (offsets in the same transactions). Stop it "
                     "any way you like; running it again resumes from the stored offsets. "
@@ -52,6 +56,63 @@ def _parser() -> argparse.ArgumentParser:
                     "PostgreSQL and produces sample events.")
     add_arguments(ingest)
     return parser
+
+
+def _guarded(command: str, run: Callable[[], int]) -> int:
+    """Run a sub-command: a mistake or an unreachable service is one line, never a traceback.
+
+    Exit codes: what ``run`` returns; 2 for a ConfigurationError (a mistake in the options);
+    1 for any other error; 130 for a second Ctrl-C (the job stopped at once).
+    """
+    try:
+        return run()
+    except KafkaDirectError as error:
+        print(f"kafka-direct {command}: {type(error).__name__}: {_one_line(error)}",
+              file=sys.stderr)
+        return 2 if isinstance(error, ConfigurationError) else 1
+    except KeyboardInterrupt:
+        print(f"kafka-direct {command}: stopped at once; a batch cut short is read again by "
+              "the next run", file=sys.stderr)
+        return 130
+    except Exception as error:  # a defect of ours or a library's: the details only with -v
+        print(f"kafka-direct {command}: unexpected {type(error).__name__}: "
+              f"{_one_line(error)} (-v shows the details)", file=sys.stderr)
+        if logging.getLogger().isEnabledFor(logging.INFO):
+            logger.error("%s failed", command, exc_info=True)
+        return 1
+
+
+def _one_line(error: BaseException) -> str:
+    """The error's message, redacted, on one line."""
+    return " ".join(redact_text(str(error)).split())
+
+
+def _run_ingest(args: argparse.Namespace) -> int:
+    from kafka_direct.app.ingest_command import run_ingest_command
+
+    return run_ingest_command(args, sys.stdout, sys.stderr)
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from kafka_direct.app.demo import DemoOptions, run_demo
+    from kafka_direct.app.kafka_cluster import check_topic_name
+
+    for name in ("events", "partitions", "max_rate_per_partition"):
+        if getattr(args, name) <= 0:
+            raise ConfigurationError(f"--{name.replace('_', '-')} must be > 0, got "
+                                     f"{getattr(args, name)}")
+    if args.kills < 0:
+        raise ConfigurationError(f"--kills must be >= 0, got {args.kills}")
+    if not (math.isfinite(args.batch_interval) and args.batch_interval > 0):
+        raise ConfigurationError(f"--batch-interval must be a number of seconds > 0, got "
+                                 f"{args.batch_interval}")
+    check_topic_name(args.topic)
+    result = run_demo(DemoOptions(
+        events=args.events, partitions=args.partitions, batchInterval=args.batch_interval,
+        maxRatePerPartition=args.max_rate_per_partition, sink=args.sink, kills=args.kills,
+        seed=args.seed, topic=args.topic, bootstrapServers=args.bootstrap_servers,
+        dsn=args.dsn, master=args.master), sys.stdout)
+    return 0 if result.ok else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -62,33 +123,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         handlers=[handler])
     if args.command == "ingest":
-        from kafka_direct.app.ingest_command import run_ingest_command
-
-        try:
-            return run_ingest_command(args, sys.stdout)
-        except KafkaDirectError as error:
-            # A user's mistake or an unreachable service: say what, never a stack trace.
-            print(f"kafka-direct ingest: {type(error).__name__}: {redact_text(str(error))}",
-                  file=sys.stderr)
-            return 2 if isinstance(error, ConfigurationError) else 1
+        return _guarded("ingest", lambda: _run_ingest(args))
     if args.command == "demo":
-        from kafka_direct.app.demo import DemoOptions, run_demo
-
-        for name in ("events", "partitions", "max_rate_per_partition"):
-            if getattr(args, name) <= 0:
-                print(f"kafka-direct demo: --{name.replace('_', '-')} must be > 0",
-                      file=sys.stderr)
-                return 2
-        if args.kills < 0 or args.batch_interval <= 0:
-            print("kafka-direct demo: --kills must be >= 0 and --batch-interval > 0",
-                  file=sys.stderr)
-            return 2
-        result = run_demo(DemoOptions(
-            events=args.events, partitions=args.partitions, batchInterval=args.batch_interval,
-            maxRatePerPartition=args.max_rate_per_partition, sink=args.sink, kills=args.kills,
-            seed=args.seed, topic=args.topic, bootstrapServers=args.bootstrap_servers,
-            dsn=args.dsn, master=args.master), sys.stdout)
-        return 0 if result.ok else 1
+        return _guarded("demo", lambda: _run_demo(args))
     return 2
 
 

@@ -23,10 +23,13 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 from kafka_direct.app.ingest_command import produce_samples, services
 from kafka_direct.app.ingest_job import check_table, ensure_table
+from kafka_direct.app.ingest_options import DSN_ENV
+from kafka_direct.errors import ServiceError
+from kafka_direct.redaction import redact_text
 from kafka_direct.topic_partition import TopicPartition
 
 __all__ = ["DemoOptions", "DemoResult", "run_demo"]
@@ -120,11 +123,34 @@ def _distinct_events(dsn: str, table: str) -> int:
         connection.close()
 
 
+def _recreate_topic(kafka: Any, topic: str, partitions: int) -> None:
+    """Delete ``topic`` if it exists (and wait until it is gone), then create it afresh."""
+    from kafka_direct.testing.process import wait_for
+
+    admin = kafka.admin()  # alive until the deletion's answer arrives: librdkafka needs it
+    if topic in admin.list_topics(timeout=10).topics:
+        admin.delete_topics([topic], operation_timeout=30)[topic].result(30)
+        if not wait_for(lambda: topic not in admin.list_topics(timeout=10).topics, 30):
+            raise ServiceError(f"topic {topic} was deleted but is still listed after 30 s",
+                               service="kafka", log_tail="")
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            kafka.create_topic(topic, partitions)
+            return
+        except Exception:
+            # A broker may still be finishing the deletion: creating fails for a moment.
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 class _Job:
     """One run of the ingest job in a child process, its lines copied to ``out``."""
 
-    def __init__(self, argv: list[str], out: TextIO, label: str) -> None:
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    def __init__(self, argv: list[str], out: TextIO, label: str, dsn: str) -> None:
+        # The DSN goes by the environment: a command line is visible to every user.
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", DSN_ENV: dsn}
         self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                         text=True, env=env)
         self.batches = threading.Event()
@@ -155,16 +181,13 @@ def run_demo(options: DemoOptions, out: TextIO) -> DemoResult:
     chooser = random.Random(options.seed)
     with services(options.bootstrapServers, options.dsn) as (kafka, dsn):
         out.write(f"kafka: {kafka.bootstrap_servers}\n")
-        if options.topic in kafka.admin().list_topics(timeout=10).topics:
-            kafka.admin().delete_topics([options.topic])[options.topic].result(30)
-            time.sleep(1)
-        kafka.create_topic(options.topic, options.partitions)
+        _recreate_topic(kafka, options.topic, options.partitions)
         _prepare_table(dsn, "demo_events", options.sink)
         produced = produce_samples(kafka, options.topic, options.events, out)
         out.write(f"produced {produced} events into {options.topic} "
                   f"({options.partitions} partitions)\n")
         argv = [sys.executable, "-m", "kafka_direct.app.cli", "ingest",
-                "--bootstrap-servers", kafka.bootstrap_servers, "--dsn", dsn,
+                "--bootstrap-servers", kafka.bootstrap_servers,
                 "--topic", options.topic, "--group", "demo_events", "--table", "demo_events",
                 "--batch-interval", str(options.batchInterval),
                 "--max-rate-per-partition", str(options.maxRatePerPartition),
@@ -173,7 +196,7 @@ def run_demo(options: DemoOptions, out: TextIO) -> DemoResult:
         run = 1
         while True:
             out.write(f"starting the ingest job (run {run})\n")
-            job = _Job(argv, out, f"run {run}")
+            job = _Job(argv, out, f"run {run}", dsn)
             if kills < options.kills:
                 job.batches.wait(300)
                 # Somewhere in the rest of the ingestion: reading, writing or committing.
@@ -192,8 +215,9 @@ def run_demo(options: DemoOptions, out: TextIO) -> DemoResult:
             else:
                 code = job.wait()
             if code != 0:
-                out.write("".join(job.tail))
-                raise RuntimeError(f"the ingest job failed with exit code {code}")
+                out.write("".join(redact_text(line) for line in job.tail))
+                out.write(f"FAILED: the ingest job exited with code {code}\n")
+                return DemoResult(produced, 0, 0, 0, kills, False)
             break
         partitions = kafka.end_offsets(options.topic, range(options.partitions))
         ends = {TopicPartition(options.topic, p): high for p, (_, high) in partitions.items()}

@@ -1,11 +1,13 @@
-"""``kafka-direct ingest``: the ingest job from the command line, with embedded services.
+"""``kafka-direct ingest``: the ingest job from the command line, on real or embedded services.
 
-With ``--bootstrap-servers`` and ``--dsn`` (or ``KAFKA_DIRECT_PG_DSN``) it runs against your
-Kafka and PostgreSQL until stopped (Ctrl-C stops it after the running batch). Without them
-it starts the embedded broker and PostgreSQL (kept under ``--state-dir`` when given, so a
-second run resumes), produces ``--sample-events`` into the topic and stops once the stream
-is idle: the whole job on a fresh machine in one command. It ends with a summary: rows in
-the table, duplicates, and the stored offsets against the log end.
+With ``--bootstrap-servers`` and ``--dsn`` (or ``KAFKA_DIRECT_PG_DSN``, ``--dsn-file``) it
+runs against your Kafka and PostgreSQL until stopped; it never creates a topic there unless
+told to (``--create-topics``), so a mistyped name fails before anything is written. Without
+them it starts the embedded broker and PostgreSQL (kept under ``--state-dir`` when given,
+so a second run resumes), produces ``--sample-events`` into the topic and stops once the
+stream is idle: the whole job on a fresh machine in one command. The first Ctrl-C or
+SIGTERM stops it after the running batch, a second one at once. It ends with a summary:
+rows in the table, duplicates, and the stored offsets against the log end.
 """
 
 from __future__ import annotations
@@ -13,60 +15,32 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
+import logging
+import re
+import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from kafka_direct.app.ingest_job import IngestOptions, check_table, run_ingest
+from kafka_direct.app.ingest_job import check_table, run_ingest
+from kafka_direct.app.ingest_options import (
+    DEFAULT_TOPIC,
+    IngestSettings,
+    add_arguments,
+    describe,
+    settings_from_args,
+)
+from kafka_direct.app.kafka_cluster import KafkaCluster
+from kafka_direct.app.stop_signals import StopSignals
+from kafka_direct.redaction import redact_text
 from kafka_direct.topic_partition import TopicPartition
 
-__all__ = ["add_arguments", "produce_samples", "run_ingest_command", "sample_events",
-           "services"]
+__all__ = ["DEFAULT_TOPIC", "add_arguments", "produce_samples", "run_ingest_command",
+           "sample_events", "services"]
 
-DEFAULT_TOPIC = "kafka-direct-events"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``ingest`` sub-command's options."""
-    parser.add_argument("--bootstrap-servers", default=None,
-                        help="Kafka brokers (default: start an embedded broker)")
-    parser.add_argument("--topic", action="append", dest="topics", default=None,
-                        help=f"topic to read (repeatable; default {DEFAULT_TOPIC} with the "
-                             "embedded broker)")
-    parser.add_argument("--pattern", default=None,
-                        help="read every topic matching this regular expression instead")
-    parser.add_argument("--group", default="kafka-direct-ingest",
-                        help="consumer group the offsets are stored under")
-    parser.add_argument("--dsn", default=os.environ.get("KAFKA_DIRECT_PG_DSN"),
-                        help="libpq connection string (default: $KAFKA_DIRECT_PG_DSN, else an "
-                             "embedded PostgreSQL)")
-    parser.add_argument("--table", default="kafka_events", help="target table")
-    parser.add_argument("--schema", default="public", help="schema of the tables")
-    parser.add_argument("--batch-interval", type=float, default=2.0, help="seconds per batch")
-    parser.add_argument("--max-rate-per-partition", type=int, default=0,
-                        help="records per second per partition (0: no limit)")
-    parser.add_argument("--backpressure", action="store_true", help="PID backpressure")
-    parser.add_argument("--sink", choices=("transactional", "idempotent"),
-                        default="transactional", help="how rows and offsets are written")
-    parser.add_argument("--starting-offsets", default="earliest",
-                        help='where partitions without stored offsets start: earliest, latest '
-                             'or JSON {"topic": {"0": 42}}')
-    parser.add_argument("--stop-after-idle", type=int, default=None,
-                        help="stop after this many empty batches in a row (default: never, "
-                             "1 with the embedded broker)")
-    parser.add_argument("--sample-events", type=int, default=None,
-                        help="produce this many sample events first (default 10000 with the "
-                             "embedded broker, else 0)")
-    parser.add_argument("--partitions", type=int, default=3,
-                        help="partitions of a topic the job creates")
-    parser.add_argument("--state-dir", default=None,
-                        help="keep the embedded services' data here (a rerun resumes)")
-    parser.add_argument("--master", default="local[2]", help="Spark master")
-    parser.add_argument("--ui-port", type=int, default=None,
-                        help="serve the streaming statistics page and /metrics on 127.0.0.1 "
-                             "at this port (0: any free port)")
+logger = logging.getLogger(__name__)
 
 
 def sample_events(count: int, start: int = 0) -> Iterator[tuple[bytes, bytes]]:
@@ -78,14 +52,20 @@ def sample_events(count: int, start: int = 0) -> Iterator[tuple[bytes, bytes]]:
                                          "ts": now + i}).encode()
 
 
-def produce_samples(kafka: Any, topic: str, count: int, out: TextIO) -> int:
-    """Produce ``count`` sample events into ``topic`` with a progress bar; returns how many."""
+def produce_samples(kafka: Any, topic: str, count: int, out: TextIO,
+                    stopRequested: threading.Event | None = None) -> int:
+    """Produce ``count`` sample events into ``topic`` with a progress bar; returns how many.
+
+    Stops early, between chunks, once ``stopRequested`` is set.
+    """
     from kafka_direct.app.progress import ProgressBar
 
     produced = 0
     step = max(1, count // 20)
     with ProgressBar(count, "producing", out) as bar:
         for start in range(0, count, step):
+            if stopRequested is not None and stopRequested.is_set():
+                break
             keys, values = zip(*sample_events(min(step, count - start), start), strict=True)
             produced += kafka.produce(topic, values, keys=keys)
             bar.update(produced)
@@ -118,50 +98,109 @@ def services(bootstrapServers: str | None, dsn: str | None,
         yield kafka, dsn
 
 
-def run_ingest_command(args: argparse.Namespace, out: TextIO) -> int:
-    """Run ``kafka-direct ingest``; returns the exit code."""
+def _embedded(settings: IngestSettings, stack: contextlib.ExitStack) -> tuple[KafkaCluster, str]:
+    """The cluster and DSN to use, starting the embedded services the settings lack."""
+    from kafka_direct.testing.kafka import EmbeddedKafka
+    from kafka_direct.testing.postgres import EmbeddedPostgres
+
+    state = settings.stateDir
+    bootstrap = settings.bootstrapServers
+    if bootstrap is None:
+        bootstrap = stack.enter_context(EmbeddedKafka(
+            data_dir=state / "kafka" if state else None)).bootstrap_servers
+    dsn = settings.dsn
+    if dsn is None:
+        dsn = stack.enter_context(EmbeddedPostgres(
+            data_dir=state / "postgres" if state else None)).dsn
+    return KafkaCluster({**settings.kafkaParams, "bootstrap.servers": bootstrap}), dsn
+
+
+def _prepare_topics(settings: IngestSettings, cluster: KafkaCluster, err: TextIO) -> None:
+    """Create, or insist on, the topics; warn when a pattern matches none yet."""
+    options = settings.options
+    if options.topics:
+        if settings.createTopics:
+            replication = 1 if settings.bootstrapServers is None else -1
+            created = cluster.create_topics(options.topics, settings.partitions, replication)
+            for topic in created:
+                err.write(f"kafka-direct ingest: created topic {topic} "
+                          f"({settings.partitions} partitions)\n")
+        else:
+            cluster.require_topics(options.topics)
+        return
+    pattern = re.compile(options.pattern or "")
+    if not any(pattern.fullmatch(t) for t in cluster.topics() if not t.startswith("__")):
+        err.write(f"kafka-direct ingest: warning: no topic matches the pattern "
+                  f"{options.pattern!r} yet; the job reads matching topics once they exist "
+                  "(batches until then read nothing and count as idle)\n")
+
+
+def _summary(settings: IngestSettings, cluster: KafkaCluster, dsn: str, result: Any,
+             out: TextIO) -> None:
+    options = settings.options
+    counts = cluster.topics()
+    ends: dict[TopicPartition, int] = {}
+    for topic in sorted({tp.topic for tp in result.offsets} | set(options.topics)):
+        for p, (_, high) in cluster.end_offsets(topic, range(counts.get(topic, 0))).items():
+            ends[TopicPartition(topic, p)] = high
+    check = check_table(dsn, options.schema, options.table, options.group, ends)
+    out.write(f"{result.batches} batches, {result.records} records read, "
+              f"{result.rowsWritten} rows written\n")
+    out.write(f"table {options.schema}.{options.table}: {check.rows} rows, "
+              f"{check.duplicates} duplicates\n")
+    behind = {str(tp): (check.stored.get(tp), end) for tp, end in sorted(ends.items())
+              if check.stored.get(tp) != end}
+    out.write("stored offsets == log end\n" if check.caughtUp else
+              f"stored offsets behind the log end (stored, end): {behind}\n")
+
+
+def run_ingest_command(args: argparse.Namespace, out: TextIO, err: TextIO | None = None
+                       ) -> int:
+    """Run ``kafka-direct ingest``; returns the exit code.
+
+    Every mistake that needs no service is found before anything starts; then the given
+    database and cluster are checked, then embedded services start for what was not given.
+
+    Raises:
+        KafkaDirectError: A mistake in the options (ConfigurationError), an unreachable
+            service or a missing topic, found before the stream started.
+        KeyboardInterrupt: A second signal stopped the job at once.
+    """
+    from kafka_direct.app.dsn_check import check_dsn
     from kafka_direct.errors import KafkaDirectError
 
-    embedded = not args.bootstrap_servers
-    topics = tuple(args.topics or (() if args.pattern else (DEFAULT_TOPIC,)))
-    options = IngestOptions(
-        topics=topics, pattern=args.pattern, group=args.group, table=args.table,
-        schema=args.schema, batchInterval=args.batch_interval,
-        maxRatePerPartition=args.max_rate_per_partition, backpressure=args.backpressure,
-        sink=args.sink, startingOffsets=args.starting_offsets,
-        stopAfterIdleBatches=(args.stop_after_idle if args.stop_after_idle is not None
-                              else 1 if embedded else 0), master=args.master,
-        uiPort=args.ui_port)
-    samples = args.sample_events if args.sample_events is not None else (
-        10_000 if embedded else 0)
-    with services(args.bootstrap_servers, args.dsn, args.state_dir) as (kafka, dsn):
-        out.write(f"kafka: {kafka.bootstrap_servers}\n")
-        existing = kafka.admin().list_topics(timeout=10).topics
-        for topic in topics:
-            if topic not in existing:
-                kafka.create_topic(topic, args.partitions)
-        if samples:
-            produced = produce_samples(kafka, topics[0], samples, out)
-            out.write(f"produced {produced} sample events into {topics[0]}\n")
+    err = err or sys.stderr
+    settings = settings_from_args(args)
+    logger.info("ingest settings: %s", describe(settings))
+    options = settings.options
+    with StopSignals() as signals, contextlib.ExitStack() as stack:
+        if settings.dsn is not None:
+            check_dsn(settings.dsn)
+        if settings.bootstrapServers is not None:
+            given = KafkaCluster({**settings.kafkaParams,
+                                  "bootstrap.servers": settings.bootstrapServers})
+            given.check()
+            _prepare_topics(settings, given, err)  # before any embedded service starts
+        cluster, dsn = _embedded(settings, stack)
+        out.write(f"kafka: {cluster.bootstrap_servers}\n")
+        if settings.bootstrapServers is None:
+            _prepare_topics(settings, cluster, err)
+        if settings.sampleEvents:
+            produced = produce_samples(cluster, options.topics[0], settings.sampleEvents, out,
+                                       signals.requested)
+            out.write(f"produced {produced} sample events into {options.topics[0]}\n")
         out.flush()
         try:
-            result = run_ingest(options, kafka.bootstrap_servers, dsn, out)
+            result = run_ingest(options, cluster.bootstrap_servers, dsn, out,
+                                kafkaParams=settings.kafkaParams, signals=signals)
         except KafkaDirectError as error:
-            out.write(f"kafka-direct ingest stopped: {type(error).__name__}: {error}\n"
-                      "run it again to resume from the stored offsets\n")
+            out.write(f"kafka-direct ingest stopped: {type(error).__name__}: "
+                      f"{redact_text(str(error))}\nrun it again to resume from the stored "
+                      "offsets\n")
             return 1
-        ends: dict[TopicPartition, int] = {}
-        for topic in sorted({tp.topic for tp in result.offsets} | set(topics)):
-            count = len(kafka.admin().list_topics(topic, timeout=10).topics[topic].partitions)
-            for p, (_, high) in kafka.end_offsets(topic, range(count)).items():
-                ends[TopicPartition(topic, p)] = high
-        check = check_table(dsn, options.schema, options.table, options.group, ends)
-        out.write(f"{result.batches} batches, {result.records} records read, "
-                  f"{result.rowsWritten} rows written\n")
-        out.write(f"table {options.schema}.{options.table}: {check.rows} rows, "
-                  f"{check.duplicates} duplicates\n")
-        behind = {str(tp): (check.stored.get(tp), end) for tp, end in sorted(ends.items())
-                  if check.stored.get(tp) != end}
-        out.write("stored offsets == log end\n" if check.caughtUp else
-                  f"stored offsets behind the log end (stored, end): {behind}\n")
+        if signals.signal_name is not None:
+            out.write(f"stopped on {signals.signal_name} after the running batch"
+                      + (f"; {result.batchesNotRun} queued batch(es) not run, the next run "
+                         "reads them" if result.batchesNotRun else "") + "\n")
+        _summary(settings, cluster, dsn, result, out)
     return 0

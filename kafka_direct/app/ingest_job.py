@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.streaming.batch_info import BatchInfo
@@ -29,8 +30,15 @@ from kafka_direct.streaming.batch_log import BatchLogListener
 from kafka_direct.streaming.listener import StreamingListener, StreamingListenerBatchCompleted
 from kafka_direct.topic_partition import TopicPartition
 
-__all__ = ["IngestOptions", "IngestResult", "TableCheck", "check_table", "ensure_table",
-           "parse_starting_offsets", "run_ingest"]
+if TYPE_CHECKING:
+    from kafka_direct.app.stop_signals import StopSignals
+
+__all__ = ["TASK_ATTEMPTS", "IngestOptions", "IngestResult", "TableCheck", "check_table",
+           "ensure_table", "parse_starting_offsets", "run_ingest"]
+
+#: Attempts per task: a plain local master gets ``local[N, TASK_ATTEMPTS]`` (local mode
+#: ignores spark.task.maxFailures), a cluster master spark.task.maxFailures unless set.
+TASK_ATTEMPTS = 4
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +90,12 @@ class IngestOptions:
             ``latest`` or JSON ``{"topic": {"partition": offset}}``.
         stopAfterIdleBatches: Stop after this many batches in a row read nothing (0: run
             until stopped).
-        master: Spark master.
+        master: Spark master. A local one (``local...``) runs with the quick-start settings
+            of :mod:`kafka_direct.testing.spark`; any other gets Spark's own defaults and
+            spark-submit's settings, with ``spark.task.maxFailures`` = :data:`TASK_ATTEMPTS`
+            unless set there.
+        loopbackDriver: Bind the Spark driver to 127.0.0.1 (right when embedded services
+            listen there only); None: when the master is local.
         statementTimeoutMs: ``statement_timeout`` of the writing transactions.
         uiPort: Serve the streaming statistics page and metrics on 127.0.0.1 at this
             port (0: a free one); None: no page.
@@ -102,18 +115,22 @@ class IngestOptions:
     master: str = "local[2]"
     statementTimeoutMs: int | None = 60_000
     uiPort: int | None = None
+    loopbackDriver: bool | None = None
 
     def __post_init__(self) -> None:
         if bool(self.topics) == bool(self.pattern):
             raise ConfigurationError("give topics or a pattern (one of them)")
         if self.sink not in SINKS:
             raise ConfigurationError(f"sink must be one of {SINKS}, got {self.sink!r}")
-        if self.batchInterval <= 0:
+        if not (math.isfinite(self.batchInterval) and self.batchInterval > 0):
             raise ConfigurationError(f"the batch interval must be > 0 s, got "
                                      f"{self.batchInterval}")
         for name in ("maxRatePerPartition", "stopAfterIdleBatches"):
             if getattr(self, name) < 0:
                 raise ConfigurationError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.uiPort is not None and not 0 <= self.uiPort <= 65535:
+            raise ConfigurationError(f"the statistics page's port must be 0 (any free port) "
+                                     f"to 65535, got {self.uiPort}")
         if not self.group or not self.table or not self.schema:
             raise ConfigurationError("group, table and schema must be non-empty names")
         parse_starting_offsets(self.startingOffsets)
@@ -129,12 +146,15 @@ class IngestResult:
         rowsWritten: Rows written (transactional) or upserted as new (idempotent).
         rangesSkipped: Ranges found applied already (a re-run after a crash).
         offsets: The stored next offsets of the group when the run ended.
+        batchesNotRun: Batches queued behind the running one when a stop was asked for:
+            neither read nor written (nor their offsets stored); the next run reads them.
     """
 
     batches: int = 0
     records: int = 0
     rowsWritten: int = 0
     rangesSkipped: int = 0
+    batchesNotRun: int = 0
     offsets: dict[TopicPartition, int] = field(default_factory=dict)
 
 
@@ -158,11 +178,16 @@ def ensure_table(dsn: str, schema: str, table: str) -> None:
 
 
 class _Progress(StreamingListener):
-    """Counts batches, and asks the job to stop after enough idle ones."""
+    """Counts batches, and asks the job to stop after enough idle ones.
 
-    def __init__(self, result: IngestResult, idleLimit: int) -> None:
+    A batch without any partition (a pattern that matches no topic yet) is idle too: it
+    read nothing, and a job told to stop when idle must not wait forever for a topic.
+    """
+
+    def __init__(self, result: IngestResult, idleLimit: int, notRun: set[int]) -> None:
         self.result = result
         self.idleLimit = idleLimit
+        self.notRun = notRun
         self.idle = 0
         self.done = threading.Event()
 
@@ -170,12 +195,11 @@ class _Progress(StreamingListener):
         info = batchCompleted.batchInfo
         if info.failed:
             return
+        if info.batchTime in self.notRun:
+            self.result.batchesNotRun += 1
+            return
         self.result.batches += 1
         self.result.records += info.numRecords
-        ranges = [r for i in info.streamIdToInputInfo.values()
-                  for r in i.metadata.get("offsets", ())]
-        if not ranges:
-            return  # no partition to read yet: that is not idleness
         self.idle = self.idle + 1 if info.numRecords == 0 else 0
         if self.idleLimit and self.idle >= self.idleLimit:
             self.done.set()
@@ -183,7 +207,7 @@ class _Progress(StreamingListener):
 
 def run_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
                out: TextIO | None = None, kafkaParams: Mapping[str, Any] | None = None,
-               row: Any = None) -> IngestResult:
+               row: Any = None, signals: StopSignals | None = None) -> IngestResult:
     """Run the ingest job until it is stopped, idle long enough, or fails.
 
     Args:
@@ -194,6 +218,11 @@ def run_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
         kafkaParams: More librdkafka properties (security settings...).
         row: Record -> row values for the table's columns (default: topic, partition,
             offset, key, value).
+        signals: Stop after the running batch once ``signals.requested`` is set: no batch
+            is generated after it, and a batch queued behind the running one neither reads
+            nor writes (the next run reads it). Its handlers are installed again once Spark
+            has started (PySpark replaces the SIGINT handler). None: run until idle,
+            stopped or failed.
 
     Returns:
         What the run did.
@@ -216,16 +245,29 @@ def run_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
     ensure_table(dsn, options.schema, options.table)
     result = IngestResult()
     written: dict[int, tuple[int, int]] = {}
+    notRun: set[int] = set()
     totals = {"rows": 0}
+    stopRequested = signals.requested if signals is not None else threading.Event()
+    if stopRequested.is_set():  # stopped while the services started: not even Spark
+        result.offsets = store.load(options.group)
+        return result
 
     def suffix(info: BatchInfo) -> str:
+        if info.batchTime in notRun:
+            return "  not run: stopping (the next run reads it)"
         rows, skipped = written.pop(info.batchTime, (0, 0))
         totals["rows"] += rows
         return f"  written {rows}" + (f" ({skipped} ranges applied before)" if skipped
                                       else "") + f"  total {totals['rows']}"
 
-    with store.lockGroup(options.group), spark_context(options.master,
-                                                      "kafka-direct-ingest") as sc:
+    local = options.master.startswith("local")
+    loopback = local if options.loopbackDriver is None else options.loopbackDriver
+    retries = None if local else {"spark.task.maxFailures": str(TASK_ATTEMPTS)}
+    with store.lockGroup(options.group), spark_context(
+            options.master, "kafka-direct-ingest", test_conf=local, loopback=loopback,
+            defaults=retries) as sc:
+        if signals is not None:
+            signals.install()
         conf = {"spark.streaming.kafka.maxRatePerPartition": str(options.maxRatePerPartition),
                 "spark.streaming.backpressure.enabled": str(options.backpressure).lower()}
         if options.uiPort is not None:
@@ -250,6 +292,11 @@ def run_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
                                           statementTimeoutMs=options.statementTimeoutMs)
 
         def write(time: Any, rdd: Any) -> None:
+            if stopRequested.is_set():
+                # Queued behind the batch that ran when the stop was asked for: it must not
+                # start. Nothing is read, written or stored; the next run resumes before it.
+                notRun.add(int(time.timestamp() * 1000))
+                return
             counts = sink.write(rdd)
             rows = counts.get("upserted", counts["rows"])
             result.rowsWritten += rows
@@ -257,19 +304,24 @@ def run_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
             written[int(time.timestamp() * 1000)] = (rows, counts.get("skipped", 0))
 
         stream.foreachRDD(write)
-        progress = _Progress(result, options.stopAfterIdleBatches)
+        progress = _Progress(result, options.stopAfterIdleBatches, notRun)
         ssc.addStreamingListener(progress)
         ssc.addStreamingListener(BatchLogListener(options.batchInterval, out, suffix))
+        if stopRequested.is_set():  # a signal while setting up: no batch at all
+            result.offsets = store.load(options.group)
+            return result
         ssc.start()
         if ssc.uiWebUrl and out is not None:
             out.write(f"streaming statistics: {ssc.uiWebUrl} (metrics: {ssc.uiWebUrl}metrics)\n")
         try:
             while not ssc.awaitTerminationOrTimeout(0.2):
-                if progress.done.is_set():
+                if progress.done.is_set() or stopRequested.is_set():
+                    # The running batch (and any already generated) finishes and commits.
                     ssc.stop(stopSparkContext=False, stopGracefully=True)
                     break
+            ssc.awaitTermination(0)  # a batch that failed while stopping still fails the run
         finally:
-            if ssc.state != "STOPPED":  # interrupted (Ctrl-C): stop the batches now
+            if ssc.state != "STOPPED":  # a second signal: stop the batches now
                 ssc.stop(stopSparkContext=False)
         result.offsets = store.load(options.group)
     return result

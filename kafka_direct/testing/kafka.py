@@ -282,9 +282,12 @@ class ExternalKafka(KafkaService):
         try:
             _answers(self.bootstrap_servers)
         except Exception as error:
-            raise ServiceError(f"no Kafka broker answers at {self.bootstrap_servers} "
-                               f"({BOOTSTRAP_ENV}): {error}", service="kafka",
-                               log_tail="") from error
+            # Name the variable only when the address came from it: blaming a variable the
+            # user never set sends them looking in the wrong place.
+            source = (f" (from {BOOTSTRAP_ENV})"
+                      if os.environ.get(BOOTSTRAP_ENV) == self.bootstrap_servers else "")
+            raise ServiceError(f"no Kafka broker answers at {self.bootstrap_servers}{source}: "
+                               f"{error}", service="kafka", log_tail="") from error
         return self
 
 

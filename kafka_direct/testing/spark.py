@@ -14,9 +14,16 @@ from typing import Any
 
 from kafka_direct.spark_support import ensure_pyspark_python
 
-__all__ = ["SPARK_TEST_CONF", "local_cluster_context", "spark_context", "wait_for_executors"]
+__all__ = ["LOOPBACK_CONF", "SPARK_TEST_CONF", "local_cluster_context", "spark_context",
+           "wait_for_executors"]
 
-#: Settings that make small jobs fast and logs quiet.
+#: The driver on 127.0.0.1: for services that listen there only (the embedded ones).
+LOOPBACK_CONF: dict[str, str] = {
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+}
+
+#: Settings that make small jobs fast and logs quiet (the driver on 127.0.0.1 included).
 SPARK_TEST_CONF: dict[str, str] = {
     "spark.python.unix.domain.socket.enabled": "true",
     "spark.locality.wait": "0",
@@ -26,19 +33,26 @@ SPARK_TEST_CONF: dict[str, str] = {
     "spark.executor.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
     "spark.sql.shuffle.partitions": "4",
     "spark.default.parallelism": "4",
-    "spark.driver.host": "127.0.0.1",
-    "spark.driver.bindAddress": "127.0.0.1",
+    **LOOPBACK_CONF,
 }
 
 
-def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None) -> Any:
+def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None,
+                  test_conf: bool = True, loopback: bool | None = None,
+                  defaults: Mapping[str, str] | None = None) -> Any:
     ensure_pyspark_python()
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    loopback = test_conf if loopback is None else loopback
+    if loopback:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark import SparkConf, SparkContext
 
     spark_conf = SparkConf().setMaster(master).setAppName(app_name)
-    for key, value in {**SPARK_TEST_CONF, **(conf or {})}.items():
+    chosen = {key: value for key, value in (SPARK_TEST_CONF if test_conf else {}).items()
+              if key not in LOOPBACK_CONF}
+    for key, value in {**chosen, **(LOOPBACK_CONF if loopback else {}), **(conf or {})}.items():
         spark_conf.set(key, value)
+    for key, value in (defaults or {}).items():
+        spark_conf.setIfMissing(key, value)
     sc = SparkContext.getOrCreate(spark_conf)
     sc.setLogLevel("ERROR")
     return sc
@@ -46,15 +60,22 @@ def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None) ->
 
 @contextlib.contextmanager
 def spark_context(master: str = "local[2,2]", app_name: str = "kafka-direct-test",
-                  conf: Mapping[str, str] | None = None) -> Iterator[Any]:
+                  conf: Mapping[str, str] | None = None, test_conf: bool = True,
+                  loopback: bool | None = None, defaults: Mapping[str, str] | None = None
+                  ) -> Iterator[Any]:
     """A SparkContext for the block; stopped afterwards.
 
     Args:
         master: Spark master; the default runs 2 task slots with 2 attempts per task.
         app_name: Application name.
         conf: Extra Spark settings, over :data:`SPARK_TEST_CONF`.
+        test_conf: Apply :data:`SPARK_TEST_CONF` (quick JVMs, quiet logs). False for a real
+            cluster: Spark's defaults and spark-submit's settings stay in force.
+        loopback: Bind the driver to 127.0.0.1 (:data:`LOOPBACK_CONF`); None: as
+            ``test_conf``. Only right when every executor runs on this machine.
+        defaults: Settings applied only where neither ``conf`` nor spark-submit set them.
     """
-    sc = _make_context(master, app_name, conf)
+    sc = _make_context(master, app_name, conf, test_conf, loopback, defaults)
     try:
         yield sc
     finally:

@@ -7,16 +7,21 @@ import sys
 from kafka_direct.app.cli import main
 
 
-def test_demo_survives_a_kill_and_verifies_every_event_once(kafka, postgres):
+def test_demo_survives_a_kill_and_verifies_every_event_once(kafka, kafka_topic, postgres):
+    # The topic exists already, with other records and fewer partitions: the demo deletes
+    # and re-creates it (it used to crash here, its admin client gone before the deletion's
+    # answer came).
+    topic = kafka_topic(partitions=1, prefix="demo")
+    kafka.produce(topic, [b"stale"] * 20)
     done = subprocess.run(
         [sys.executable, "-m", "kafka_direct.app.cli", "demo", "--events", "3000",
          "--max-rate-per-partition", "250", "--batch-interval", "0.5", "--seed", "7",
-         "--topic", "demo-test", "--bootstrap-servers", kafka.bootstrap_servers,
+         "--topic", topic, "--bootstrap-servers", kafka.bootstrap_servers,
          "--dsn", postgres.dsn],
         capture_output=True, text=True, timeout=300)
     out = done.stdout
     assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
-    assert "produced 3000 events into demo-test (3 partitions)" in out
+    assert f"produced 3000 events into {topic} (3 partitions)" in out
     assert re.search(r"killed the ingest job with SIGKILL [\d.]+ s after its first batch, "
                      r"with \d+ of 3000 rows written", out)
     assert "run 2 | batch " in out  # the restarted job's progress lines

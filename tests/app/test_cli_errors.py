@@ -1,0 +1,129 @@
+"""`kafka-direct` answers every user mistake with one clear line, never a traceback.
+
+One table, one row per case: argv, exit code, a phrase of the message; adding a case is
+adding a row. Rows without a placeholder need no service and run in-process (they fail
+before anything starts); rows naming ``{bootstrap}``, ``{dsn}`` or ``{schema}`` run the real
+command in a subprocess against the test services. Every row also checks that no traceback
+and no secret reaches the user, and that no environment variable nobody set is blamed.
+"""
+
+import subprocess
+import sys
+
+import pytest
+
+from kafka_direct.app.cli import main
+
+SECRET = "hunter2-not-shown"
+NO_BROKER = "127.0.0.1:1"
+QUICK = ["--kafka-param", "socket.timeout.ms=1000"]  # an unreachable broker fails in ~1 s
+DEAD = ["--bootstrap-servers", NO_BROKER]
+SERVICES = ["--bootstrap-servers", "{bootstrap}", "--dsn", "{dsn}"]  # the test services
+SASL = ["--kafka-param", f"sasl.password={SECRET}", "--kafka-param",
+        "security.protocol=SASL_PLAINTEXT", "--kafka-param", "sasl.mechanism=PLAIN",
+        "--kafka-param", "sasl.username=u"]
+UNSET = "KAFKA_DIRECT_TEST_UNSET"
+NO_PG = "host=127.0.0.1 port=1 user=u connect_timeout=3"
+ING, DEMO = "ingest", "demo"
+SECONDS = "--batch-interval must be a number of seconds > 0"
+NOT_A_TOPIC = "is not a valid Kafka topic name"
+
+CASES = [  # (argv, exit code, phrase of the one line on stderr)
+    ([ING, *DEAD, "--topic", "t", *QUICK], 1, "no Kafka broker answers at 127.0.0.1:1"),
+    ([ING, *DEAD, *SASL, *QUICK], 1, "no Kafka broker answers"),
+    ([ING, *SERVICES, "--topic", "no-such-topic-x1"], 1, "topic 'no-such-topic-x1' does not exist"),
+    ([ING, *SERVICES, "--schema", "{schema}", "--pattern", "nothing-[0-9]+", "--batch-interval",
+      "0.3", "--stop-after-idle", "2"], 0, "no topic matches the pattern 'nothing-[0-9]+' yet"),
+    ([ING, "--topic", "t", "--pattern", "t.*"], 2, "give topics or a pattern"),
+    ([ING, "--starting-offsets", "soon"], 2, "starting offsets must be earliest, latest or JSON"),
+    ([ING, "--batch-interval", "0"], 2, SECONDS),
+    ([ING, "--batch-interval", "-1"], 2, SECONDS),
+    ([ING, "--batch-interval", "nan"], 2, SECONDS),
+    ([ING, "--batch-interval", "inf"], 2, SECONDS),
+    ([ING, "--batch-interval", "soon"], 2, "invalid float value"),
+    ([ING, "--partitions", "0"], 2, "--partitions must be >= 1"),
+    ([ING, "--ui-port", "99999"], 2, "--ui-port must be 0 (any free port) to 65535"),
+    ([ING, "--ui-port", "-1"], 2, "--ui-port must be 0 (any free port) to 65535"),
+    ([ING, "--max-rate-per-partition", "-5"], 2, "--max-rate-per-partition must be >= 0"),
+    ([ING, "--stop-after-idle", "-1"], 2, "--stop-after-idle must be >= 0"),
+    ([ING, "--sample-events", "-1"], 2, "--sample-events must be >= 0"),
+    ([ING, "--topic", "bad topic!"], 2, f"'bad topic!' {NOT_A_TOPIC}"),
+    ([ING, "--topic", ".."], 2, f"'..' {NOT_A_TOPIC}"),
+    ([ING, "--topic", "t" * 250], 2, NOT_A_TOPIC),
+    ([ING, "--pattern", "ev.*", "--sample-events", "10"], 2, "--sample-events needs --topic"),
+    ([ING, "--pattern", "ev.*", "--create-topics"], 2, "--create-topics needs --topic"),
+    ([ING, "--pattern", "ev(ents"], 2, "is not a valid regular expression"),
+    ([ING, "--state-dir", "{file}"], 2, "is not a directory"),
+    ([ING, "--state-dir", "{file}/below"], 2, "cannot be created: Not a directory"),
+    ([ING, "--state-dir", "/proc/kafka-direct-state"], 2, "cannot be created"),
+    ([ING, "--master", "spark://elsewhere:7077"], 2, "cannot reach the embedded services"),
+    ([ING, *DEAD, "--master", "yarn"], 2, "cannot reach the embedded services"),
+    ([ING, "--kafka-param", "no-equals-sign"], 2, "--kafka-param must look like key=value"),
+    ([ING, "--kafka-param", f"sasl.password=env:{UNSET}"], 2, f"'{UNSET}', which is not set"),
+    ([ING, "--kafka-param", "bootstrap.servers=b:9092"], 2, "set by --bootstrap-servers"),
+    ([ING, *DEAD, "--kafka-param", "ssl.truststore.location=x"], 2, "properties are not accepted"),
+    ([ING, "--kafka-properties", "{tmp}/missing.properties"], 2, "No such file or directory"),
+    ([ING, "--kafka-properties", "{bad_properties}"], 2, "line 2: expected key=value"),
+    ([ING, "--dsn", "x", "--dsn-file", "{file}"], 2, "give --dsn or --dsn-file, not both"),
+    ([ING, "--dsn-file", "{tmp}/missing-dsn"], 2, "cannot be read: No such file or directory"),
+    ([ING, "--dsn", f"env:{UNSET}"], 2, f"'{UNSET}', which is not set"),
+    ([ING, "--dsn", f"host=db password {SECRET}"], 2, "not a valid libpq connection string"),
+    ([ING, "--dsn", f"{NO_PG} password={SECRET}"], 1, "cannot connect to PostgreSQL"),
+    ([ING, "--dsn", f"postgresql://u:{SECRET}@127.0.0.1:1/db"], 1, "cannot connect to PostgreSQL"),
+    ([DEMO, *DEAD], 1, "no Kafka broker answers at 127.0.0.1:1"),
+    ([DEMO, "--events", "0"], 2, "--events must be > 0"),
+    ([DEMO, "--kills", "-1"], 2, "--kills must be >= 0"),
+    ([DEMO, "--batch-interval", "nan"], 2, SECONDS),
+    ([DEMO, "--topic", "bad topic!"], 2, f"'bad topic!' {NOT_A_TOPIC}"),
+]
+
+
+def _fill(argv, values):
+    return [arg.format(**values) for arg in argv]
+
+
+@pytest.mark.parametrize("argv, code, phrase", CASES,
+                         ids=[" ".join(c[0])[:60] for c in CASES])
+def test_mistakes_get_one_line_and_an_exit_code(argv, code, phrase, tmp_path, request,
+                                                         capsys, monkeypatch):
+    file = tmp_path / "a-file"
+    file.write_text("x")
+    bad = tmp_path / "bad.properties"
+    bad.write_text(f"# SASL\nsasl.password {SECRET}\n")
+    values = {"tmp": tmp_path, "file": file, "bad_properties": bad}
+    joined = " ".join(argv)
+    for name in ("KAFKA_DIRECT_PG_DSN", "KAFKA_DIRECT_BOOTSTRAP", "KAFKA_DIRECT_TEST_UNSET"):
+        monkeypatch.delenv(name, raising=False)
+    if "{bootstrap}" in joined or "{dsn}" in joined:
+        values["bootstrap"] = request.getfixturevalue("kafka").bootstrap_servers
+        values["dsn"] = request.getfixturevalue("postgres").dsn
+        values["schema"] = request.getfixturevalue("pg_schema") if "{schema}" in joined else ""
+        done = subprocess.run([sys.executable, "-m", "kafka_direct.app.cli",
+                               *_fill(argv, values)], capture_output=True, text=True,
+                              timeout=300)
+        returned, out, err = done.returncode, done.stdout, done.stderr
+    else:
+        try:
+            returned = main(_fill(argv, values))
+        except SystemExit as exit_:  # argparse's own usage errors
+            returned = exit_.code
+        out, err = capsys.readouterr()
+    assert returned == code, out[-2000:] + err[-2000:]
+    assert phrase in err, err
+    # One line says it, headed by the command (argparse's own errors included).
+    assert any(line.startswith(f"kafka-direct {argv[0]}") and phrase in line
+               for line in err.splitlines()), err
+    assert "Traceback" not in out + err
+    assert SECRET not in out + err
+    assert "KAFKA_DIRECT_BOOTSTRAP" not in err  # never blame a variable nobody set
+
+
+def test_ingest_help_documents_the_real_cluster_options(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["ingest", "--help"])
+    assert exit_.value.code == 0
+    shown = capsys.readouterr().out
+    for option in ("--bootstrap-servers", "--create-topics", "--kafka-properties FILE",
+                   "--kafka-param KEY=VALUE", "--dsn-file FILE", "KAFKA_DIRECT_PG_DSN",
+                   "--master", "spark.task.maxFailures", "SIGTERM", "real clusters:"):
+        assert option in shown, option
