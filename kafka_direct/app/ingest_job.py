@@ -265,7 +265,7 @@ def run_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
     retries = None if local else {"spark.task.maxFailures": str(TASK_ATTEMPTS)}
     with store.lockGroup(options.group), spark_context(
             options.master, "kafka-direct-ingest", test_conf=local, loopback=loopback,
-            defaults=retries) as sc:
+            defaults=retries, own_session=signals is not None) as sc:
         if signals is not None:
             signals.install()
         conf = {"spark.streaming.kafka.maxRatePerPartition": str(options.maxRatePerPartition),

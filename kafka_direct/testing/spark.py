@@ -39,7 +39,7 @@ SPARK_TEST_CONF: dict[str, str] = {
 
 def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None,
                   test_conf: bool = True, loopback: bool | None = None,
-                  defaults: Mapping[str, str] | None = None) -> Any:
+                  defaults: Mapping[str, str] | None = None, own_session: bool = False) -> Any:
     ensure_pyspark_python()
     loopback = test_conf if loopback is None else loopback
     if loopback:
@@ -53,7 +53,18 @@ def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None,
         spark_conf.set(key, value)
     for key, value in (defaults or {}).items():
         spark_conf.setIfMissing(key, value)
-    sc = SparkContext.getOrCreate(spark_conf)
+    if own_session and SparkContext._active_spark_context is None \
+            and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        from pyspark.java_gateway import launch_gateway
+
+        # A session of its own: a terminal's Ctrl-C (sent to the foreground process group)
+        # reaches the driver, which stops gracefully, and not Spark's JVM and Python
+        # workers, which would die mid-batch. The JVM still exits with the driver (it
+        # watches the driver's pipe).
+        gateway = launch_gateway(spark_conf, popen_kwargs={"start_new_session": True})
+        sc = SparkContext(conf=spark_conf, gateway=gateway)
+    else:
+        sc = SparkContext.getOrCreate(spark_conf)
     sc.setLogLevel("ERROR")
     return sc
 
@@ -61,8 +72,8 @@ def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None,
 @contextlib.contextmanager
 def spark_context(master: str = "local[2,2]", app_name: str = "kafka-direct-test",
                   conf: Mapping[str, str] | None = None, test_conf: bool = True,
-                  loopback: bool | None = None, defaults: Mapping[str, str] | None = None
-                  ) -> Iterator[Any]:
+                  loopback: bool | None = None, defaults: Mapping[str, str] | None = None,
+                  own_session: bool = False) -> Iterator[Any]:
     """A SparkContext for the block; stopped afterwards.
 
     Args:
@@ -74,8 +85,11 @@ def spark_context(master: str = "local[2,2]", app_name: str = "kafka-direct-test
         loopback: Bind the driver to 127.0.0.1 (:data:`LOOPBACK_CONF`); None: as
             ``test_conf``. Only right when every executor runs on this machine.
         defaults: Settings applied only where neither ``conf`` nor spark-submit set them.
+        own_session: Start Spark's JVM in a session of its own, out of reach of signals
+            sent to the caller's process group (for applications that stop gracefully on
+            Ctrl-C); ignored under spark-submit or when a context exists.
     """
-    sc = _make_context(master, app_name, conf, test_conf, loopback, defaults)
+    sc = _make_context(master, app_name, conf, test_conf, loopback, defaults, own_session)
     try:
         yield sc
     finally:
