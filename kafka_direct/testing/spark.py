@@ -61,7 +61,8 @@ def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None,
         # reaches the driver, which stops gracefully, and not Spark's JVM and Python
         # workers, which would die mid-batch. The JVM still exits with the driver (it
         # watches the driver's pipe).
-        gateway = launch_gateway(spark_conf, popen_kwargs={"start_new_session": True})
+        launch: Any = launch_gateway  # untyped in PySpark
+        gateway = launch(spark_conf, popen_kwargs={"start_new_session": True})
         sc = SparkContext(conf=spark_conf, gateway=gateway)
     else:
         sc = SparkContext.getOrCreate(spark_conf)
