@@ -7,8 +7,12 @@ an earlier batch still running (``spark.streaming.concurrentJobs`` > 1) nor of a
 What was queued for a batch that never succeeds is dropped when the stream stops.
 
 A batch without jobs of its own (its input is read by a window that slides slower than the
-batch interval) cannot succeed by itself: it passes together with the next batch that
-succeeds, whose window job read it.
+batch interval) cannot succeed by itself: it passes together with the next batch of the stream
+that succeeds, whose window job read it (that batch is later in time, so the prefix rule still
+holds it back behind any failed or unfinished batch). A batch is without jobs of its own when
+no output operation reading the stream runs at its time (the stream decides), or when it is
+computed after its own batch time already completed: no job of that batch can have read it, it
+is read by a later batch's job (as Spark's commitAsync, which commits at the next compute).
 
 :class:`BatchCommitQueue` decides; :class:`StreamCommits` commits through the stream's
 driver consumer and tells the callbacks. Both are thread safe.
@@ -81,15 +85,28 @@ class BatchCommitQueue:
         #: Per partition the end of the successful prefix: never committed beyond.
         self.frontier: dict[TopicPartition, int] = {}
         self.closed = False
+        # Batch times that completed before the stream computed them (see addBatch).
+        self._completedFirst: set[int] = set()
         self._lock = threading.Lock()
 
     def addBatch(self, time: int, ranges: Sequence[OffsetRange], hasJobs: bool = True) -> None:
-        """Record batch ``time`` of the stream and the ranges it reads."""
-        batch = _Batch(time, {r.topicPartition(): (r.fromOffset, r.untilOffset)
-                              for r in ranges}, hasJobs)
+        """Record batch ``time`` of the stream and the ranges it reads.
+
+        Args:
+            time: The batch time.
+            ranges: What the batch reads.
+            hasJobs: Whether a job of batch ``time`` itself reads it. Taken as False when
+                batch ``time`` already completed (:meth:`batchSucceeded` came first): the
+                batch is computed for a later batch's job, with which it passes.
+        """
         with self._lock:
             if self.closed:
                 return
+            if time in self._completedFirst:
+                self._completedFirst.discard(time)
+                hasJobs = False
+            batch = _Batch(time, {r.topicPartition(): (r.fromOffset, r.untilOffset)
+                                  for r in ranges}, hasJobs)
             late = any(t > time for t in self._batches)
             self._batches[time] = batch
             if late:
@@ -132,7 +149,18 @@ class BatchCommitQueue:
             batch = self._batches.get(time)
             if batch is not None:
                 batch.succeeded = True
+            elif not self.closed:
+                self._completedFirst.add(time)
             return self._release()
+
+    def forget(self, upTo: int) -> None:
+        """Forget completions of batch times ``<= upTo`` the stream never computed.
+
+        Called as the stream forgets its old batches: such a time is never computed any
+        more (so the set stays as small as the stream's remember duration).
+        """
+        with self._lock:
+            self._completedFirst = {t for t in self._completedFirst if t > upTo}
 
     def release(self) -> Release:
         """What the successful prefix allows now (nothing new unless a batch succeeded)."""
@@ -145,6 +173,7 @@ class BatchCommitQueue:
             release = self._release()
             dropped = [c for b in self._batches.values() for c in b.commits]
             self._batches.clear()
+            self._completedFirst.clear()
             self.closed = True
             return release, dropped
 

@@ -56,6 +56,47 @@ def _offsets(offsets: Any) -> dict[TopicPartition, int]:
     return checked
 
 
+def _timestamp(what: str, value: Any, **context: Any) -> int:
+    """``value`` as a starting time in epoch milliseconds: an int >= 0, not a bool.
+
+    Kafka's ListOffsets reads -1 and -2 as "the log end" and "the log start": passed on, they
+    would silently mean ``latest`` / ``earliest``; other negatives fail only at the start.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        hint = ("; to start at the log start or end use auto.offset.reset='earliest' or "
+                "'latest' instead of Kafka's -2 / -1" if value in (-1, -2)
+                and not isinstance(value, bool) else "")
+        raise ConfigurationError(
+            f"{what} must be epoch milliseconds (an int >= 0, not a bool), got {value!r}; "
+            f"e.g. int(datetime.timestamp() * 1000){hint}", **context)
+    return value
+
+
+def _timestamps(value: Any) -> int | dict[TopicPartition, int] | None:
+    """``startingTimestamp`` checked: None, epoch ms, or ``{TopicPartition: epoch ms}``.
+
+    Raises:
+        ConfigurationError: Names the value, the partition and what to give instead.
+    """
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        checked = {}
+        for tp, ms in value.items():
+            if not isinstance(tp, TopicPartition):
+                raise ConfigurationError(
+                    f"startingTimestamp keys must be TopicPartition, got {tp!r}; write "
+                    "{TopicPartition(topic, partition): ms}")
+            checked[tp] = _timestamp(f"startingTimestamp[{tp}]", ms, topic=tp.topic,
+                                     partition=tp.partition)
+        return checked
+    if isinstance(value, int) or (isinstance(value, float) and not isinstance(value, bool)):
+        return _timestamp("startingTimestamp", value)
+    raise ConfigurationError(
+        "startingTimestamp must be epoch milliseconds or a dict {TopicPartition: ms}, got "
+        f"{value!r} ({type(value).__name__})")
+
+
 def _topics(topics: Any, what: str) -> list[str]:
     if isinstance(topics, str):
         raise ConfigurationError(
@@ -74,9 +115,14 @@ class ConsumerStrategy(ABC):
         kafkaParams: librdkafka properties; ``bootstrap.servers`` and ``group.id`` required.
         offsets: Starting offsets that override the group's committed ones.
         startingTimestamp: Start partitions without a given or committed offset at the
-            first offset at or after this time (epoch ms), or a dict of times per partition.
+            first offset at or after this time (epoch ms, an int >= 0), or a dict of such
+            times per TopicPartition.
         newPartitionOffsets: Where partitions found while running start: ``earliest``
             (default) or ``latest``.
+
+    Raises:
+        ConfigurationError: Bad parameters, offsets or starting timestamps (a bool, a
+            negative number such as Kafka's -1 / -2, a non-int; keys not TopicPartition).
     """
 
     #: Whether the driver consumer joins the consumer group (subscriptions do).
@@ -88,10 +134,7 @@ class ConsumerStrategy(ABC):
                  newPartitionOffsets: str = "earliest") -> None:
         self.kafkaParams = validate_params(kafkaParams, require_group=True)
         self.offsets = _offsets(offsets)
-        if startingTimestamp is not None and not isinstance(startingTimestamp, int | Mapping):
-            raise ConfigurationError(
-                "startingTimestamp must be epoch milliseconds or {TopicPartition: ms}")
-        self.startingTimestamp = startingTimestamp
+        self.startingTimestamp = _timestamps(startingTimestamp)
         if newPartitionOffsets not in ("earliest", "latest"):
             raise ConfigurationError(
                 f"newPartitionOffsets must be 'earliest' or 'latest', got {newPartitionOffsets!r}")

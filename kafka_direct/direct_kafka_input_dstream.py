@@ -35,6 +35,7 @@ from kafka_direct.commit_queue import CommitCallback, StreamCommits
 from kafka_direct.consumer_strategy import ConsumerStrategy
 from kafka_direct.driver_consumer import DriverConsumer
 from kafka_direct.errors import CheckpointError, ConfigurationError, KafkaDirectError
+from kafka_direct.kafka_params import check_with_librdkafka
 from kafka_direct.kafka_rdd import KafkaRDD, ReadSettings
 from kafka_direct.kafka_rdd_factory import kafka_rdd
 from kafka_direct.location_strategy import LocationStrategy, PreferBrokers
@@ -85,8 +86,9 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
 
     Raises:
         ConfigurationError: A strategy of the wrong type, a Spark setting out of range (see
-            :class:`~kafka_direct.stream_settings.StreamSettings`), or a deserializer or
-            handler that is not callable.
+            :class:`~kafka_direct.stream_settings.StreamSettings`), a deserializer or
+            handler that is not callable, or (with the real driver consumer) a Kafka
+            parameter librdkafka refuses.
     """
 
     def __init__(self, ssc: StreamingContext, locationStrategy: LocationStrategy,
@@ -120,6 +122,10 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
             useConsumerCache=streamSettings.useConsumerCache,
             keyDeserializer=keyDeserializer, valueDeserializer=valueDeserializer,
             messageHandler=messageHandler)
+        if driverConsumerFactory is None:
+            # librdkafka checks every property name and value now (offline, a few ms): a
+            # refused one would otherwise fail the start, looking like Kafka being down.
+            check_with_librdkafka(consumerStrategy.driverParams())
         perPartitionConfig = perPartitionConfig or DefaultPerPartitionConfig(ssc._conf)
         super().__init__(ssc)
         self.locationStrategy = locationStrategy
@@ -265,11 +271,33 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
         return ranges
 
     def _hasJobs(self, time: int) -> bool:
-        # Batch times off every output's slide have no jobs: a window job reads them later.
-        outputs = self.ssc.graph.outputStreams
-        return not outputs or any(
-            out.zeroTime is None or (time - out.zeroTime) % out.slideDuration == 0
-            for out in outputs)
+        """Whether a job of batch ``time`` itself reads this stream's batch ``time``.
+
+        Only output operations that read this stream count: another stream's per-batch
+        output gives batch ``time`` jobs, but none of them reads this stream, whose batch
+        is then computed later by a window job (and would otherwise never "succeed": its
+        own batch's completion went by before it was computed, holding back every commit
+        after it). A batch without a job of its own passes with the next batch of the
+        stream that succeeds (the window job that read it), see
+        :class:`~kafka_direct.commit_queue.BatchCommitQueue`.
+        """
+        outputs = [out for out in self.ssc.graph.outputStreams if self._readBy(out)]
+        if not self.ssc.graph.outputStreams:  # no graph (a stream driven by hand): its own
+            return True
+        return any(out.zeroTime is None or (time - out.zeroTime) % out.slideDuration == 0
+                   for out in outputs)
+
+    def _readBy(self, out: Any) -> bool:
+        """Whether this stream is among the dependencies of stream ``out`` (or is it)."""
+        pending, seen = [out], set()
+        while pending:
+            stream = pending.pop()
+            if stream is self:
+                return True
+            if id(stream) not in seen:
+                seen.add(id(stream))
+                pending.extend(stream.dependencies)
+        return False
 
     @override
     def compute(self, validTime: int) -> KafkaRDD:
@@ -310,6 +338,7 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
         threshold = time - (self.rememberDuration or 0)
         for t in [t for t in self.batchRanges if t <= threshold]:
             del self.batchRanges[t]
+        self._commits.queue.forget(threshold)
 
     @override
     def checkpointState(self) -> dict[str, Any]:

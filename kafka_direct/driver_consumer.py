@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError
+from kafka_direct.kafka_params import refusal
 from kafka_direct.topic_partition import TopicPartition
 
 __all__ = ["DriverConsumer", "admin_params", "is_cooperative"]
@@ -84,6 +85,22 @@ def _admin(params: dict[str, Any]) -> Any:
     return AdminClient(params)
 
 
+def _create(what: str, factory: ClientFactory, params: dict[str, Any]) -> Any:
+    """``factory(params)``; a client librdkafka refuses to create is a ConfigurationError.
+
+    Creating a client contacts no broker, so its failure is the configuration (a Java-client
+    ``sasl.jaas.config``, a value of the wrong type), never a glitch worth a retry.
+    """
+    from confluent_kafka import KafkaException
+
+    try:
+        return factory(params)
+    except (KafkaException, ValueError, TypeError) as error:
+        logger.debug("creating the driver's %s failed", what)
+        # Not chained: librdkafka's own text may quote a secret value; refusal() cuts it out.
+        raise refusal(error, params) from None
+
+
 class DriverConsumer:
     """Kafka questions and commits for one direct stream.
 
@@ -102,8 +119,12 @@ class DriverConsumer:
         self.timeout = requestTimeoutMs / 1000.0
         self.readCommitted = str(self.params.get("isolation.level", "read_committed")) \
             == "read_committed"
-        self._consumer = consumerFactory(self.params)
-        self._admin = adminFactory(admin_params(self.params))
+        self._consumer = _create("consumer", consumerFactory, self.params)
+        try:
+            self._admin = _create("admin client", adminFactory, admin_params(self.params))
+        except BaseException:
+            self._consumer.close()
+            raise
         self._lock = threading.RLock()
         self._assigned: set[TopicPartition] = set()
         self._closed = threading.Event()

@@ -14,13 +14,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.redaction import redact_params
+from kafka_direct.redaction import REDACTED, is_secret_key, redact_params, redact_text
 
 __all__ = [
     "EXECUTOR_GROUP_PREFIX",
+    "check_with_librdkafka",
     "executor_params",
     "force_param",
     "redact",
+    "refusal",
     "validate_params",
 ]
 
@@ -38,6 +40,11 @@ _JAVA_ONLY = {
     "max.poll.records": "records are fetched in batches by librdkafka; remove it",
     "bootstrap_servers": "librdkafka spells it 'bootstrap.servers'",
     "group_id": "librdkafka spells it 'group.id'",
+    # librdkafka refuses it at client creation; its value (a JAAS line) holds the password,
+    # so the message never quotes it.
+    "sasl.jaas.config": "librdkafka takes sasl.mechanism, sasl.username and sasl.password "
+                        "instead of a JAAS line (sasl.mechanism: PLAIN, SCRAM-SHA-256 or "
+                        "SCRAM-SHA-512; security.protocol: SASL_SSL or SASL_PLAINTEXT)",
 }
 
 _EXECUTOR_DEFAULTS = {"queued.max.messages.kbytes": 16384, "queued.min.messages": 20000,
@@ -80,7 +87,8 @@ def validate_params(params: Any, *, require_group: bool = False) -> dict[str, An
             raise ConfigurationError(f"kafkaParams keys must be strings, got {key!r}")
         if key in _JAVA_ONLY:
             raise ConfigurationError(
-                f"kafkaParams[{key!r}] is not a librdkafka property: {_JAVA_ONLY[key]}"
+                f"kafkaParams[{key!r}] is a Java-client setting, not a librdkafka property: "
+                f"{_JAVA_ONLY[key]}"
             )
         if value is None or not isinstance(value, str | int | float | bool):
             shown = redact({key: value})[key]
@@ -101,6 +109,54 @@ def validate_params(params: Any, *, require_group: bool = False) -> dict[str, An
                 "commits and resumes from"
             )
     return checked
+
+
+def refusal(error: BaseException, params: Mapping[str, Any]) -> ConfigurationError:
+    """The ConfigurationError for parameters librdkafka refused with ``error``.
+
+    librdkafka's text names the property (and for some, quotes the value): every secret
+    value of ``params`` is cut out of it, as is whatever :func:`redact_text` recognises.
+
+    Args:
+        error: What creating the client raised (``KafkaException``, ``ValueError``...).
+        params: The parameters the client was created with.
+
+    Returns:
+        The error to raise (``from error``), naming the property and the fix.
+    """
+    text = str(error.args[0].str()) if error.args and hasattr(error.args[0], "str") \
+        else str(error)
+    # Longest first, so a secret containing another is cut out whole.
+    for value in sorted((str(v) for k, v in params.items() if is_secret_key(str(k))),
+                        key=len, reverse=True):
+        if value:
+            text = text.replace(value, REDACTED)
+    return ConfigurationError(
+        f"kafkaParams refused by librdkafka: {redact_text(text)}. Parameters are librdkafka "
+        "properties: see librdkafka's CONFIGURATION.md for each one's name, type and range")
+
+
+def check_with_librdkafka(params: Mapping[str, Any]) -> None:
+    """Let librdkafka check every property name and value, without connecting anywhere.
+
+    Creates a ``confluent_kafka.Consumer`` with ``params`` less its bootstrap servers (so
+    it never contacts a broker) and closes it: a few milliseconds. A bad property otherwise
+    surfaces only when the stream starts.
+
+    Raises:
+        ConfigurationError: librdkafka refused a property (see :func:`refusal`).
+    """
+    from confluent_kafka import Consumer, KafkaException
+
+    offline = {k: v for k, v in params.items()
+               if k not in ("bootstrap.servers", "metadata.broker.list")}
+    offline.setdefault("group.id", _DEFAULT_GROUP)  # a consumer needs one
+    try:
+        consumer = Consumer(offline, logger=logger)
+    except (KafkaException, ValueError, TypeError) as error:
+        # Not chained: librdkafka's own text may quote a secret value; refusal() cuts it out.
+        raise refusal(error, params) from None
+    consumer.close()
 
 
 def force_param(params: dict[str, Any], key: str, value: Any, why: str,

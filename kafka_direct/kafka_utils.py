@@ -10,7 +10,7 @@ from kafka_direct.conf_values import parse_bool
 from kafka_direct.consumer_record import ConsumerRecord
 from kafka_direct.direct_kafka_input_dstream import DirectKafkaInputDStream
 from kafka_direct.errors import ConfigurationError, UnknownTopicOrPartitionError
-from kafka_direct.kafka_params import executor_params, redact, validate_params
+from kafka_direct.kafka_params import executor_params, refusal, validate_params
 from kafka_direct.kafka_rdd import KafkaRDD, ReadSettings
 from kafka_direct.kafka_rdd_factory import kafka_rdd
 from kafka_direct.location_strategy import (
@@ -43,10 +43,8 @@ def check_consumer_params(params: Mapping[str, Any]) -> Any:
     try:
         return Consumer(dict(params))
     except (KafkaException, ValueError, TypeError) as error:
-        raise ConfigurationError(
-            f"kafkaParams rejected by librdkafka: {error}. Parameters are librdkafka "
-            f"properties (see its CONFIGURATION.md); given: {redact(params)}"
-        ) from error
+        # Not chained: librdkafka's own text may quote a secret value; refusal() cuts it out.
+        raise refusal(error, params) from None
 
 
 def check_partitions_exist(consumer: Any, ranges: Iterable[OffsetRange]) -> None:

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from kafka_direct.conf_values import parse_int
-from kafka_direct.errors import KafkaDirectError, KafkaUnavailableError
+from kafka_direct.errors import ConfigurationError, KafkaDirectError, KafkaUnavailableError
+from kafka_direct.redaction import redact_text
 
 __all__ = ["Retrier"]
 
@@ -52,6 +53,7 @@ class Retrier:
 
         Raises:
             KafkaUnavailableError: Every attempt failed; chained to the last failure.
+            ConfigurationError: librdkafka answered ``_INVALID_ARG`` (not retried).
             KafkaDirectError: Raised by ``action`` (not retried).
         """
         attempts = self.maxRetries + 1
@@ -62,6 +64,13 @@ class Retrier:
             except KafkaDirectError:
                 raise
             except Exception as error:
+                if _invalid_argument(error):
+                    # librdkafka refused the question or the configuration: asking again
+                    # gets the same answer, and Kafka being down is not why.
+                    raise ConfigurationError(
+                        f"{what} was refused by librdkafka as invalid: "
+                        f"{redact_text(str(error))}; check kafkaParams and the stream's "
+                        "settings (the client was not retried)") from None
                 if attempt >= attempts:
                     raise KafkaUnavailableError(
                         f"{what} failed {attempts} times, last with: {error}. Is Kafka at "
@@ -71,3 +80,13 @@ class Retrier:
                                attempt, attempts, self.backoffMs, error)
                 self.sleep(self.backoffMs / 1000.0)
                 attempt += 1
+
+
+def _invalid_argument(error: Exception) -> bool:
+    """Whether ``error`` is librdkafka's ``_INVALID_ARG`` (a refusal, not a glitch)."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    if not isinstance(error, KafkaException) or not error.args:
+        return False
+    code = getattr(error.args[0], "code", None)
+    return callable(code) and code() == KafkaError._INVALID_ARG

@@ -16,7 +16,9 @@ from kafka_direct import (
     ConsumerStrategies,
     DefaultPerPartitionConfig,
     KafkaUtils,
+    LocationStrategies,
     OffsetRange,
+    StreamingContext,
     TopicPartition,
 )
 from tests.unit.fake_cluster import FakeCluster, FakeSparkContext, make_stream
@@ -25,6 +27,9 @@ PARAMS = {"bootstrap.servers": "fake:9092", "group.id": "g"}
 T0 = TopicPartition("t", 0)
 BEYOND_INT64 = 2**63
 K = "spark.streaming.kafka."
+JAAS_SECRET = "Jz8-secret-jaas"
+JAAS = {**PARAMS, "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule "
+        f'required username="u" password="{JAAS_SECRET}";'}
 
 
 def conf(key, value):
@@ -37,9 +42,21 @@ def stream(**arguments):
     return lambda: _stream(**arguments)
 
 
-def rdd(conf=None, **arguments):
+def rdd(conf=None, params=PARAMS, **arguments):
     """``createRDD`` of no range with ``arguments`` (fails before asking any broker)."""
-    return lambda: KafkaUtils.createRDD(FakeSparkContext(conf), PARAMS, [], **arguments)
+    return lambda: KafkaUtils.createRDD(FakeSparkContext(conf), params, [], **arguments)
+
+
+def direct(params):
+    """``KafkaUtils.createDirectStream`` with ``params``, real driver consumer and all."""
+    return lambda: KafkaUtils.createDirectStream(
+        StreamingContext(FakeSparkContext(), 1), LocationStrategies.PreferConsistent(),
+        ConsumerStrategies.Subscribe(["t"], params))
+
+
+def timestamp(value):
+    """A consumer strategy with ``startingTimestamp=value``."""
+    return lambda: ConsumerStrategies.Assign([T0], PARAMS, startingTimestamp=value)
 
 
 def _stream(conf=None, offsets=None, **arguments):
@@ -80,6 +97,13 @@ CASES = [
     (conf(K + "consumer.poll.ms", "nan"), ConfigurationError, "consumer.poll.ms must be an integer >= 1"),
     (conf(K + "failOnDataLoss", "yes"), ConfigurationError, "failOnDataLoss must be true or false"),
     (conf(K + "consumer.cache.enabled", "maybe"), ConfigurationError, "cache.enabled must be true or false"),
+    # kafkaParams librdkafka refuses: at construction, never as "is Kafka up?" at the start
+    (direct(JAAS), ConfigurationError, "kafkaParams['sasl.jaas.config'] is a Java-client setting"),
+    (direct(JAAS), ConfigurationError, "sasl.mechanism, sasl.username and sasl.password"),
+    (rdd(params=JAAS), ConfigurationError, "kafkaParams['sasl.jaas.config'] is a Java-client setting"),
+    (direct({**PARAMS, "fetch.wait.max.ms": "soon"}), ConfigurationError, 'kafkaParams refused by librdkafka: Invalid value for configuration property "fetch.wait.max.ms"'),
+    (rdd(params={**PARAMS, "fetch.wait.max.ms": "soon"}), ConfigurationError, '"fetch.wait.max.ms"'),
+    (direct({**PARAMS, "no.such.property": 1}), ConfigurationError, "see librdkafka's CONFIGURATION.md"),
     # createRDD agrees with the stream
     (rdd(pollTimeoutMs=0), ConfigurationError, "consumer.poll.ms must be an integer >= 1, got 0"),
     (rdd(pollTimeoutMs=-5), ConfigurationError, "consumer.poll.ms must be an integer >= 1"),
@@ -96,6 +120,16 @@ CASES = [
     (stream(offsets={T0: BEYOND_INT64}), ConfigurationError, "offsets[t-0] is 9223372036854775808, beyond the largest Kafka offset"),
     (stream(offsets={T0: -1}), ConfigurationError, "offsets[t-0] must be an int >= 0"),
     (stream(offsets={T0: "5"}), ConfigurationError, "offsets[t-0] must be an int >= 0"),
+    (timestamp(True), ConfigurationError, "startingTimestamp must be epoch milliseconds (an int >= 0, not a bool), got True"),
+    (timestamp(-1), ConfigurationError, "startingTimestamp must be epoch milliseconds (an int >= 0, not a bool), got -1"),
+    (timestamp(-2), ConfigurationError, "auto.offset.reset"),
+    (timestamp(-5), ConfigurationError, "got -5"),
+    (timestamp(1.5e12), ConfigurationError, "got 1500000000000.0"),
+    (timestamp("1700000000000"), ConfigurationError, "startingTimestamp must be epoch milliseconds or a dict"),
+    (timestamp({T0: "abc"}), ConfigurationError, "startingTimestamp[t-0] must be epoch milliseconds (an int >= 0, not a bool), got 'abc'"),
+    (timestamp({T0: False}), ConfigurationError, "startingTimestamp[t-0] must be epoch milliseconds"),
+    (timestamp({T0: -1}), ConfigurationError, "startingTimestamp[t-0] must be epoch milliseconds"),
+    (timestamp({("t", 0): 5}), ConfigurationError, "startingTimestamp keys must be TopicPartition, got ('t', 0)"),
     # value types
     (lambda: OffsetRange("t", 0, 0, BEYOND_INT64), ConfigurationError, "untilOffset for t-0 is 9223372036854775808, beyond the largest Kafka offset"),
     (lambda: OffsetRange("t", 0, BEYOND_INT64, BEYOND_INT64), ConfigurationError, "fromOffset for t-0 is 9223372036854775808"),
@@ -122,3 +156,13 @@ def test_a_refused_maximum_of_retries_never_reaches_the_retry_loop():
     # It used to construct, then fail the start with ``AssertionError: unreachable``.
     with pytest.raises(ConfigurationError):
         _stream(conf={K + "maxRetries": "-1"}).start()
+
+
+@pytest.mark.parametrize("build", [direct(JAAS), rdd(params=JAAS),
+                                   direct({**JAAS, "sasl.jaas.config": "x", "sasl.password": JAAS_SECRET,
+                                           "fetch.wait.max.ms": JAAS_SECRET})])
+def test_a_refused_kafka_param_quotes_no_secret(build):
+    with pytest.raises(ConfigurationError) as caught:
+        build()
+    shown = f"{caught.value} {caught.value!r} {caught.value.__cause__!r}"
+    assert JAAS_SECRET not in shown, shown

@@ -186,3 +186,90 @@ def test_stop_commits_a_successful_batch_before_closing_the_consumer(cluster):
     stream.stop()
     assert committed(cluster) == {T0: 7, T1: 0}
     assert stream.drivers[0].closed
+
+
+def run_batch(ssc, time):
+    """Generate batch ``time``, run its jobs on a job thread, and report its success to the
+    input streams (as the JobScheduler does when every job of the batch succeeded)."""
+    from kafka_direct.streaming.job_scheduler import BATCH_TIME_PROPERTY
+
+    sc = ssc.sparkContext
+    for job in ssc.graph.generateJobs(time):
+        sc.setLocalProperty(BATCH_TIME_PROPERTY, str(time))
+        try:
+            job.func()
+        finally:
+            sc.setLocalProperty(BATCH_TIME_PROPERTY, None)
+    for stream in ssc.graph.inputStreams:
+        stream.onBatchCompleted(time)
+
+
+class Ranges(list):
+    """A stub KafkaRDD that a window may persist and union."""
+
+    def persist(self, level=None):
+        return self
+
+    def unpersist(self, blocking=False):
+        return self
+
+
+def test_a_stream_read_only_through_a_window_commits_next_to_a_per_batch_output(
+        cluster, monkeypatch):
+    # The outside reviewer's case: B is read only by window(2 s, 2 s); A has an output every
+    # 1 s batch. B's odd batches are computed by the next window job, after their own batch
+    # time completed; they must not hold B's commits back forever.
+    from kafka_direct import LocationStrategies, StreamingContext, direct_kafka_input_dstream
+    from kafka_direct.direct_kafka_input_dstream import DirectKafkaInputDStream
+    from tests.unit.fake_cluster import FakeDriverConsumer, FakeSparkContext
+
+    monkeypatch.setattr(direct_kafka_input_dstream, "kafka_rdd",
+                        lambda sc, ranges, *args: Ranges(ranges))
+    cluster.create("b", 1)
+    B0 = TopicPartition("b", 0)
+    sc = FakeSparkContext()
+    sc.union = lambda rdds: Ranges(r for rdd in rdds for r in rdd)
+    sc.emptyRDD = Ranges
+    ssc = StreamingContext(sc, 1)
+
+    def stream(topic, group):
+        params = {"bootstrap.servers": "fake:9092", "group.id": group,
+                  "auto.offset.reset": "earliest"}
+        return DirectKafkaInputDStream(
+            ssc, LocationStrategies.PreferConsistent(),
+            ConsumerStrategies.Subscribe([topic], params),
+            driverConsumerFactory=lambda p: FakeDriverConsumer(cluster, p))
+
+    a, b = stream("t", "ga"), stream("b", "gb")
+    a.foreachRDD(lambda rdd: a.commitAsync(rdd))
+    seen, callback = results()
+    b.window(2, 2).foreachRDD(lambda rdd: b.commitAsync(rdd, callback))
+    ssc.graph.start(0)
+    cluster.produce(T0, 3)
+    cluster.produce(B0, 4)
+    for time in (1000, 2000, 3000):
+        run_batch(ssc, time)
+    assert cluster.committed.get(("gb", B0)) == 4, seen
+    cluster.produce(B0, 2)
+    run_batch(ssc, 4000)
+    assert cluster.committed.get(("gb", B0)) == 6, seen
+    assert [error for _, error in seen] == [None, None]
+    a.stop()
+    b.stop()
+    assert cluster.committed[("ga", T0)] == 3
+
+
+def test_a_batch_computed_after_its_own_batch_completed_passes_with_its_reader():
+    # Whatever the graph: batch 1000 completed before the stream computed it (a later
+    # batch's window job computes it), so no job of its own read it.
+    from kafka_direct.commit_queue import BatchCommitQueue
+
+    queue = BatchCommitQueue()
+    assert queue.batchSucceeded(1000).commits == []
+    queue.addBatch(1000, [OffsetRange("t", 0, 0, 4)], hasJobs=True)
+    queue.addBatch(2000, [OffsetRange("t", 0, 4, 6)], hasJobs=True)
+    assert queue.add(2000, [OffsetRange("t", 0, 0, 6)], None)
+    assert queue.release().offsets == {}  # the reader has not finished
+    assert queue.batchSucceeded(2000).offsets == {T0: 6}
+    queue.forget(5000)
+    assert queue._completedFirst == set()

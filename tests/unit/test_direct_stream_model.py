@@ -2,7 +2,9 @@
 
 The cluster's partitions grow, get truncated, vanish from a metadata answer, get added and
 get re-created; the stream runs batches (computed ranges, read at once), some succeed, some
-fail, some stay pending (concurrent jobs) and complete later; output operations commit; the
+fail, some stay pending (concurrent jobs) and complete later; some are read only by the
+next batch's window job, computed after their own batch time completed (another stream's
+output gave it jobs); output operations commit; the
 stream stops and a new one starts from the committed offsets or from the checkpointed
 batches. Checked after every step:
 
@@ -47,6 +49,8 @@ class Batch:
     def __init__(self, time, ranges, epochs, commit):
         self.time, self.ranges, self.epochs, self.commit = time, ranges, epochs, commit
         self.state = "pending"  # then "ok" or "failed"
+        self.reader = None  # the later batch whose window job read this one
+        self.windowed = []  # the earlier batches this one's window job read
 
 
 class DirectStreamModel(RuleBasedStateMachine):
@@ -210,6 +214,30 @@ class DirectStreamModel(RuleBasedStateMachine):
         if batch is not None and outcome != "pending":
             self.finish(batch, outcome)
 
+    @precondition(lambda self: self.running() and all(b.state != "failed"
+                                                      for b in self.batches))
+    @rule(outcome=st.sampled_from(["ok", "failed", "pending"]), commit=st.booleans())
+    def window_batch(self, outcome, commit):
+        """Two batches read by the second one's window(2 s, 2 s) job, next to another
+        stream's per-batch output: the first batch's time completes (the other stream's
+        job) before the window job computes it."""
+        first = next(self.times) * 1000
+        self.stream.onBatchCompleted(first)
+        self.check_commits()
+        earlier = self.compute(first, commit=False)
+        if earlier is None:
+            return
+        later = self.compute(next(self.times) * 1000, commit=False)
+        if later is None:
+            return
+        earlier.reader, later.windowed = later, [earlier]
+        later.commit = commit
+        if commit:
+            window = self.stream.batchRanges[first] + self.stream.batchRanges[later.time]
+            on_job_thread(self.stream, later.time, lambda: self.stream.commitAsync(window))
+        if outcome != "pending":
+            self.finish(later, outcome)
+
     @precondition(lambda self: self.running()
                   and any(b.state == "pending" for b in self.batches))
     @rule(index=st.integers(0, 5), ok=st.booleans())
@@ -218,7 +246,9 @@ class DirectStreamModel(RuleBasedStateMachine):
         self.finish(pending[index % len(pending)], "ok" if ok else "failed")
 
     def finish(self, batch, outcome):
-        batch.state = outcome
+        batch = batch.reader or batch  # a windowed batch ends with its reader's job
+        for read in [*batch.windowed, batch]:
+            read.state = outcome
         if outcome == "ok":
             self.stream.onBatchCompleted(batch.time)
             self.check_commits()
