@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from kafka_direct import OffsetMismatchError, OffsetRange, TopicPartition
 
-__all__ = ["OffsetStore", "chain_ranges", "check_commit", "check_range"]
+__all__ = ["OffsetStore", "chain_ranges", "check_and_seed", "check_commit", "check_range"]
 
 
 def check_range(group: str, offsetRange: OffsetRange, stored: int | None) -> bool:
@@ -112,6 +112,32 @@ def check_commit(group: str, offsetRanges: Iterable[OffsetRange],
     """
     return [r for r in chain_ranges(group, offsetRanges)
             if check_range(group, r, stored.get(r.topicPartition()))]
+
+
+def check_and_seed(store: OffsetStore, group: str, offsetRanges: Iterable[OffsetRange]
+                   ) -> list[OffsetRange]:
+    """Check a batch against the stored offsets, then seed the partitions new to the store.
+
+    A partition the store has never seen starts where the batch's chain of it starts (its
+    lowest ``fromOffset``, whatever the order of its ranges), and is checked as if stored
+    there. Seeds are written only once the whole batch passed: a refused batch leaves no
+    seed behind, which a later start would resume from.
+
+    Returns:
+        The chained ranges that advance their partition (see :func:`check_commit`).
+
+    Raises:
+        OffsetMismatchError: A chain neither continues nor repeats its stored offset, or
+            ranges of a partition do not chain; nothing was seeded.
+    """
+    ranges = chain_ranges(group, offsetRanges)
+    stored = store.load(group, sorted({r.topic for r in ranges}))
+    starts = {r.topicPartition(): r.fromOffset for r in ranges
+              if r.topicPartition() not in stored}
+    pending = check_commit(group, ranges, {**stored, **starts})
+    if starts:
+        store.seed(group, starts)
+    return pending
 
 
 class OffsetStore(ABC):

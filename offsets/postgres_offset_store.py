@@ -15,7 +15,9 @@ finds out before its next write (:meth:`PostgresOffsetStore.verifyLock`, which t
 call per batch) and either takes the lock again, when no other job held it in between, or
 stops with :class:`~kafka_direct.errors.GroupBusyError`. Each taking of the lock bumps the
 group's *generation* in ``<table>_locks``; writers fence their transactions with it, so
-once a second job holds the group, no transaction of the first one commits.
+once a second job holds the group, no transaction of the first one commits. The lock itself,
+:class:`~offsets.group_lock.GroupLock` (re-exported here), and how stores configured
+differently find it live in :mod:`offsets.group_lock`.
 
 A COMMIT that fails because the connection broke has an unknown outcome (the server may
 have committed before the answer was lost): :class:`CommitOutcomeUnknownError` says so, and the
@@ -30,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -49,6 +50,15 @@ from offsets.database import (
     schema_exists,
     table_exists,
 )
+from offsets.group_lock import (
+    Database,
+    GroupLock,
+    database_of,
+    find_held,
+    normalised_dsn,
+    register,
+    unregister,
+)
 from offsets.offset_store import OffsetStore, chain_ranges, check_range
 
 __all__ = [
@@ -62,128 +72,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-_LOCK_SPACE = 0x6B64  # first key of the store's advisory locks, apart from other users'
-_held: dict[tuple[Any, ...], GroupLock] = {}
-_held_mutex = threading.Lock()
-
-
-class GroupLock:
-    """A held consumer-group lock (see :meth:`PostgresOffsetStore.lockGroup`).
-
-    Attributes:
-        group: The consumer group.
-        generation: This job's generation of the group (bumped by every job taking it);
-            transactions fenced with it fail once another job has taken the group.
-    """
-
-    def __init__(self, store: PostgresOffsetStore, group: str) -> None:
-        self.store = store
-        self.group = group
-        self.generation = 0
-        self._connection: Any = None
-        self._mutex = threading.Lock()
-        self.released = False
-
-    def __repr__(self) -> str:
-        return f"GroupLock({self.group!r}, generation={self.generation}, store={self.store!r})"
-
-    def _take(self, first: bool) -> None:
-        """Take the advisory lock on a new session; bump or check the generation."""
-        import psycopg2
-        from psycopg2 import sql
-
-        store, group = self.store, self.group
-        connection = None
-        try:
-            connection = store.connect()
-            connection.autocommit = True
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))",
-                               (_LOCK_SPACE, f"{store.schema}.{store.table}/{group}"))
-                held = bool(cursor.fetchone()[0])
-                if not held:
-                    raise GroupBusyError(
-                        f"consumer group {group!r} is held by another running job (its lock "
-                        f"in {store.schema}.{store.table}'s database)"
-                        + ("" if first else ", after this job's lock was lost (its database "
-                           "session ended); this job stops so that two jobs never write the "
-                           "group at once")
-                        + "; stop that job or use another group", group=group)
-                if first:
-                    # Under the advisory lock: no other job bumps the generation meanwhile.
-                    cursor.execute(sql.SQL(
-                        "INSERT INTO {} AS l (group_id, generation) VALUES (%s, 1) "
-                        "ON CONFLICT (group_id) DO UPDATE SET generation = l.generation + 1, "
-                        "taken_at = now() RETURNING generation").format(store._locks()),
-                        (group,))
-                    self.generation = int(cursor.fetchone()[0])
-                else:
-                    cursor.execute(sql.SQL("SELECT generation FROM {} WHERE group_id = %s"
-                                           ).format(store._locks()), (group,))
-                    row = cursor.fetchone()
-                    now = None if row is None else int(row[0])
-                    if now != self.generation:
-                        raise GroupBusyError(
-                            f"consumer group {group!r} was taken by another job while this "
-                            f"job's lock was lost (generation {self.generation}, now {now}); "
-                            "this job stops: restart it to resume from the stored offsets",
-                            group=group)
-        except psycopg2.Error as error:
-            if connection is not None:
-                connection.close()
-            cause = describe_database_error(error)
-            raise OffsetStoreError(
-                f"taking consumer group {group!r} in {store!r} "
-                + ("" if first else "again, after its lock was lost, ") + f"failed: {cause}",
-                store=repr(store), cause=cause) from error
-        except BaseException:
-            if connection is not None:
-                connection.close()
-            raise
-        self._connection = connection
-
-    def verify(self) -> int:
-        """Make sure the lock is still held, or take it again; returns the generation.
-
-        A live session still holds its advisory lock. A broken one (PostgreSQL restarted,
-        the session was terminated) lost it: the lock is taken again on a new session if
-        the group's generation shows no other job took it in between.
-
-        Raises:
-            GroupBusyError: Another job holds the group now, or held it in between.
-            OffsetStoreError: The lock was lost and the database does not answer.
-        """
-        import psycopg2
-
-        with self._mutex:
-            if self.released:
-                raise GroupBusyError(f"the lock of consumer group {self.group!r} was "
-                                     "released: this job no longer holds the group",
-                                     group=self.group)
-            try:
-                with self._connection.cursor() as cursor:
-                    cursor.execute("SELECT 1")
-                    cursor.fetchone()
-                return self.generation
-            except psycopg2.Error as error:
-                logger.warning("the lock of consumer group %r was lost (%s); taking it again",
-                               self.group, describe_database_error(error))
-            with contextlib.suppress(Exception):
-                self._connection.close()
-            self._take(first=False)
-            logger.info("holding consumer group %r again (generation %d)", self.group,
-                        self.generation)
-            return self.generation
-
-    def release(self) -> None:
-        """Let go of the group (ends the lock's session)."""
-        with self._mutex:
-            self.released = True
-            if self._connection is not None:
-                with contextlib.suppress(Exception):
-                    self._connection.close()
-
 
 class PostgresOffsetStore(OffsetStore):
     """Offsets in ``schema.table`` of a PostgreSQL database.
@@ -209,6 +97,9 @@ class PostgresOffsetStore(OffsetStore):
         self.table = table
         self.schema = schema
         self._ready = False
+        self._normalisedDsn: Database | None = None
+        self._database: Database | None = None
+        self._warned: set[str] = set()
 
     def __repr__(self) -> str:
         return f"PostgresOffsetStore(table={self.schema}.{self.table})"  # no credentials
@@ -232,6 +123,10 @@ class PostgresOffsetStore(OffsetStore):
         Only what is missing is created, so a role without CREATE privileges works on a
         database where the tables exist (it needs USAGE on the schema and SELECT, INSERT,
         UPDATE on both tables).
+
+        Args:
+            cursor: Create in the caller's transaction (the tables then exist once it
+                commits), instead of in a transaction of its own.
         """
         from psycopg2 import sql
 
@@ -258,10 +153,10 @@ class PostgresOffsetStore(OffsetStore):
                     own.execute(statement)
 
         if cursor is not None:
-            create(cursor)
-        else:
-            with self._own("creating the offsets table") as own:
-                create(own)
+            create(cursor)  # the caller's transaction may still roll back: not ready yet
+            return
+        with self._own("creating the offsets table") as own:
+            create(own)
         self._ready = True
 
     def _locks(self) -> Any:
@@ -269,9 +164,46 @@ class PostgresOffsetStore(OffsetStore):
 
         return sql.Identifier(self.schema, f"{self.table}_locks")
 
-    def _key(self, group: str) -> tuple[Any, ...]:
-        return (self._dsn if self._connect is None else id(self._connect), self.schema,
-                self.table, group)
+    def normalisedDsn(self) -> Database | None:
+        """The store's DSN parsed, sorted and without password (None with ``connect``).
+
+        Identifies the store's database for :func:`~offsets.group_lock.find_held` without
+        connecting; holds other DSN parameters, so it is never logged.
+        """
+        if self._connect is not None:
+            return None
+        if self._normalisedDsn is None and self._dsn is not None:
+            self._normalisedDsn = normalised_dsn(self._dsn)
+        return self._normalisedDsn
+
+    def database(self) -> Database | None:
+        """Host, port and database name a connection of this store reaches (asked once).
+
+        Raises:
+            OffsetStoreError: The database did not answer.
+        """
+        import psycopg2
+
+        if self._database is None:
+            try:
+                connection = self.connect()
+            except psycopg2.Error as error:
+                cause = describe_database_error(error)
+                raise OffsetStoreError(
+                    f"finding the consumer group lock this process holds for {self!r} "
+                    f"failed: {cause}", store=repr(self), cause=cause) from error
+            try:
+                self._database = database_of(connection)
+            finally:
+                with contextlib.suppress(Exception):
+                    connection.close()
+        return self._database
+
+    def warnOnce(self, group: str) -> bool:
+        """Whether to warn that ``group``'s held lock is not this store's (first time only)."""
+        first = group not in self._warned
+        self._warned.add(group)
+        return first
 
     @contextlib.contextmanager
     def transaction(self, statementTimeoutMs: int | None = None) -> Iterator[Any]:
@@ -343,29 +275,34 @@ class PostgresOffsetStore(OffsetStore):
         self._ensure()
         lock = GroupLock(self, group)
         lock._take(first=True)
-        key = self._key(group)
-        with _held_mutex:
-            _held[key] = lock
+        register(lock)
         try:
             logger.info("holding consumer group %r (generation %d)", group, lock.generation)
             yield lock
         finally:
-            with _held_mutex:
-                if _held.get(key) is lock:
-                    del _held[key]
+            unregister(lock)
             lock.release()  # ends the session, which releases the lock
 
     def heldLock(self, group: str) -> GroupLock | None:
-        """The lock of ``group`` this process holds in this store's table, if any."""
-        with _held_mutex:
-            return _held.get(self._key(group))
+        """The lock of ``group`` this process holds in this store's table, if any.
+
+        Found whichever store took it, as long as it is the same table in the same database
+        (see :func:`~offsets.group_lock.find_held`: the same store, the same DSN in any
+        spelling, or the same host, port and database); a lock of the group held in
+        another database is logged once as a warning and not returned.
+
+        Raises:
+            OffsetStoreError: The store's database had to be asked and did not answer.
+        """
+        return find_held(self, group)
 
     def verifyLock(self, group: str) -> int | None:
         """Before writing: check the group's lock if this process holds one.
 
         Returns:
             The lock's generation (to fence transactions with), or None when this process
-            holds no lock of the group (nothing to check).
+            holds no lock of the group in this store's table and database (nothing to
+            check; see :meth:`heldLock`).
 
         Raises:
             GroupBusyError: The lock was lost and another job holds or held the group.
@@ -397,6 +334,14 @@ class PostgresOffsetStore(OffsetStore):
                 f"consumer group {group!r} was taken by another job (generation {generation}, "
                 f"now {now}); this job's write was rolled back and it stops", group=group)
 
+    def prepare(self) -> None:
+        """Create the missing tables on this store object's first use (then: nothing).
+
+        Raises:
+            OffsetStoreError: The database failed.
+        """
+        self._ensure()
+
     def _ensure(self, cursor: Any = None) -> None:
         if not self._ready:
             self.ensure_schema(cursor)
@@ -420,7 +365,14 @@ class PostgresOffsetStore(OffsetStore):
 
     def seed(self, group: str, offsets: Mapping[TopicPartition, int],
              cursor: Any = None) -> None:
-        """Insert starting offsets for partitions without a row; existing rows stay."""
+        """Insert starting offsets for partitions without a row; existing rows stay.
+
+        Args:
+            group: The consumer group.
+            offsets: Starting (next) offsets per partition.
+            cursor: Seed in the caller's transaction (it rolls back with it), instead of
+                in a transaction of its own.
+        """
         from psycopg2 import sql
 
         statement = sql.SQL("INSERT INTO {} (group_id, topic, kafka_partition, next_offset) "
@@ -436,13 +388,22 @@ class PostgresOffsetStore(OffsetStore):
         with self._own("seeding offsets") as own:
             own.executemany(statement, rows)
 
-    def claim(self, cursor: Any, group: str, offsetRange: OffsetRange) -> bool:
+    def claim(self, cursor: Any, group: str, offsetRange: OffsetRange,
+              chainEnd: int | None = None) -> bool:
         """Lock the range's row in the caller's transaction and check it.
+
+        Args:
+            cursor: A cursor in the caller's transaction.
+            group: The consumer group.
+            offsetRange: The range to claim.
+            chainEnd: When the range is followed by others of its partition in the same
+                batch, the end of that chain: a stored offset past ``untilOffset`` up to it
+                means this range was applied (with later ones), not an overlap.
 
         Returns:
             True when the stored offset is the range's ``fromOffset`` (write the results,
-            then :meth:`advance`); False when it is already ``untilOffset`` (the range was
-            applied before: write nothing).
+            then :meth:`advance`); False when it is already ``untilOffset`` (or, with
+            ``chainEnd``, past it within the chain): the range was applied before.
 
         Raises:
             OffsetMismatchError: Any other stored offset, or no row (seed it first).
@@ -454,6 +415,11 @@ class PostgresOffsetStore(OffsetStore):
                        (group, offsetRange.topic, offsetRange.partition))
         row = cursor.fetchone()
         stored = None if row is None else int(row[0])
+        if (chainEnd is not None and stored is not None
+                and offsetRange.untilOffset < stored <= chainEnd):
+            logger.info("range %s of group %s was applied before (stored %d); skipped",
+                        offsetRange, group, stored)
+            return False
         fresh = check_range(group, offsetRange, stored)
         if not fresh and offsetRange.count():
             logger.info("range %s of group %s was applied before; skipped", offsetRange, group)

@@ -14,7 +14,7 @@ import datetime
 import io
 import logging
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -190,7 +190,27 @@ def database_errors(table: str, offsetRange: Any = None) -> Iterator[None]:
 
 
 class KafkaRDDSink:
-    """What the sinks share: ``foreachRDD(sink)`` and the KafkaRDD check."""
+    """What the sinks share: ``foreachRDD(sink)``, the KafkaRDD check, a refusal that stays."""
+
+    # Set by the first refused write: a batch still running when the refusal stopped the
+    # stream finds no active context any more, and must be refused all the same.
+    _refusal: Exception | None = None
+
+    def refuseOnce(self, check: Callable[[], None]) -> None:
+        """Run ``check`` (raising ConfigurationError to refuse); once refused, always refused.
+
+        Raises:
+            ConfigurationError: ``check`` refused this write or an earlier one.
+        """
+        from kafka_direct import ConfigurationError
+
+        if self._refusal is not None:
+            raise self._refusal
+        try:
+            check()
+        except ConfigurationError as refusal:
+            self._refusal = refusal
+            raise
 
     def __call__(self, rdd: Any) -> None:
         """``stream.foreachRDD(sink)``."""

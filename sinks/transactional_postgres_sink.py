@@ -9,6 +9,11 @@ Per Spark partition of a KafkaRDD (one offset range), one task, one PostgreSQL t
    offset to ``untilOffset``, then commit — results and offset together, or neither;
 4. anything else: a gap or an overlap — roll back and raise ``OffsetMismatchError``.
 
+A partition new to the store is seeded in step 1's transaction, at the batch's lowest
+``fromOffset`` of it: a failed write leaves no seed. Several ranges of one partition in one
+RDD must chain; they are written in rounds (one Spark job each), each after the earlier
+range committed.
+
 A task that dies anywhere before the commit leaves nothing behind; its retry starts over. A
 stream restarted from ``store.load(group)`` resumes exactly after the last committed range.
 
@@ -33,7 +38,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_direct import ConfigurationError, ConsumerRecord, OffsetMismatchError, OffsetRange
+from kafka_direct import (
+    ConfigurationError,
+    ConsumerRecord,
+    OffsetMismatchError,
+    OffsetRange,
+    TopicPartition,
+)
 from kafka_direct.task_errors import carry_errors
 from offsets.offset_store import chain_ranges
 from offsets.postgres_offset_store import PostgresOffsetStore
@@ -61,11 +72,28 @@ DEFAULT_COLUMNS = ("topic", "kafka_partition", "kafka_offset", "key", "value")
 CONCURRENT_JOBS = "spark.streaming.concurrentJobs"
 
 
-def refuse_concurrent_batches(sink: object) -> None:
+_IN_ORDER = ("writes offsets in batch order and cannot run with {setting}={jobs}: a later "
+             "batch could reach PostgreSQL before an earlier one and find a gap")
+_IN_ORDER_FIX = ("Set {setting} to 1 (the default); for throughput, give the topic more "
+                 "partitions (they are written in parallel) or raise maxRatePerPartition")
+
+
+def refuse_concurrent_batches(sink: object, why: str = _IN_ORDER, fix: str = _IN_ORDER_FIX
+                              ) -> None:
     """Raise ConfigurationError when the running stream may run batches side by side.
 
     Offsets must move in batch order: batch N+1 claiming before batch N committed finds its
     stored offsets behind its ranges, a gap. Batch jobs outside a stream are not concerned.
+
+    Args:
+        sink: The refusing sink (its repr names it in the message).
+        why: What goes wrong with concurrent batches; ``{setting}`` and ``{jobs}`` are
+            filled in.
+        fix: What to do instead, filled in the same way.
+
+    Raises:
+        ConfigurationError: ``spark.streaming.concurrentJobs`` of the active streaming
+            context is above 1 (with ``setting`` and ``value``).
     """
     from kafka_direct.streaming.context import StreamingContext
 
@@ -79,11 +107,26 @@ def refuse_concurrent_batches(sink: object) -> None:
         return  # the scheduler reports the bad value itself
     if jobs > 1:
         raise ConfigurationError(
-            f"{sink!r} writes offsets in batch order and cannot run with "
-            f"{CONCURRENT_JOBS}={jobs}: a later batch could reach PostgreSQL before an "
-            f"earlier one and find a gap. Set {CONCURRENT_JOBS} to 1 (the default); for "
-            "throughput, give the topic more partitions (they are written in parallel) or "
-            "raise maxRatePerPartition", setting=CONCURRENT_JOBS, value=jobs)
+            f"{sink!r} " + why.format(setting=CONCURRENT_JOBS, jobs=jobs) + ". "
+            + fix.format(setting=CONCURRENT_JOBS, jobs=jobs), setting=CONCURRENT_JOBS,
+            value=jobs)
+
+
+def write_rounds(offsetRanges: Sequence[OffsetRange]) -> list[list[int]]:
+    """The RDD partitions (indices of ``offsetRanges``) in the rounds that write them.
+
+    Round k holds the k-th range (by ``fromOffset``) of every Kafka partition: a range
+    whose partition has an earlier range in the same RDD is written only once that range
+    committed, so it finds the stored offset at its start. Usually every partition has one
+    range, and there is one round.
+    """
+    byPartition: dict[TopicPartition, list[int]] = {}
+    for index in sorted(range(len(offsetRanges)),
+                        key=lambda i: (offsetRanges[i].fromOffset, offsetRanges[i].untilOffset)):
+        byPartition.setdefault(offsetRanges[index].topicPartition(), []).append(index)
+    rounds = max((len(indices) for indices in byPartition.values()), default=0)
+    return [sorted(indices[k] for indices in byPartition.values() if k < len(indices))
+            for k in range(rounds)]
 
 
 @dataclass(frozen=True)
@@ -117,10 +160,16 @@ class _PartitionWriter:
             return
         store = PostgresOffsetStore(table=self.offsetTable, schema=self.offsetSchema,
                                     connect=lambda: worker_connection(self.dsn))
+        # A partition new to the store starts at the batch's lowest range of it, seeded in
+        # this transaction: a failed write leaves no seed that a later start resumes from.
+        chain = [r for r in self.ranges if r.topicPartition() == offsetRange.topicPartition()]
+        start = min(r.fromOffset for r in chain)
+        chainEnd = max(r.untilOffset for r in chain)
         with database_errors(f"{self.schema}.{self.table}", offsetRange), \
                 worker_transaction(self.dsn, self.statementTimeoutMs) as cursor:
             store.fence(cursor, self.group, self.generation)
-            if not store.claim(cursor, self.group, offsetRange):
+            store.seed(self.group, {offsetRange.topicPartition(): start}, cursor=cursor)
+            if not store.claim(cursor, self.group, offsetRange, chainEnd):
                 written = -1  # applied before: the transaction ends with nothing written
             else:
                 written = copy_rows(cursor, sql.Identifier(self.schema, self.table),
@@ -177,8 +226,9 @@ class TransactionalPostgresSink(KafkaRDDSink):
 
         Every range must continue from its stored offset, or every range must be applied
         already (a re-run batch: nothing is written). Consecutive ranges of one partition
-        are chained. ``rows`` are values for ``columns``, e.g. ``results.toLocalIterator()``
-        of an aggregation.
+        are chained. Partitions new to the store are seeded at their chain's start in the
+        same transaction, so a refused batch seeds nothing. ``rows`` are values for
+        ``columns``, e.g. ``results.toLocalIterator()`` of an aggregation.
 
         Raises:
             OffsetMismatchError: A range neither continues nor repeats its stored offset, or
@@ -197,9 +247,12 @@ class TransactionalPostgresSink(KafkaRDDSink):
                     generation: int | None) -> dict[str, int]:
         from psycopg2 import sql
 
-        self.store.seed(self.group, {r.topicPartition(): r.fromOffset for r in ranges})
+        self.store.prepare()
         with self.store.transaction(self.statementTimeoutMs) as cursor:
             self.store.fence(cursor, self.group, generation)
+            # In the batch's transaction: a refused batch leaves no seed behind.
+            self.store.seed(self.group, {r.topicPartition(): r.fromOffset for r in ranges},
+                            cursor=cursor)
             fresh = [self.store.claim(cursor, self.group, r) for r in ranges]
             pending = [r for r, new in zip(ranges, fresh, strict=True) if new]
             if not pending and any(r.count() for r in ranges):
@@ -228,7 +281,7 @@ class TransactionalPostgresSink(KafkaRDDSink):
         """
 
         def write(rdd: Any) -> None:
-            refuse_concurrent_batches(self)
+            self.refuseOnce(lambda: refuse_concurrent_batches(self))
             offsetRanges = self.offsetRangesOf(rdd)
             from kafka_direct.task_errors import typed_errors
 
@@ -240,19 +293,32 @@ class TransactionalPostgresSink(KafkaRDDSink):
     def write(self, rdd: Any) -> dict[str, int]:
         """Write the RDD's ranges; returns counts of rows written and ranges skipped.
 
+        Each range's task checks it against the stored offset in its own transaction;
+        a partition new to the store is seeded there, at the batch's lowest ``fromOffset``
+        of it, so a range whose write fails leaves no seed behind. Several ranges of one
+        partition must chain (checked first); they are written in rounds, each after the
+        one before committed (see :func:`write_rounds`).
+
         Raises:
             ConfigurationError: The running stream has ``spark.streaming.concurrentJobs``
                 above 1 (checked before anything is written).
-            OffsetMismatchError: A range does not continue from its stored offset.
+            OffsetMismatchError: A range does not continue from its stored offset (that
+                range's transaction rolls back; other partitions' ranges may have committed),
+                or ranges of a partition do not chain (checked first: nothing is written).
             GroupBusyError: The job's lock of the group was lost to another job.
             SinkWriteError: The database failed: that range's transaction was rolled back,
                 or with ``outcome="unknown"`` the connection broke during its COMMIT.
         """
-        refuse_concurrent_batches(self)
+        self.refuseOnce(lambda: refuse_concurrent_batches(self))
         offsetRanges = tuple(self.offsetRangesOf(rdd))
+        chained = chain_ranges(self.group, offsetRanges)  # ranges that do not chain: refused
         generation = self.store.verifyLock(self.group)
-        # Partitions new to the store start where this batch starts (the stream's policy).
-        self.store.seed(self.group, {r.topicPartition(): r.fromOffset for r in offsetRanges})
+        self.store.prepare()
+        # Partitions new to the store start where this batch starts (the stream's policy):
+        # here those with nothing to write; the others in their range's transaction.
+        idle = {r.topicPartition(): r.fromOffset for r in chained if not r.count()}
+        if idle:
+            self.store.seed(self.group, idle)
         if not any(r.count() for r in offsetRanges):
             return {"rows": 0, "skipped": 0}  # an idle batch needs no Spark job
         writer = _PartitionWriter(self._dsn, self.group, self.table, self.schema,
@@ -260,8 +326,15 @@ class TransactionalPostgresSink(KafkaRDDSink):
                                   self.store.schema, self.statementTimeoutMs, generation)
         from kafka_direct.task_errors import typed_errors
 
+        rounds = write_rounds(offsetRanges)
         with typed_errors():
-            outcomes = rdd.mapPartitionsWithIndex(writer).collect()
+            written = rdd.mapPartitionsWithIndex(writer)
+            if len(rounds) == 1:
+                outcomes = written.collect()
+            else:
+                outcomes = []
+                for partitions in rounds:
+                    outcomes += rdd.context.runJob(written, list, partitions)
         written = sum(n for kind, _, n in outcomes if kind == "written")
         skipped = sum(1 for kind, _, _ in outcomes if kind == "skipped")
         logger.info("%r wrote %d rows (%d ranges already applied)", self, written, skipped)

@@ -1,16 +1,24 @@
 """IdempotentPostgresSink: writing twice is harmless; offsets follow the write."""
 
+import os
+import threading
+import time
+
 import pytest
 
 from kafka_direct import (
     ConfigurationError,
+    ConsumerStrategies,
+    GroupBusyError,
     KafkaUtils,
+    LocationStrategies,
     OffsetMismatchError,
     OffsetRange,
     TopicPartition,
 )
 from offsets import PostgresOffsetStore
 from sinks import IdempotentPostgresSink
+from tests.streaming.helpers import Driver
 
 
 @pytest.fixture
@@ -149,3 +157,160 @@ def test_stored_offsets_that_do_not_fit_the_ranges_refuse_the_batch_before_writi
     assert (info.value.partition, info.value.stored) == (1, 5)
     assert query(postgres, f'SELECT count(*) FROM "{table}".events') == [(0,)]
     assert store.load("idem") == {TopicPartition(topic, 0): 0, TopicPartition(topic, 1): 5}
+
+
+def test_two_ranges_of_one_partition_seed_the_store_from_the_first(
+        spark, kafka, kafka_topic, postgres, table):
+    # Seeding from the last range would store 5 for a new partition: [0, 5) then looks
+    # applied, its records are skipped, or the chained commit is refused.
+    topic = kafka_topic()
+    kafka.produce(topic, [b"v%d" % i for i in range(10)])
+    store = PostgresOffsetStore(postgres.dsn, schema=table)
+    sink = IdempotentPostgresSink(postgres.dsn, "events", schema=table, offsetStore=store,
+                                  group="idem")
+    rdd = KafkaUtils.createRDD(spark, kafka.params(), [OffsetRange(topic, 0, 0, 5),
+                                                       OffsetRange(topic, 0, 5, 10)])
+    assert sink.write(rdd) == {"rows": 10, "upserted": 10}
+    assert store.load("idem") == {TopicPartition(topic, 0): 10}
+
+
+def test_a_refused_batch_seeds_nothing(spark, kafka, kafka_topic, postgres, table):
+    # A seed left by a refused batch would be where a later start resumes, past records
+    # it never wrote.
+    topic = kafka_topic(partitions=2)
+    kafka.produce(topic, [b"a", b"b"], partition=0)
+    kafka.produce(topic, [b"c", b"d"], partition=1)
+    store = PostgresOffsetStore(postgres.dsn, schema=table)
+    store.seed("idem", {TopicPartition(topic, 0): 1})
+    sink = IdempotentPostgresSink(postgres.dsn, "events", schema=table, offsetStore=store,
+                                  group="idem")
+    rdd = KafkaUtils.createRDD(spark, kafka.params(), [OffsetRange(topic, 0, 0, 2),
+                                                       OffsetRange(topic, 1, 1, 2)])
+    with pytest.raises(OffsetMismatchError) as info:
+        sink.write(rdd)
+    assert (info.value.partition, info.value.stored) == (0, 1)
+    assert store.load("idem") == {TopicPartition(topic, 0): 1}
+    assert query(postgres, f'SELECT count(*) FROM "{table}".events') == [(0,)]
+
+
+def run_one_batch_with_concurrent_jobs(spark, kafka, topic, makeSink):
+    """One batch of 3 records on a stream with concurrentJobs=2; returns the stream's error."""
+    kafka.produce(topic, [b"a", b"b", b"c"], keys=[b"x", b"y", b"x"])
+    params = kafka.params(**{"group.id": f"cj-{topic}", "auto.offset.reset": "earliest"})
+    driver = Driver(spark, conf={"spark.streaming.concurrentJobs": "2"})
+    stream = KafkaUtils.createDirectStream(driver.ssc, LocationStrategies.PreferConsistent(),
+                                           ConsumerStrategies.Subscribe([topic], params))
+    stream.foreachRDD(makeSink(stream))
+    driver.start()
+    try:
+        driver.clock.setTime(1000)
+        try:
+            driver.ssc.awaitTermination(15)
+        except ConfigurationError as error:
+            return error, stream
+        return None, stream
+    finally:
+        driver.stop()
+
+
+@pytest.mark.parametrize("options", ["offsetStore", "update"])
+def test_concurrent_jobs_are_refused_when_batch_order_matters_before_writing(
+        spark, kafka, kafka_topic, postgres, table, options):
+    # With an offset store, seeds, checks and commits must come in batch order; with
+    # onConflict="update", a later batch's value must not be overwritten by an earlier one.
+    topic = kafka_topic()
+    store = PostgresOffsetStore(postgres.dsn, schema=table)
+
+    sinks = []
+
+    def makeSink(stream):
+        if options == "offsetStore":
+            sinks.append(IdempotentPostgresSink(postgres.dsn, "events", schema=table,
+                                                offsetStore=store, group="idem"))
+        else:
+            sinks.append(latest_sink(postgres, table, stream=stream))
+        return sinks[-1]
+
+    error, _ = run_one_batch_with_concurrent_jobs(spark, kafka, topic, makeSink)
+    assert error is not None, "the stream ran with concurrentJobs=2"
+    # A batch still running when the refusal stopped the stream writes after the context
+    # is gone: it is refused all the same.
+    with pytest.raises(ConfigurationError, match="concurrentJobs=2"):
+        sinks[0].write(KafkaUtils.createRDD(spark, kafka.params(), [OffsetRange(topic, 0, 0, 3)]))
+    assert error.setting == "spark.streaming.concurrentJobs" and error.value == 2
+    assert "spark.streaming.concurrentJobs=2" in str(error)
+    assert query(postgres, f'SELECT count(*) FROM "{table}".events') == [(0,)]
+    assert query(postgres, f'SELECT count(*) FROM "{table}".latest') == [(0,)]
+    assert store.load("idem") == {}
+
+
+def test_concurrent_jobs_work_with_do_nothing_and_commit_async(spark, kafka, kafka_topic,
+                                                               postgres, table):
+    topic = kafka_topic()
+    error, _ = run_one_batch_with_concurrent_jobs(
+        spark, kafka, topic,
+        lambda stream: IdempotentPostgresSink(postgres.dsn, "events", schema=table,
+                                              stream=stream))
+    assert error is None
+    assert query(postgres, f'SELECT count(*) FROM "{table}".events') == [(3,)]
+
+
+def test_upserts_of_a_job_that_lost_its_group_are_fenced(spark, kafka, kafka_topic,
+                                                        postgres, pg_schema, tmp_path):
+    # Job A verified its lock and its task is writing when its lock session dies and job B
+    # takes the group and writes a newer value: A's upsert must not commit over it.
+    started, release = str(tmp_path / "started"), str(tmp_path / "release")
+
+    def row(record):
+        import os
+        import time
+
+        open(started, "w").close()
+        deadline = time.monotonic() + 60
+        while not os.path.exists(release) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return (record.key, record.value)
+
+    with postgres.connect() as connection, connection.cursor() as cursor:
+        cursor.execute(f'CREATE TABLE "{pg_schema}".kv (key bytea PRIMARY KEY, value bytea)')
+    connection.close()
+    topic = kafka_topic()
+    kafka.produce(topic, [b"old", b"new"], keys=[b"K", b"K"])
+    store = PostgresOffsetStore(postgres.dsn, schema=pg_schema)
+    outcome = {}
+    with store.lockGroup("g") as lock:
+        sink = IdempotentPostgresSink(postgres.dsn, "kv", columns=("key", "value"), row=row,
+                                      keyColumns=("key",), onConflict="update",
+                                      schema=pg_schema, offsetStore=store, group="g")
+        rdd = KafkaUtils.createRDD(spark, kafka.params(), [OffsetRange(topic, 0, 0, 1)])
+
+        def jobA():
+            try:
+                outcome["A"] = sink.write(rdd)
+            except Exception as error:
+                outcome["A"] = error
+
+        thread = threading.Thread(target=jobA)
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not os.path.exists(started):
+            assert time.monotonic() < deadline and thread.is_alive()
+            time.sleep(0.02)
+        b = postgres.connect()
+        b.autocommit = True
+        with b.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(%s)",
+                           (lock._connection.get_backend_pid(),))
+            cursor.execute(f'UPDATE "{pg_schema}".kafka_offsets_locks '
+                           "SET generation = generation + 1 WHERE group_id = 'g'")
+            cursor.execute(f'INSERT INTO "{pg_schema}".kv VALUES (%s, %s)', (b"K", b"new"))
+            cursor.execute(f'UPDATE "{pg_schema}".kafka_offsets SET next_offset = 2 '
+                           "WHERE group_id = 'g'")
+        open(release, "w").close()
+        thread.join(60)
+        with b.cursor() as cursor:
+            cursor.execute(f'SELECT key, value FROM "{pg_schema}".kv')
+            found = [(bytes(k), bytes(v)) for k, v in cursor.fetchall()]
+        b.close()
+    assert found == [(b"K", b"new")], f"the fenced-out job wrote: {outcome.get('A')!r}"
+    assert isinstance(outcome["A"], GroupBusyError)

@@ -231,9 +231,8 @@ def test_a_commit_whose_answer_is_lost_is_outcome_unknown_and_a_retry_writes_not
     ranges = [OffsetRange(topic, 0, 0, 2)]
     batch = [(topic, 0, o, None, v) for o, v in ((0, b"a"), (1, b"b"))]
     sink.store.seed("lost", {TopicPartition(topic, 0): 0})
-    # The first connection seeds (nothing new), the second writes the batch.
-    connections = iter([psycopg2.connect(postgres.dsn),
-                        CommitsThenLosesTheAnswer(psycopg2.connect(postgres.dsn))])
+    # The batch's one transaction (which seeds too) loses the answer to its COMMIT.
+    connections = iter([CommitsThenLosesTheAnswer(psycopg2.connect(postgres.dsn))])
     sink.store._connect = lambda: next(connections)
     with pytest.raises(SinkWriteError, match="may have committed") as info:
         sink.writeBatch(ranges, batch)
@@ -292,3 +291,51 @@ def test_a_backend_terminated_during_commit_is_outcome_unknown_and_a_retry_write
     assert sink.writeBatch(ranges, batch) == {"rows": 1, "skipped": 0}  # it had not
     assert sink.writeBatch(ranges, batch) == {"rows": 0, "skipped": 1}
     assert rows(postgres, table) == [(0, 0, b"a")]
+
+
+def test_two_ranges_of_one_partition_are_written_in_order_from_the_first(
+        spark, kafka, kafka_topic, postgres, table):
+    # Seeded from the last range, [0, 5) looked applied and its records were skipped.
+    topic = kafka_topic()
+    kafka.produce(topic, [b"v%d" % i for i in range(10)])
+    sink = TransactionalPostgresSink(postgres.dsn, "events", "two", schema=table)
+    rdd = KafkaUtils.createRDD(spark, kafka.params(), [OffsetRange(topic, 0, 5, 10),
+                                                       OffsetRange(topic, 0, 0, 5)])
+    assert sink.write(rdd) == {"rows": 10, "skipped": 0}
+    assert [o for _, o, _ in rows(postgres, table)] == list(range(10))
+    store = PostgresOffsetStore(postgres.dsn, schema=table)
+    assert store.load("two") == {TopicPartition(topic, 0): 10}
+    assert sink.write(rdd) == {"rows": 0, "skipped": 2}  # the batch again: nothing twice
+
+
+def test_a_refused_batch_seeds_nothing(spark, kafka, kafka_topic, postgres, table):
+    # A seed left by a refused batch would be where a later start resumes, past records
+    # it never wrote.
+    topic = kafka_topic(partitions=2)
+    store = PostgresOffsetStore(postgres.dsn, schema=table)
+    store.seed("refused", {TopicPartition(topic, 0): 1})
+    sink = TransactionalPostgresSink(postgres.dsn, "events", "refused", schema=table)
+    with pytest.raises(OffsetMismatchError) as info:
+        sink.writeBatch([OffsetRange(topic, 0, 0, 2), OffsetRange(topic, 1, 1, 2)],
+                        [(topic, 1, 1, None, b"d")])
+    assert (info.value.partition, info.value.stored) == (0, 1)
+    assert store.load("refused") == {TopicPartition(topic, 0): 1}
+    assert rows(postgres, table) == []
+
+
+def test_a_range_whose_write_fails_leaves_no_seed(spark, kafka, kafka_topic, postgres, table):
+    topic = kafka_topic(partitions=2)
+    kafka.produce(topic, [b"a", b"b"], partition=0)
+    kafka.produce(topic, [b"c", b"d"], partition=1)
+
+    def row(record):  # partition 0's rows do not fit the table: its COPY fails
+        partition = "not a number" if record.partition == 0 else record.partition
+        return (record.topic, partition, record.offset, record.key, record.value)
+
+    sink = TransactionalPostgresSink(postgres.dsn, "events", "failed", row=row, schema=table)
+    rdd = KafkaUtils.createRDD(spark, kafka.params(), [OffsetRange(topic, 0, 1, 2),
+                                                       OffsetRange(topic, 1, 1, 2)])
+    with pytest.raises(SinkWriteError):
+        sink.write(rdd)
+    store = PostgresOffsetStore(postgres.dsn, schema=table)
+    assert TopicPartition(topic, 0) not in store.load("failed")
