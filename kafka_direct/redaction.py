@@ -15,7 +15,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["REDACTED", "RedactingFormatter", "is_secret_key", "redact_params", "redact_text"]
+__all__ = ["REDACTED", "RedactingFormatter", "is_secret_key", "redact_dsn_pieces",
+           "redact_params", "redact_text"]
 
 #: What a secret is replaced with.
 REDACTED = "[redacted]"
@@ -27,10 +28,11 @@ _SECRET_MARKERS = ("password", "passwd", "secret", "token", "jaas", "sasl.oauthb
 _KEY = r"[A-Za-z0-9_.\-]*(?:" + "|".join(re.escape(m) for m in _SECRET_MARKERS) + \
        r")[A-Za-z0-9_.\-]*"
 # A value: single-quoted (libpq, Python reprs), double-quoted (JAAS), or unquoted. An unquoted
-# value may hold spaces (a mistyped DSN), so it runs to the next ``key=``, a separator or the
-# end of the line: hiding too much beats showing half a password.
+# value may hold spaces, commas, quotes or braces (a mistyped DSN, a password with any
+# character), so it runs to the next ``key=`` or the end of the line: hiding too much beats
+# showing half a password.
 _VALUE = (r"""(?:'(?:[^'\\]|\\.)*'?|"(?:[^"\\]|\\.)*"?|"""
-          r"""[^\n,;}'"]+?(?=\s+[\w.\-]+\s*[=:]|[\n,;}'"]|$))""")
+          r"""[^\n]+?(?=\s+[\w.\-]+\s*[=:]|\n|$))""")
 # key=value, key: value, 'key': 'value' and "key": "value".
 _ASSIGNMENT = re.compile(r"""(?P<key>['"]?""" + _KEY + r"""['"]?\s*[=:]\s*)""" + _VALUE,
                          re.IGNORECASE)
@@ -75,6 +77,42 @@ def redact_text(text: str) -> str:
     """
     text = _URI.sub(_uri, text)
     return _ASSIGNMENT.sub(lambda m: m.group("key") + REDACTED, text)
+
+
+def _dsn_pieces(dsn: str) -> set[str]:
+    """Every piece of ``dsn``'s password a third party's message might quote on its own."""
+    pieces: set[str] = set()
+    try:
+        from psycopg2.extensions import parse_dsn
+
+        password = parse_dsn(dsn).get("password")
+    except Exception:  # unparsable, or no driver: the raw text below still counts
+        password = None
+    if password:
+        pieces.add(password)
+    scheme = dsn.find("://")
+    if scheme >= 0 and "@" in dsn[scheme:]:
+        # An unencoded '@' moves libpq's idea of the host into the password: whatever
+        # lies between the user's ':' and the last '@' is secret, and so is each part of it.
+        userinfo = dsn[scheme + 3:dsn.rindex("@")]
+        if ":" in userinfo:
+            raw = userinfo.split(":", 1)[1]
+            pieces.add(raw)
+            pieces.update(re.split(r"[@:/%?#]", raw))
+    return {piece for piece in pieces if len(piece) >= 3}
+
+
+def redact_dsn_pieces(text: str, dsn: str | None) -> str:
+    """:func:`redact_text`, and no piece of ``dsn``'s password anywhere in ``text``.
+
+    For the errors of database drivers, which quote parts of a connection string they could
+    not use (a host that is really the tail of a password with an unencoded ``@``).
+    """
+    shown = redact_text(text)
+    if dsn:
+        for piece in sorted(_dsn_pieces(dsn), key=len, reverse=True):
+            shown = shown.replace(piece, REDACTED)
+    return shown
 
 
 class RedactingFormatter(logging.Formatter):

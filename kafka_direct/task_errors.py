@@ -109,7 +109,8 @@ def _decode_payload(payload: str) -> KafkaDirectError | None:
         return None
     try:
         data = json.loads(base64.b64decode(payload, validate=True).decode("utf-8"))
-    except (binascii.Error, UnicodeDecodeError, ValueError):
+    except (binascii.Error, UnicodeDecodeError, ValueError, RecursionError):
+        # RecursionError: a forged payload nested deeper than the parser goes.
         return None
     if not isinstance(data, dict):
         return None
@@ -120,7 +121,11 @@ def _decode_payload(payload: str) -> KafkaDirectError | None:
     if not _valid_context(context, cls):
         return None
     error: KafkaDirectError = cls.__new__(cls)
-    KafkaDirectError.__init__(error, message, **context)
+    # Attributes the class promises but the payload lacks read as None, never raise.
+    promised = {name: None for klass in reversed(cls.__mro__)
+                for name in getattr(klass, "__annotations__", {})
+                if name.isidentifier() and not name.startswith("_")}
+    KafkaDirectError.__init__(error, message, **{**promised, **context})
     return error
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kafka_direct.redaction import REDACTED, redact_text
+from kafka_direct.redaction import REDACTED, redact_dsn_pieces
 
 __all__ = [
     "CommitOutcomeUnknownError",
@@ -31,7 +31,7 @@ _DSN_COMPLAINT = re.compile(r"^(invalid dsn|invalid connection option|invalid ur
 _QUOTED = re.compile(r'"([^"]*)"')
 
 
-def describe_database_error(error: BaseException) -> str:
+def describe_database_error(error: BaseException, dsn: str | None = None) -> str:
     """A database driver error on one line, fit to show: no secret and no piece of one.
 
     Passwords, tokens and URIs with credentials go through the one redaction
@@ -41,7 +41,7 @@ def describe_database_error(error: BaseException) -> str:
     text = " ".join(str(error).split())
     if _DSN_COMPLAINT.match(text):
         text = _QUOTED.sub(lambda m: m.group(0) if m.group(1) == "=" else REDACTED, text)
-    return redact_text(text) or type(error).__name__
+    return redact_dsn_pieces(text, dsn) or type(error).__name__
 
 
 def schema_exists(cursor: Any, schema: str) -> bool:

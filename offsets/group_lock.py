@@ -205,7 +205,7 @@ class GroupLock:
         except psycopg2.Error as error:
             if connection is not None:
                 connection.close()
-            cause = describe_database_error(error)
+            cause = describe_database_error(error, store._dsn)
             raise OffsetStoreError(
                 f"taking consumer group {group!r} in {store!r} "
                 + ("" if first else "again, after its lock was lost, ") + f"failed: {cause}",

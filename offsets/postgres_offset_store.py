@@ -188,7 +188,7 @@ class PostgresOffsetStore(OffsetStore):
             try:
                 connection = self.connect()
             except psycopg2.Error as error:
-                cause = describe_database_error(error)
+                cause = describe_database_error(error, self._dsn)
                 raise OffsetStoreError(
                     f"finding the consumer group lock this process holds for {self!r} "
                     f"failed: {cause}", store=repr(self), cause=cause) from error
@@ -244,7 +244,7 @@ class PostgresOffsetStore(OffsetStore):
                 "the same commit again is safe (a commit already applied changes nothing)",
                 store=repr(self), cause=unknown.cause, outcome="unknown") from unknown
         except psycopg2.Error as error:
-            cause = describe_database_error(error)
+            cause = describe_database_error(error, self._dsn)
             raise OffsetStoreError(
                 f"{what} in {self!r} failed and changed nothing: {cause}. "
                 f"{fix_for(error, self.schema, self.table)}; the stored offsets are as "

@@ -167,7 +167,7 @@ class _Upserter:
     def _write(self, index: int, records: Iterator[Any]) -> Iterator[tuple[int, int]]:
         from psycopg2 import sql
 
-        with database_errors(f"{self.schema}.{self.table}", self.ranges[index]), \
+        with database_errors(f"{self.schema}.{self.table}", self.ranges[index], self.dsn), \
                 worker_transaction(self.dsn, self.statementTimeoutMs) as cursor:
             cursor.execute(self._stage())
             rows = ((*self.row(r), ordinal) for ordinal, r in enumerate(records))

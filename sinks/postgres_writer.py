@@ -146,7 +146,8 @@ def _rollback_or_drop(connection: Any, dsn: str) -> None:
 
 
 @contextlib.contextmanager
-def database_errors(table: str, offsetRange: Any = None) -> Iterator[None]:
+def database_errors(table: str, offsetRange: Any = None, dsn: str | None = None
+                    ) -> Iterator[None]:
     """Turn a database driver error in the block into :class:`SinkWriteError`.
 
     Its ``outcome`` is ``"rolled back"`` when nothing was committed, or ``"unknown"`` when
@@ -157,6 +158,7 @@ def database_errors(table: str, offsetRange: Any = None) -> Iterator[None]:
     Args:
         table: The target table, for the message.
         offsetRange: The range being written, or None for a whole batch.
+        dsn: The connection string, so that no piece of its password shows in the error.
     """
     import psycopg2
 
@@ -182,7 +184,7 @@ def database_errors(table: str, offsetRange: Any = None) -> Iterator[None]:
             "offset check skips a range already applied", cause=unknown.cause,
             outcome="unknown", **where) from unknown
     except psycopg2.Error as error:
-        cause = describe_database_error(error)
+        cause = describe_database_error(error, dsn)
         raise SinkWriteError(
             f"writing {what} into {table} failed and was rolled back: {cause}. Nothing of it "
             "was committed; a task retry or the restarted job writes it again from the "

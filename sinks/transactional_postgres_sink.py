@@ -165,7 +165,7 @@ class _PartitionWriter:
         chain = [r for r in self.ranges if r.topicPartition() == offsetRange.topicPartition()]
         start = min(r.fromOffset for r in chain)
         chainEnd = max(r.untilOffset for r in chain)
-        with database_errors(f"{self.schema}.{self.table}", offsetRange), \
+        with database_errors(f"{self.schema}.{self.table}", offsetRange, self.dsn), \
                 worker_transaction(self.dsn, self.statementTimeoutMs) as cursor:
             store.fence(cursor, self.group, self.generation)
             store.seed(self.group, {offsetRange.topicPartition(): start}, cursor=cursor)
@@ -240,7 +240,7 @@ class TransactionalPostgresSink(KafkaRDDSink):
         """
         ranges = chain_ranges(self.group, offsetRanges)  # sorted: the lock order
         generation = self.store.verifyLock(self.group)
-        with database_errors(f"{self.schema}.{self.table}"):
+        with database_errors(f"{self.schema}.{self.table}", dsn=self._dsn):
             return self._writeBatch(ranges, rows, generation)
 
     def _writeBatch(self, ranges: Sequence[OffsetRange], rows: Iterable[Sequence[Any]],

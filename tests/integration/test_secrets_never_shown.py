@@ -31,13 +31,16 @@ SECRETS = {
 }
 # The distinctive tails: each must never appear in any output.
 NEEDLES = ["Kv9xQ2", "pass-dsn-kv", "Ur1", "pass-dsn-uri", "Sa7pass", "Ja5pass", "Ss3pass",
-           "Oa2pass"]
+           "Oa2pass", "At8", "pass-at-sign", "Cm6", "pass-comma"]
 
 BAD_DSNS = [
     f"host=127.0.0.1 user=app password={SECRETS['dsn key=value']} dbname=x",
     f"postgresql://app:{SECRETS['dsn uri']}@127.0.0.1:1/x",
     f"host=127.0.0.1 port=1 user=app password='{SECRETS['dsn key=value']}' dbname=x "
     "connect_timeout=2",
+    # An unencoded '@': libpq takes the password's tail for the host and quotes it.
+    "postgresql://app:At8@pass-at-sign@127.0.0.1:1/x",
+    "host=127.0.0.1 port=1 user=app password=Cm6,pass-comma dbname=x connect_timeout=2",
 ]
 
 
@@ -73,7 +76,8 @@ def all_logs(caplog):
         f"{r.getMessage()} {r.exc_text or ''}" for r in caplog.records))
 
 
-@pytest.mark.parametrize("dsn", BAD_DSNS, ids=["kv-with-space", "uri-bad-percent", "kv-down"])
+@pytest.mark.parametrize("dsn", BAD_DSNS, ids=["kv-with-space", "uri-bad-percent", "kv-down",
+                                                "uri-raw-at", "kv-comma"])
 def test_database_errors_show_no_piece_of_the_password(dsn, all_logs):
     store = PostgresOffsetStore(dsn, schema="s")
     assert_clean("the store's repr", repr(store))

@@ -2,7 +2,7 @@
 
 import pytest
 
-from kafka_direct.redaction import REDACTED, redact_params, redact_text
+from kafka_direct.redaction import REDACTED, redact_dsn_pieces, redact_params, redact_text
 
 SECRET = "s3cr et%pw"  # a space and a percent sign: the cases libpq echoes
 
@@ -51,3 +51,15 @@ def test_read_settings_repr_hides_secrets():
     settings = ReadSettings(params={"bootstrap.servers": "b:9092", "sasl.password": SECRET})
     assert SECRET not in repr(settings) and "b:9092" in repr(settings)
     assert SECRET not in str(settings)
+
+
+def test_an_unquoted_password_with_separators_is_hidden_whole():
+    for text in ("host=db password=Hun,ter2 dbname=x", "password=Hun;ter2}", 'password=Hu"n'):
+        shown = redact_text(text)
+        assert "ter2" not in shown and "Hu" not in shown.split("password=")[1], shown
+
+
+def test_no_piece_of_a_uri_password_with_a_raw_at_sign_survives_a_drivers_message():
+    dsn = "postgresql://u:Hu@nter2@127.0.0.1:1/x"
+    shown = redact_dsn_pieces('could not translate host name "nter2@127.0.0.1"', dsn)
+    assert "nter2" not in shown

@@ -77,3 +77,21 @@ def test_non_scalar_context_is_sent_as_text():
     decoded = decode_error(encode_error(error))
     assert decoded is not None and decoded.where == os.sep
     assert isinstance(decoded.thing, str)
+
+
+def test_a_payload_nested_too_deep_for_the_parser_is_ignored():
+    import base64
+
+    payload = base64.b64encode(("[" * 20000).encode()).decode()
+    assert decode_error(f"bad record [kafka-direct-error:{payload}]") is None
+
+
+def test_a_decoded_error_lacking_promised_attributes_reads_them_as_none():
+    import base64
+    import json
+
+    from kafka_direct.errors import SinkWriteError
+
+    body = json.dumps({"type": "SinkWriteError", "message": "m", "context": {}})
+    error = decode_error(f"[kafka-direct-error:{base64.b64encode(body.encode()).decode()}]")
+    assert isinstance(error, SinkWriteError) and error.table is None and error.cause is None
