@@ -6,7 +6,14 @@ engine decides *when* batches run and *what* they consist of; all data work is S
 
 from __future__ import annotations
 
-from kafka_direct.streaming.batch_info import BatchInfo, OutputOperationInfo, StreamInputInfo
+from kafka_direct.streaming.batch_info import (
+    BatchInfo,
+    JavaBatchInfo,
+    JavaOutputOperationInfo,
+    JavaStreamInputInfo,
+    OutputOperationInfo,
+    StreamInputInfo,
+)
 from kafka_direct.streaming.clock import Clock, ManualClock, SystemClock
 from kafka_direct.streaming.context import StreamingContext
 from kafka_direct.streaming.dstream import DStream
@@ -34,6 +41,9 @@ __all__ = [
     "ConstantInputDStream",
     "DStream",
     "InputDStream",
+    "JavaBatchInfo",
+    "JavaOutputOperationInfo",
+    "JavaStreamInputInfo",
     "ManualClock",
     "OutputOperationInfo",
     "PIDRateEstimator",

@@ -355,7 +355,45 @@ class StreamingContext:
         """The active context of this process, if any."""
         return StreamingContext._active
 
+    @staticmethod
+    def getActiveOrCreate(checkpointPath: str | None,
+                          setupFunc: Callable[[], StreamingContext]) -> StreamingContext:
+        """The active context if there is one; else recovered or created, as PySpark does.
+
+        With no active context: :meth:`getOrCreate` from ``checkpointPath``, or without a
+        path, ``setupFunc()``. ``setupFunc`` is not called when a context is active.
+
+        Args:
+            checkpointPath: Where checkpoints are (None: create without recovering).
+            setupFunc: Builds the context and its graph.
+
+        Returns:
+            The active, recovered or new context.
+
+        Raises:
+            ConfigurationError: ``setupFunc`` is None or does not return a StreamingContext.
+            CheckpointError: As :meth:`getOrCreate`.
+        """
+        if setupFunc is None:
+            raise ConfigurationError("getActiveOrCreate needs a setupFunc, got None")
+        active = StreamingContext.getActive()
+        if active is not None:
+            return active
+        if checkpointPath is not None:
+            return StreamingContext.getOrCreate(checkpointPath, setupFunc)
+        ssc = setupFunc()
+        if not isinstance(ssc, StreamingContext):
+            raise ConfigurationError(f"setupFunc must return a StreamingContext, got {ssc!r}")
+        return ssc
+
     # -- internals for streams --------------------------------------------------------------
+
+    def _hasRDDCheckpointDir(self) -> bool:
+        """Whether the SparkContext has a checkpoint directory (streams can checkpoint RDDs)."""
+        if self.checkpointDir is not None:
+            return True
+        getCheckpointDir = getattr(self.sparkContext, "getCheckpointDir", None)
+        return getCheckpointDir is not None and getCheckpointDir() is not None
 
     def _newDStreamId(self) -> int:
         return next(self._dstreamIds)

@@ -149,12 +149,24 @@ class DStream(DStreamOperators, WindowedOperators):
             parent.remember(self.parentRememberDuration)
 
     def validateAtStart(self) -> None:
-        """Check settings that can only be judged once the graph is complete."""
-        if self.mustCheckpoint and self.ssc.checkpointDir is None:
+        """Check settings that can only be judged once the graph is complete.
+
+        As Spark's ``DStream.validateAtStart``: a stream that checkpoints its RDDs (a stateful
+        one, or one given :meth:`checkpoint`) needs the SparkContext's checkpoint directory,
+        set by ``StreamingContext.checkpoint(directory)`` (which also checkpoints metadata,
+        for recovery) or by ``SparkContext.setCheckpointDir(directory)`` alone.
+
+        Raises:
+            ConfigurationError: The stream checkpoints RDDs and no checkpoint directory is
+                set, or its checkpoint interval is not a multiple of its slide duration.
+        """
+        if self.checkpointDuration is not None and not self.ssc._hasRDDCheckpointDir():
             raise ConfigurationError(
-                f"{type(self).__name__} (created at {self.creationSite}) keeps state across "
-                "batches: the checkpoint directory has not been set; set it with "
-                "StreamingContext.checkpoint(directory)")
+                f"{type(self).__name__} (created at {self.creationSite}) checkpoints its RDDs"
+                f"{' (it keeps state across batches)' if self.mustCheckpoint else ''}: the "
+                "checkpoint directory has not been set; set it with "
+                "StreamingContext.checkpoint(directory) or SparkContext.setCheckpointDir("
+                "directory)")
         if self.checkpointDuration is not None and self.checkpointDuration % self.slideDuration:
             raise ConfigurationError(
                 f"The checkpoint interval for {type(self).__name__} has been set to "

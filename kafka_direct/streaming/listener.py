@@ -3,6 +3,11 @@
 :class:`StreamingListenerBus` queues events and hands them to listeners on its own thread,
 so a slow listener never delays batches, and one that raises is logged and skipped without
 affecting the others.
+
+Events have typed attributes (``batchCompleted.batchInfo.schedulingDelay``) and, for
+listeners written for PySpark, the accessors of Spark's Java events as well:
+``batchCompleted.batchInfo()`` (a :class:`~kafka_direct.streaming.batch_info.JavaBatchInfo`),
+``outputOperationCompleted.outputOperationInfo()``, ``streamingStarted.time()``.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from dataclasses import dataclass
 from kafka_direct.streaming.batch_info import BatchInfo, OutputOperationInfo
 
 __all__ = [
+    "EventTime",
     "StreamingListener",
     "StreamingListenerBatchCompleted",
     "StreamingListenerBatchStarted",
@@ -31,6 +37,16 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
+class EventTime(int):
+    """An event's time in epoch milliseconds; calling it, as Spark's Java ``time()``, too."""
+
+    __slots__ = ()
+
+    def __call__(self) -> int:
+        """The time in epoch milliseconds."""
+        return int(self)
+
+
 class StreamingListenerEvent:
     """Base of the events."""
 
@@ -39,16 +55,22 @@ class StreamingListenerEvent:
 
 @dataclass(frozen=True, slots=True)
 class StreamingListenerStreamingStarted(StreamingListenerEvent):
-    """The context started at ``time`` (epoch ms)."""
+    """The context started at ``time`` (epoch ms; ``time()`` gives it too)."""
 
     time: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "time", EventTime(self.time))
 
 
 @dataclass(frozen=True, slots=True)
 class StreamingListenerStreamingStopped(StreamingListenerEvent):
-    """The context stopped at ``time`` (epoch ms)."""
+    """The context stopped at ``time`` (epoch ms; ``time()`` gives it too)."""
 
     time: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "time", EventTime(self.time))
 
 
 @dataclass(frozen=True, slots=True)

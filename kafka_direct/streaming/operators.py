@@ -57,10 +57,26 @@ class DStreamOperators:
         return self._transform_ms(lambda t, rdd: call(batch_datetime(t), rdd))
 
     def transformWith(self, func: Callable[..., Any], other: DStream,
-                      withTime: bool | None = None) -> DStream:
-        """``func(rdd, otherRdd)`` or ``func(time, rdd, otherRdd)`` per batch."""
+                      keepSerializer: bool = False, *, withTime: bool | None = None
+                      ) -> DStream:
+        """``func(rdd, otherRdd)`` or ``func(time, rdd, otherRdd)`` per batch.
+
+        The signature is PySpark's. Which form ``func`` has is read from its parameters, as
+        PySpark does (two: the RDDs; three: the time first), or said with ``withTime``.
+
+        Args:
+            func: Returns the batch's RDD from this stream's and ``other``'s RDDs.
+            other: A stream with the same slide duration.
+            keepSerializer: Accepted for PySpark's API; without a JVM there is no
+                serializer to keep, so it changes nothing.
+            withTime: True or False if ``func``'s form cannot be read from its signature.
+
+        Raises:
+            ConfigurationError: ``func`` takes neither form, or ``other`` slides differently.
+        """
         from kafka_direct.streaming.transformed_dstream import TransformedDStream
 
+        del keepSerializer
         call = with_time(func, 2, withTime, "transformWith")
         return TransformedDStream(self.ssc, [self._self(), other],
                                   lambda t, rdds: call(batch_datetime(t), rdds[0], rdds[1]))

@@ -1,8 +1,10 @@
 """Window and state operators of DStream (durations in seconds).
 
 Windows and slides must be multiples of the stream's slide duration. Operators with an
-inverse function, and ``updateStateByKey``, keep state across batches and therefore need
-``StreamingContext.checkpoint(directory)``.
+inverse function (``countByWindow``, ``countByValueAndWindow``, ``groupByKeyAndWindow``
+included), and ``updateStateByKey``, keep state across batches and therefore checkpoint
+their RDDs: as in Spark they need a checkpoint directory, ``SparkContext.setCheckpointDir``
+or ``StreamingContext.checkpoint(directory)`` (which also makes the stream recoverable).
 """
 
 from __future__ import annotations
@@ -128,7 +130,8 @@ class WindowedOperators:
 
         ``updateFunc`` is called for every key with state or new values, each batch;
         returning None removes the key. ``initialRDD`` holds ``(key, state)`` pairs to start
-        from. Needs ``StreamingContext.checkpoint(directory)``.
+        from. Needs a checkpoint directory (``SparkContext.setCheckpointDir`` or
+        ``StreamingContext.checkpoint``).
         """
         from kafka_direct.streaming.state_dstream import StateDStream
 

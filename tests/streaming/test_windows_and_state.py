@@ -121,7 +121,9 @@ def test_update_state_by_key_with_an_initial_rdd(spark, tmp_path):
     assert out == expected
 
 
-def test_stateful_operators_need_a_checkpoint_directory(spark):
+def test_stateful_operators_need_a_checkpoint_directory(spark, monkeypatch):
+    # Neither the streaming context's nor the SparkContext's (another test may have set it).
+    monkeypatch.setattr(spark, "getCheckpointDir", lambda: None)
     driver = Driver(spark)
     driver.ssc.queueStream([[("a", 1)]]).updateStateByKey(
         lambda vs, s: sum(vs)).foreachRDD(lambda rdd: None)

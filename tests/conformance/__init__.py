@@ -1,0 +1,1 @@
+"""Apache Spark's PySpark streaming tests, run against kafka-direct's StreamingContext."""
