@@ -17,6 +17,7 @@ from kafka_direct.streaming.batch_info import (
 from kafka_direct.streaming.clock import Clock, ManualClock, SystemClock
 from kafka_direct.streaming.context import StreamingContext
 from kafka_direct.streaming.dstream import DStream
+from kafka_direct.streaming.file_input_dstream import FileInputDStream
 from kafka_direct.streaming.input_dstream import (
     ConstantInputDStream,
     InputDStream,
@@ -40,6 +41,7 @@ __all__ = [
     "Clock",
     "ConstantInputDStream",
     "DStream",
+    "FileInputDStream",
     "InputDStream",
     "JavaBatchInfo",
     "JavaOutputOperationInfo",

@@ -23,6 +23,7 @@ from kafka_direct.streaming.clock import Clock, clock_from_conf
 from kafka_direct.streaming.dstream import DStream
 from kafka_direct.streaming.dstream_graph import DStreamGraph
 from kafka_direct.streaming.durations import batch_datetime, to_ms
+from kafka_direct.streaming.file_input_dstream import FileInputDStream
 from kafka_direct.streaming.input_dstream import ConstantInputDStream, QueueInputDStream
 from kafka_direct.streaming.job_scheduler import JobScheduler
 from kafka_direct.streaming.listener import (
@@ -145,6 +146,23 @@ class StreamingContext:
     def constantStream(self, rdd: Any) -> DStream:
         """A stream with the same RDD every batch."""
         return ConstantInputDStream(self, rdd)
+
+    def textFileStream(self, directory: str) -> DStream:
+        """The lines of the files that appear in ``directory``, batch by batch (Spark's).
+
+        Each batch reads the files whose modification time falls in its interval and that
+        no earlier batch read; files already there when the stream is created, and hidden
+        ones (``.`` or ``_`` first), are ignored. Files must appear whole (moved in). See
+        :mod:`kafka_direct.streaming.file_input_dstream`.
+        """
+        return FileInputDStream(self, directory)
+
+    def binaryRecordsStream(self, directory: str, recordLength: int) -> DStream:
+        """The ``recordLength``-byte records of the files that appear in ``directory``.
+
+        Files are picked up as by :meth:`textFileStream`; each record is ``bytes``.
+        """
+        return FileInputDStream(self, directory, recordLength)
 
     def union(self, *dstreams: DStream) -> DStream:
         """The union of streams with the same slide duration."""

@@ -24,8 +24,6 @@ import struct
 import tempfile
 import time
 
-import pytest
-
 from kafka_direct.streaming import StreamingContext
 from tests.conformance.streamingutils import PySparkStreamingTestCase
 
@@ -58,8 +56,6 @@ class StreamingContextTests(PySparkStreamingTestCase):
         result = self._collect(dstream, 3)
         self.assertEqual(input, result)
 
-    @pytest.mark.xfail(reason="StreamingContext.textFileStream (file input streams) is not "
-                       "implemented yet", raises=AttributeError, strict=True)
     def test_text_file_stream(self):
         d = tempfile.mkdtemp()
         self.ssc = StreamingContext(self.sc, self.duration)
@@ -73,8 +69,6 @@ class StreamingContextTests(PySparkStreamingTestCase):
         self.wait_for(result, 2)
         self.assertEqual([list(range(10)), list(range(10))], result)
 
-    @pytest.mark.xfail(reason="StreamingContext.binaryRecordsStream (file input streams) is "
-                       "not implemented yet", raises=AttributeError, strict=True)
     def test_binary_records_stream(self):
         d = tempfile.mkdtemp()
         self.ssc = StreamingContext(self.sc, self.duration)

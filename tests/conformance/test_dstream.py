@@ -560,9 +560,9 @@ class CheckpointTests(unittest.TestCase):
         if self.cpd is not None:
             shutil.rmtree(self.cpd)
 
-    @pytest.mark.xfail(reason="StreamingContext.textFileStream (file input streams) is not "
-                       "implemented yet; not run, as its setup() starts a SparkContext of its "
-                       "own, which a test session sharing one cannot host", run=False,
+    @pytest.mark.xfail(reason="not run: its setup() starts a SparkContext of its own, which a "
+                       "test session sharing one cannot host; and checkpoints never pickle "
+                       "functions here (see the README's differences)", run=False,
                        strict=True)
     def test_transform_function_serializer_failure(self):
         inputd = tempfile.mkdtemp()
@@ -594,10 +594,8 @@ class CheckpointTests(unittest.TestCase):
 
         self.fail("using SparkContext in process should fail because it's not Serializable")
 
-    @pytest.mark.xfail(reason="StreamingContext.textFileStream (file input streams) is not "
-                       "implemented yet; not run, as its setup() starts SparkContexts of its "
-                       "own, which a test session sharing one cannot host", run=False,
-                       strict=True)
+    @pytest.mark.xfail(reason="not run: its setup() starts SparkContexts of its own, which a "
+                       "test session sharing one cannot host", run=False, strict=True)
     def test_get_or_create_and_get_active_or_create(self):
         inputd = tempfile.mkdtemp()
         outputd = tempfile.mkdtemp() + "/"
