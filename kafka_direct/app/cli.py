@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import sys
 from collections.abc import Callable, Sequence
 
@@ -38,7 +37,13 @@ def _parser() -> argparse.ArgumentParser:
                       default="transactional", help="how rows and offsets are written")
     demo.add_argument("--kills", type=int, default=1, help="how often to kill the job")
     demo.add_argument("--seed", type=int, default=None, help="seed of the kill moments")
-    demo.add_argument("--topic", default="kafka-direct-demo", help="topic name (re-created)")
+    demo.add_argument("--topic", default="kafka-direct-demo",
+                      help="topic name (deleted and re-created; on a cluster given with "
+                           "--bootstrap-servers an existing topic is refused unless "
+                           "--recreate-topic)")
+    demo.add_argument("--recreate-topic", action="store_true",
+                      help="allow deleting and re-creating an existing --topic on the "
+                           "--bootstrap-servers cluster (its records are lost)")
     demo.add_argument("--bootstrap-servers", default=None,
                       help="an existing Kafka broker (default: start an embedded one)")
     demo.add_argument("--dsn", default=None,
@@ -95,6 +100,8 @@ def _run_ingest(args: argparse.Namespace) -> int:
 
 def _run_demo(args: argparse.Namespace) -> int:
     from kafka_direct.app.demo import DemoOptions, run_demo
+    from kafka_direct.app.ingest_job import check_master
+    from kafka_direct.app.ingest_options import MAX_PARTITIONS, check_batch_interval
     from kafka_direct.app.kafka_cluster import check_topic_name
 
     for name in ("events", "partitions", "max_rate_per_partition"):
@@ -103,15 +110,17 @@ def _run_demo(args: argparse.Namespace) -> int:
                                      f"{getattr(args, name)}")
     if args.kills < 0:
         raise ConfigurationError(f"--kills must be >= 0, got {args.kills}")
-    if not (math.isfinite(args.batch_interval) and args.batch_interval > 0):
-        raise ConfigurationError(f"--batch-interval must be a number of seconds > 0, got "
-                                 f"{args.batch_interval}")
+    check_batch_interval(args.batch_interval)
+    if args.partitions > MAX_PARTITIONS:
+        raise ConfigurationError(f"--partitions must be 1 to {MAX_PARTITIONS}, got "
+                                 f"{args.partitions}")
+    check_master(args.master, "--master")
     check_topic_name(args.topic)
     result = run_demo(DemoOptions(
         events=args.events, partitions=args.partitions, batchInterval=args.batch_interval,
         maxRatePerPartition=args.max_rate_per_partition, sink=args.sink, kills=args.kills,
         seed=args.seed, topic=args.topic, bootstrapServers=args.bootstrap_servers,
-        dsn=args.dsn, master=args.master), sys.stdout)
+        dsn=args.dsn, master=args.master, recreateTopic=args.recreate_topic), sys.stdout)
     return 0 if result.ok else 1
 
 

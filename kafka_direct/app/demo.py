@@ -22,13 +22,13 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any, TextIO
 
 from kafka_direct.app.ingest_command import produce_samples, services
 from kafka_direct.app.ingest_job import check_table, ensure_table
 from kafka_direct.app.ingest_options import DSN_ENV
-from kafka_direct.errors import ServiceError
+from kafka_direct.errors import ConfigurationError, ServiceError
 from kafka_direct.redaction import redact_text
 from kafka_direct.topic_partition import TopicPartition
 
@@ -50,8 +50,10 @@ class DemoOptions:
         kills: How many times the job is killed before it may finish.
         seed: Seed of the random kill moments (None: different every run).
         bootstrapServers: An existing broker; None starts the embedded one.
-        dsn: An existing PostgreSQL; None starts the embedded one.
+        dsn: An existing PostgreSQL; None starts the embedded one (never shown by repr).
         master: Spark master of the ingest job.
+        recreateTopic: Delete and recreate ``topic`` when it exists on a cluster the demo
+            did not start (refused otherwise; the embedded broker's topic always is).
     """
 
     events: int = 20_000
@@ -63,8 +65,16 @@ class DemoOptions:
     kills: int = 1
     seed: int | None = None
     bootstrapServers: str | None = None
-    dsn: str | None = None
+    dsn: str | None = field(default=None, repr=False)
     master: str = "local[2]"
+    recreateTopic: bool = False
+
+    def __repr__(self) -> str:
+        from kafka_direct.app.dsn_check import scrub
+
+        shown = {f.name: repr(getattr(self, f.name)) for f in fields(self)}
+        shown["dsn"] = "None" if self.dsn is None else repr(scrub(self.dsn, self.dsn))
+        return f"DemoOptions({', '.join(f'{k}={v}' for k, v in shown.items())})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +191,12 @@ def run_demo(options: DemoOptions, out: TextIO) -> DemoResult:
     chooser = random.Random(options.seed)
     with services(options.bootstrapServers, options.dsn) as (kafka, dsn):
         out.write(f"kafka: {kafka.bootstrap_servers}\n")
+        if options.bootstrapServers and not options.recreateTopic and \
+                options.topic in kafka.admin().list_topics(timeout=10).topics:
+            raise ConfigurationError(
+                f"topic {options.topic!r} exists on {options.bootstrapServers}; the demo "
+                "deletes and recreates its topic: pass --recreate-topic to allow that, or "
+                "choose another --topic")
         _recreate_topic(kafka, options.topic, options.partitions)
         _prepare_table(dsn, "demo_events", options.sink)
         produced = produce_samples(kafka, options.topic, options.events, out)

@@ -8,34 +8,37 @@ redacted and with the password's own text removed wherever it appears.
 
 from __future__ import annotations
 
+import re
+
 from kafka_direct.errors import ConfigurationError, OffsetStoreError
-from kafka_direct.redaction import REDACTED, redact_text
+from kafka_direct.redaction import redact_dsn_pieces
 
 __all__ = ["CONNECT_TIMEOUT_S", "check_dsn", "scrub"]
 
 #: How long a connection attempt may take when the DSN sets no connect_timeout.
 CONNECT_TIMEOUT_S = 10
 
+# libpq's answers to a parameter with a bad value (sslmode=bogus, port=abc): a mistake in
+# the DSN, not a database that does not answer.
+_BAD_PARAMETER = re.compile(r"invalid (?:\w+ value|integer value|port number|connection "
+                            r"option)\b")
+
 
 def scrub(text: str, dsn: str) -> str:
-    """``text`` redacted, and without the DSN's password wherever it appears."""
-    from psycopg2.extensions import parse_dsn
-
-    shown = redact_text(text)
-    try:
-        password = parse_dsn(dsn).get("password")
-    except Exception:  # an unparsable DSN: its parts cannot be told apart, redact_text it is
-        password = None
-    if password:
-        shown = shown.replace(password, REDACTED)
-    return shown
+    """``text`` redacted, and without any piece of the DSN's password wherever it appears."""
+    return redact_dsn_pieces(text, dsn)
 
 
-def check_dsn(dsn: str) -> None:
+def check_dsn(dsn: str, source: str = "--dsn") -> None:
     """Connect once to the database ``dsn`` names.
 
+    Args:
+        dsn: The connection string.
+        source: Where it came from (``--dsn``, ``--dsn-file FILE``...), named in errors.
+
     Raises:
-        ConfigurationError: ``dsn`` is not a connection string.
+        ConfigurationError: ``dsn`` is not a connection string, or a parameter of it has a
+            value libpq refuses.
         OffsetStoreError: The database does not answer or refuses the connection.
     """
     import psycopg2
@@ -45,7 +48,7 @@ def check_dsn(dsn: str) -> None:
         settings = parse_dsn(dsn)
     except psycopg2.Error as error:
         raise ConfigurationError(
-            "--dsn is not a valid libpq connection string (key=value pairs such as "
+            f"{source} is not a valid libpq connection string (key=value pairs such as "
             "'host=db dbname=app user=loader', or a postgresql:// URI); it is not shown "
             "because it may hold a password") from error
     extra = {} if "connect_timeout" in settings else {"connect_timeout": CONNECT_TIMEOUT_S}
@@ -53,6 +56,10 @@ def check_dsn(dsn: str) -> None:
         connection = psycopg2.connect(dsn, **extra)
     except psycopg2.Error as error:
         cause = scrub(" ".join(str(error).split()), dsn)
-        raise OffsetStoreError(f"cannot connect to PostgreSQL with the given DSN: {cause}",
-                               store="PostgreSQL (--dsn)", cause=cause) from error
+        if getattr(error, "pgcode", None) is None and _BAD_PARAMETER.search(cause):
+            raise ConfigurationError(f"{source} has a parameter libpq refuses: {cause}"
+                                     ) from error
+        raise OffsetStoreError(f"cannot connect to PostgreSQL with the DSN from {source}: "
+                               f"{cause}", store=f"PostgreSQL ({source})",
+                               cause=cause) from error
     connection.close()

@@ -24,7 +24,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from kafka_direct.app.ingest_job import check_table, run_ingest
+from kafka_direct.app.ingest_job import (
+    IngestResult,
+    check_table,
+    parse_starting_offsets,
+    run_ingest,
+)
 from kafka_direct.app.ingest_options import (
     DEFAULT_TOPIC,
     IngestSettings,
@@ -34,6 +39,7 @@ from kafka_direct.app.ingest_options import (
 )
 from kafka_direct.app.kafka_cluster import KafkaCluster
 from kafka_direct.app.stop_signals import StopSignals
+from kafka_direct.errors import ConfigurationError
 from kafka_direct.redaction import redact_text
 from kafka_direct.topic_partition import TopicPartition
 
@@ -115,6 +121,20 @@ def _embedded(settings: IngestSettings, stack: contextlib.ExitStack) -> tuple[Ka
     return KafkaCluster({**settings.kafkaParams, "bootstrap.servers": bootstrap}), dsn
 
 
+def _check_starting_partitions(options: Any, cluster: KafkaCluster) -> None:
+    """Refuse starting offsets for partitions their (existing) topic does not have."""
+    _, explicit = parse_starting_offsets(options.startingOffsets)
+    if not explicit:
+        return
+    counts = cluster.topics()
+    missing = sorted(str(tp) for tp in explicit
+                     if tp.topic in counts and tp.partition >= counts[tp.topic])
+    if missing:
+        raise ConfigurationError(
+            f"--starting-offsets names partitions that do not exist: {missing} (partitions "
+            "are numbered from 0 to the topic's partition count - 1)")
+
+
 def _prepare_topics(settings: IngestSettings, cluster: KafkaCluster, err: TextIO) -> None:
     """Create, or insist on, the topics; warn when a pattern matches none yet."""
     options = settings.options
@@ -127,7 +147,9 @@ def _prepare_topics(settings: IngestSettings, cluster: KafkaCluster, err: TextIO
                           f"({settings.partitions} partitions)\n")
         else:
             cluster.require_topics(options.topics)
+        _check_starting_partitions(options, cluster)
         return
+    _check_starting_partitions(options, cluster)
     pattern = re.compile(options.pattern or "")
     if not any(pattern.fullmatch(t) for t in cluster.topics() if not t.startswith("__")):
         err.write(f"kafka-direct ingest: warning: no topic matches the pattern "
@@ -175,7 +197,7 @@ def run_ingest_command(args: argparse.Namespace, out: TextIO, err: TextIO | None
     options = settings.options
     with StopSignals() as signals, contextlib.ExitStack() as stack:
         if settings.dsn is not None:
-            check_dsn(settings.dsn)
+            check_dsn(settings.dsn, settings.dsnSource)
         if settings.bootstrapServers is not None:
             given = KafkaCluster({**settings.kafkaParams,
                                   "bootstrap.servers": settings.bootstrapServers})
@@ -190,10 +212,13 @@ def run_ingest_command(args: argparse.Namespace, out: TextIO, err: TextIO | None
                                        signals.requested)
             out.write(f"produced {produced} sample events into {options.topics[0]}\n")
         out.flush()
+        result = IngestResult()
         try:
-            result = run_ingest(options, cluster.bootstrap_servers, dsn, out,
-                                kafkaParams=settings.kafkaParams, signals=signals)
+            run_ingest(options, cluster.bootstrap_servers, dsn, out,
+                       kafkaParams=settings.kafkaParams, signals=signals, result=result)
         except KafkaDirectError as error:
+            if isinstance(error, ConfigurationError) and not result.batches:
+                raise  # a mistake in the options, found before any batch ran: exit 2
             out.write(f"kafka-direct ingest stopped: {type(error).__name__}: "
                       f"{redact_text(str(error))}\nrun it again to resume from the stored "
                       "offsets\n")

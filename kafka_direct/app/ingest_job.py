@@ -19,22 +19,24 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
-from kafka_direct.errors import ConfigurationError
+from kafka_direct.errors import ConfigurationError, OffsetStoreError
 from kafka_direct.streaming.batch_info import BatchInfo
 from kafka_direct.streaming.batch_log import BatchLogListener
+from kafka_direct.streaming.durations import to_ms
 from kafka_direct.streaming.listener import StreamingListener, StreamingListenerBatchCompleted
 from kafka_direct.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from kafka_direct.app.stop_signals import StopSignals
 
-__all__ = ["TASK_ATTEMPTS", "IngestOptions", "IngestResult", "TableCheck", "check_table",
-           "ensure_table", "parse_starting_offsets", "run_ingest"]
+__all__ = ["TASK_ATTEMPTS", "IngestOptions", "IngestResult", "TableCheck", "check_master",
+           "check_table", "ensure_table", "parse_starting_offsets", "run_ingest"]
 
 #: Attempts per task: a plain local master gets ``local[N, TASK_ATTEMPTS]`` (local mode
 #: ignores spark.task.maxFailures), a cluster master spark.task.maxFailures unless set.
@@ -45,11 +47,54 @@ logger = logging.getLogger(__name__)
 SINKS = ("transactional", "idempotent")
 
 
+#: The largest Kafka offset (a signed 64-bit integer).
+MAX_OFFSET = 2**63 - 1
+
+#: Spark's master URLs: local, local[N], local[*], local[N,F], local-cluster[N,C,M],
+#: spark://host:port[,host:port], yarn, k8s://..., mesos://...
+_MASTER = re.compile(
+    r"local(?:\[(?:\*|[1-9]\d*)(?:,[1-9]\d*)?\])?"
+    r"|local-cluster\[[1-9]\d*,[1-9]\d*,[1-9]\d*\]"
+    r"|spark://[^\s/,:]+:\d+(?:,[^\s/,:]+:\d+)*"
+    r"|yarn|k8s://\S+|mesos://\S+")
+
+
+def check_master(master: str, name: str = "the Spark master") -> None:
+    """Raise ConfigurationError unless ``master`` is a Spark master URL of a known form."""
+    if not _MASTER.fullmatch(master):
+        raise ConfigurationError(
+            f"{name} must be local, local[N], local[*], local[N,F], "
+            f"local-cluster[N,C,M], spark://HOST:PORT, yarn, k8s://... or mesos://... "
+            f"(N, F >= 1), got {master!r}")
+
+
+def _offset_document(text: str) -> dict[TopicPartition, int]:
+    def strict(value: Any) -> int:
+        # JSON numbers only: 1.9, true, "7" and 1e30 are mistakes, not offsets.
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"offset {value!r} is not a whole number")
+        return value
+
+    document = json.loads(text)
+    if not isinstance(document, dict):
+        raise ValueError("not a JSON object of topics")
+    offsets: dict[TopicPartition, int] = {}
+    for topic, partitions in document.items():
+        if not isinstance(partitions, dict):
+            raise ValueError(f"topic {topic!r} maps to {partitions!r}, not to partitions")
+        for partition, offset in partitions.items():
+            if not re.fullmatch(r"\d{1,9}", partition):
+                raise ValueError(f"partition {partition!r} of {topic!r} is not a number "
+                                 ">= 0")
+            offsets[TopicPartition(topic, int(partition))] = strict(offset)
+    return offsets
+
+
 def parse_starting_offsets(text: str) -> tuple[str, dict[TopicPartition, int]]:
     """``earliest``, ``latest`` or JSON ``{"topic": {"0": 42}}`` -> (policy, offsets).
 
-    JSON offsets are next offsets to read for the partitions they name; other partitions
-    start at their earliest offset.
+    JSON offsets are next offsets to read for the partitions they name (whole numbers from
+    0 to 2**63-1); other partitions start at their earliest offset.
 
     Raises:
         ConfigurationError: Anything else.
@@ -57,11 +102,8 @@ def parse_starting_offsets(text: str) -> tuple[str, dict[TopicPartition, int]]:
     if text in ("earliest", "latest"):
         return text, {}
     try:
-        document = json.loads(text)
-        offsets = {TopicPartition(str(topic), int(partition)): int(offset)
-                   for topic, partitions in document.items()
-                   for partition, offset in partitions.items()}
-    except (ValueError, AttributeError, TypeError) as error:
+        offsets = _offset_document(text)
+    except ValueError as error:
         raise ConfigurationError(
             f"starting offsets must be earliest, latest or JSON like "
             f"'{{\"events\": {{\"0\": 42}}}}', got {text!r} ({error})") from error
@@ -69,6 +111,10 @@ def parse_starting_offsets(text: str) -> tuple[str, dict[TopicPartition, int]]:
     if negative:
         raise ConfigurationError(f"starting offsets must be >= 0; {negative} are not "
                                  "(use earliest or latest for the ends of the log)")
+    huge = [str(tp) for tp, o in offsets.items() if o > MAX_OFFSET]
+    if huge:
+        raise ConfigurationError(f"starting offsets must be at most {MAX_OFFSET} (Kafka's "
+                                 f"largest offset); {huge} are not")
     return "earliest", offsets
 
 
@@ -125,6 +171,8 @@ class IngestOptions:
         if not (math.isfinite(self.batchInterval) and self.batchInterval > 0):
             raise ConfigurationError(f"the batch interval must be > 0 s, got "
                                      f"{self.batchInterval}")
+        to_ms(self.batchInterval, "the batch interval")  # whole milliseconds, >= 1 ms
+        check_master(self.master)
         for name in ("maxRatePerPartition", "stopAfterIdleBatches"):
             if getattr(self, name) < 0:
                 raise ConfigurationError(f"{name} must be >= 0, got {getattr(self, name)}")
@@ -133,7 +181,16 @@ class IngestOptions:
                                      f"to 65535, got {self.uiPort}")
         if not self.group or not self.table or not self.schema:
             raise ConfigurationError("group, table and schema must be non-empty names")
-        parse_starting_offsets(self.startingOffsets)
+        _, explicit = parse_starting_offsets(self.startingOffsets)
+        pattern = re.compile(self.pattern) if self.pattern else None
+        unread = sorted({tp.topic for tp in explicit
+                         if (tp.topic not in self.topics if pattern is None
+                             else not pattern.fullmatch(tp.topic))})
+        if unread:
+            raise ConfigurationError(
+                f"starting offsets name topics the job does not read: {unread} (it reads "
+                + (f"the pattern {self.pattern!r})" if pattern is not None
+                   else f"{list(self.topics)})"))
 
 
 @dataclass(slots=True)
@@ -159,20 +216,38 @@ class IngestResult:
 
 
 def ensure_table(dsn: str, schema: str, table: str) -> None:
-    """Create ``schema.table`` with the default columns when it does not exist."""
+    """Create ``schema.table`` with the default columns when it does not exist.
+
+    Only what is missing is created (PostgreSQL checks the CREATE privilege even for
+    ``IF NOT EXISTS``), so a role with USAGE on the schema and SELECT, INSERT, UPDATE on an
+    existing table needs nothing more.
+
+    Raises:
+        OffsetStoreError: The schema or table is missing and the role may not create it
+            (the message names the grant), or the database failed.
+    """
     import psycopg2
     from psycopg2 import sql
+
+    from offsets.database import fix_for, schema_exists, table_exists
 
     connection = psycopg2.connect(dsn)
     try:
         with connection, connection.cursor() as cursor:
-            cursor.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
-                sql.Identifier(schema)))
-            cursor.execute(sql.SQL(
-                "CREATE TABLE IF NOT EXISTS {} (topic text NOT NULL, kafka_partition integer "
-                "NOT NULL, kafka_offset bigint NOT NULL, key bytea, value bytea, "
-                "PRIMARY KEY (topic, kafka_partition, kafka_offset))").format(
-                sql.Identifier(schema, table)))
+            if not schema_exists(cursor, schema):
+                cursor.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
+                    sql.Identifier(schema)))
+            if not table_exists(cursor, schema, table):
+                cursor.execute(sql.SQL(
+                    "CREATE TABLE IF NOT EXISTS {} (topic text NOT NULL, kafka_partition "
+                    "integer NOT NULL, kafka_offset bigint NOT NULL, key bytea, value bytea, "
+                    "PRIMARY KEY (topic, kafka_partition, kafka_offset))").format(
+                    sql.Identifier(schema, table)))
+    except psycopg2.Error as error:
+        cause = " ".join(str(error).split())
+        raise OffsetStoreError(
+            f"creating the table {schema}.{table} failed: {cause}. "
+            f"{fix_for(error, schema, table)}", store="PostgreSQL", cause=cause) from error
     finally:
         connection.close()
 
@@ -207,7 +282,8 @@ class _Progress(StreamingListener):
 
 def run_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
                out: TextIO | None = None, kafkaParams: Mapping[str, Any] | None = None,
-               row: Any = None, signals: StopSignals | None = None) -> IngestResult:
+               row: Any = None, signals: StopSignals | None = None,
+               result: IngestResult | None = None) -> IngestResult:
     """Run the ingest job until it is stopped, idle long enough, or fails.
 
     Args:
@@ -223,9 +299,10 @@ def run_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
             nor writes (the next run reads it). Its handlers are installed again once Spark
             has started (PySpark replaces the SIGINT handler). None: run until idle,
             stopped or failed.
+        result: Count into this result (the caller sees how far a failed run got).
 
     Returns:
-        What the run did.
+        What the run did (``result`` when given).
 
     Raises:
         GroupBusyError: Another job holds the group.
@@ -243,7 +320,7 @@ def run_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
     store = PostgresOffsetStore(dsn, schema=options.schema)
     store.ensure_schema()
     ensure_table(dsn, options.schema, options.table)
-    result = IngestResult()
+    result = IngestResult() if result is None else result
     written: dict[int, tuple[int, int]] = {}
     notRun: set[int] = set()
     totals = {"rows": 0}

@@ -13,20 +13,25 @@ import math
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from kafka_direct.app.ingest_job import TASK_ATTEMPTS, IngestOptions
+from kafka_direct.app.ingest_job import TASK_ATTEMPTS, IngestOptions, check_master
 from kafka_direct.app.kafka_cluster import check_topic_name
 from kafka_direct.app.kafka_properties import ENV_PREFIX, kafka_params
 from kafka_direct.errors import ConfigurationError
 
-__all__ = ["DEFAULT_TOPIC", "DSN_ENV", "EPILOG", "TASK_ATTEMPTS", "IngestSettings",
-           "add_arguments", "describe", "settings_from_args", "spark_master"]
+__all__ = ["DEFAULT_TOPIC", "DSN_ENV", "EPILOG", "MAX_PARTITIONS", "TASK_ATTEMPTS",
+           "IngestSettings",
+           "add_arguments", "check_batch_interval", "describe", "settings_from_args",
+           "spark_master"]
 
 DEFAULT_TOPIC = "kafka-direct-events"
 DSN_ENV = "KAFKA_DIRECT_PG_DSN"
+
+#: The most partitions a topic the job creates may have.
+MAX_PARTITIONS = 100_000
 
 EPILOG = f"""\
 real clusters:
@@ -130,16 +135,30 @@ class IngestSettings:
         partitions: Partitions of a created topic.
         sampleEvents: Sample events to produce into the first topic.
         stateDir: Where the embedded services keep their data (None: temporary).
+        dsnSource: Where the DSN came from (``--dsn``, ``--dsn-file FILE``, an environment
+            variable), for errors about it.
+
+    Its repr shows no secret: the DSN and the Kafka properties are redacted.
     """
 
     options: IngestOptions
     bootstrapServers: str | None
-    dsn: str | None
-    kafkaParams: dict[str, str]
+    dsn: str | None = field(repr=False)
+    kafkaParams: dict[str, str] = field(repr=False)
     createTopics: bool
     partitions: int
     sampleEvents: int
     stateDir: Path | None
+    dsnSource: str = "--dsn"
+
+    def __repr__(self) -> str:
+        from kafka_direct.app.dsn_check import scrub
+        from kafka_direct.redaction import redact_params
+
+        shown = {f.name: repr(getattr(self, f.name)) for f in fields(self)}
+        shown["dsn"] = "None" if self.dsn is None else repr(scrub(self.dsn, self.dsn))
+        shown["kafkaParams"] = repr(redact_params(self.kafkaParams))
+        return f"IngestSettings({', '.join(f'{k}={v}' for k, v in shown.items())})"
 
     @property
     def embedded(self) -> bool:
@@ -163,29 +182,36 @@ def spark_master(master: str) -> str:
     return f"local[{match.group('threads') or 1},{TASK_ATTEMPTS}]"
 
 
-def _dsn(args: argparse.Namespace, environ: Mapping[str, str]) -> str | None:
+def _dsn(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[str | None, str]:
+    """(the DSN or None, where it came from)."""
     if args.dsn is not None and args.dsn_file is not None:
         raise ConfigurationError("give --dsn or --dsn-file, not both")
     if args.dsn_file is not None:
+        source = f"--dsn-file {args.dsn_file}"
         try:
             text = Path(args.dsn_file).read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError) as error:
             reason = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
-            raise ConfigurationError(f"--dsn-file {args.dsn_file} cannot be read: "
-                                     f"{reason}") from error
+            raise ConfigurationError(f"{source} cannot be read: {reason}") from error
         if not text:
-            raise ConfigurationError(f"--dsn-file {args.dsn_file} is empty")
-        return text
-    dsn: str | None = args.dsn if args.dsn is not None else environ.get(DSN_ENV) or None
+            raise ConfigurationError(f"{source} is empty")
+        return text, source
+    if args.dsn is not None:
+        dsn: str | None = args.dsn
+        source = "--dsn"
+    else:
+        dsn = environ.get(DSN_ENV) or None
+        source = f"the environment variable {DSN_ENV}"
     if dsn is not None and dsn.startswith(ENV_PREFIX):
         name = dsn[len(ENV_PREFIX):]
         dsn = environ.get(name) or None
         if dsn is None:
-            raise ConfigurationError(f"--dsn is taken from the environment variable "
+            raise ConfigurationError(f"{source} is taken from the environment variable "
                                      f"{name!r}, which is not set or empty")
+        source = f"the environment variable {name} ({source})"
     if dsn is not None and not dsn.strip():
-        raise ConfigurationError("--dsn is empty")
-    return dsn
+        raise ConfigurationError(f"{source} is empty")
+    return dsn, source
 
 
 def _state_dir(text: str | None) -> Path | None:
@@ -204,12 +230,22 @@ def _state_dir(text: str | None) -> Path | None:
     return path
 
 
-def _check_numbers(args: argparse.Namespace) -> None:
-    if not (math.isfinite(args.batch_interval) and args.batch_interval > 0):
+def check_batch_interval(seconds: float) -> None:
+    """Raise ConfigurationError unless ``seconds`` is a batch interval a stream accepts."""
+    if not (math.isfinite(seconds) and seconds > 0):
         raise ConfigurationError(f"--batch-interval must be a number of seconds > 0, got "
-                                 f"{args.batch_interval}")
-    if args.partitions < 1:
-        raise ConfigurationError(f"--partitions must be >= 1, got {args.partitions}")
+                                 f"{seconds}")
+    millis = seconds * 1000
+    if round(millis) < 1 or abs(round(millis) - millis) > 1e-6:
+        raise ConfigurationError(f"--batch-interval must be a whole number of milliseconds, "
+                                 f"at least 1 ms (in seconds: 0.5, 2, 10), got {seconds}")
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    check_batch_interval(args.batch_interval)
+    if not 1 <= args.partitions <= MAX_PARTITIONS:
+        raise ConfigurationError(f"--partitions must be 1 to {MAX_PARTITIONS}, got "
+                                 f"{args.partitions}")
     if args.ui_port is not None and not 0 <= args.ui_port <= 65535:
         raise ConfigurationError(f"--ui-port must be 0 (any free port) to 65535, got "
                                  f"{args.ui_port}")
@@ -233,6 +269,9 @@ def settings_from_args(args: argparse.Namespace,
                                  "--pattern exclude each other")
     for topic in args.topics or ():
         check_topic_name(topic)
+    if args.pattern is not None and not args.pattern:
+        raise ConfigurationError("--pattern is empty: give a regular expression of topic names "
+                                 "(or --topic)")
     if args.pattern is not None:
         try:
             re.compile(args.pattern)
@@ -248,8 +287,9 @@ def settings_from_args(args: argparse.Namespace,
     bootstrap = args.bootstrap_servers
     if bootstrap is not None and not bootstrap.strip():
         raise ConfigurationError("--bootstrap-servers is empty")
-    dsn = _dsn(args, environ)
+    dsn, dsnSource = _dsn(args, environ)
     embeddedKafka = bootstrap is None
+    check_master(args.master.strip(), "--master")
     master = spark_master(args.master)
     if (embeddedKafka or dsn is None) and not master.startswith("local"):
         raise ConfigurationError(
@@ -273,7 +313,7 @@ def settings_from_args(args: argparse.Namespace,
     return IngestSettings(options=options, bootstrapServers=bootstrap, dsn=dsn,
                           kafkaParams=params, createTopics=args.create_topics or embeddedKafka,
                           partitions=args.partitions, sampleEvents=samples,
-                          stateDir=stateDir)
+                          stateDir=stateDir, dsnSource=dsnSource)
 
 
 def describe(settings: IngestSettings) -> dict[str, Any]:

@@ -3,7 +3,9 @@
 Everything the job does on a cluster besides the stream (checking that it answers, listing
 and creating topics, producing sample events, reading the log end for the summary) goes
 through :class:`KafkaCluster`, so the properties given for SASL or SSL apply to all of it.
-Errors from librdkafka are redacted: they may quote configuration.
+Errors from librdkafka are redacted: they may quote configuration. Its log lines go through
+this module's logger (and so through the command line's redacting formatter), never raw to
+stderr.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ class KafkaCluster:
         self.params = dict(params)
         self.bootstrap_servers = str(self.params["bootstrap.servers"])
         try:
-            self._admin = AdminClient(self.params)
+            self._admin = AdminClient(self.params, logger=logger)
         except (KafkaException, ValueError, TypeError) as error:
             raise ConfigurationError(
                 f"the Kafka client properties are not accepted: {redact_text(str(error))} "
@@ -123,9 +125,16 @@ class KafkaCluster:
         wanted = [name for name in dict.fromkeys(names) if name not in existing]
         if not wanted:
             return []
-        futures = self._admin.create_topics(
-            [NewTopic(name, partitions, replication) for name in wanted],
-            operation_timeout=30)
+        try:
+            futures = self._admin.create_topics(
+                [NewTopic(name, partitions, replication) for name in wanted],
+                operation_timeout=30)
+        except (ValueError, TypeError) as error:
+            raise ConfigurationError(
+                f"topics {wanted} cannot be created with {partitions} partitions and "
+                f"replication {replication}: {redact_text(str(error))}") from error
+        except KafkaException as error:
+            raise self._fail(f"creating topics {wanted}", error) from error
         for name, future in futures.items():
             try:
                 future.result(30)
@@ -139,7 +148,7 @@ class KafkaCluster:
         from confluent_kafka import Consumer, KafkaException, TopicPartition
 
         consumer = Consumer({**self.params, "group.id": "kafka-direct-watermarks",
-                             "enable.auto.commit": False})
+                             "enable.auto.commit": False}, logger=logger)
         try:
             return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10,
                                                       cached=False)
@@ -154,7 +163,7 @@ class KafkaCluster:
         """Produce records and wait for every acknowledgement; returns how many."""
         from confluent_kafka import Producer
 
-        producer = Producer({**self.params, "linger.ms": 5})
+        producer = Producer({**self.params, "linger.ms": 5}, logger=logger)
         errors: list[Any] = []
 
         def delivered(error: Any, _message: Any) -> None:

@@ -27,8 +27,10 @@ NO_PG = "host=127.0.0.1 port=1 user=u connect_timeout=3"
 ING, DEMO = "ingest", "demo"
 SECONDS = "--batch-interval must be a number of seconds > 0"
 NOT_A_TOPIC = "is not a valid Kafka topic name"
+START = [ING, "--topic", "t", "--starting-offsets"]
+WHOLE = "is not a whole number"
 
-CASES = [  # (argv, exit code, phrase of the one line on stderr)
+CASES = [  # (argv, exit code, phrase of the one line on stderr); {{ }} is a brace in argv
     ([ING, *DEAD, "--topic", "t", *QUICK], 1, "no Kafka broker answers at 127.0.0.1:1"),
     ([ING, *DEAD, *SASL, *QUICK], 1, "no Kafka broker answers"),
     ([ING, *SERVICES, "--topic", "no-such-topic-x1"], 1, "topic 'no-such-topic-x1' does not exist"),
@@ -41,7 +43,7 @@ CASES = [  # (argv, exit code, phrase of the one line on stderr)
     ([ING, "--batch-interval", "nan"], 2, SECONDS),
     ([ING, "--batch-interval", "inf"], 2, SECONDS),
     ([ING, "--batch-interval", "soon"], 2, "invalid float value"),
-    ([ING, "--partitions", "0"], 2, "--partitions must be >= 1"),
+    ([ING, "--partitions", "0"], 2, "--partitions must be 1 to 100000"),
     ([ING, "--ui-port", "99999"], 2, "--ui-port must be 0 (any free port) to 65535"),
     ([ING, "--ui-port", "-1"], 2, "--ui-port must be 0 (any free port) to 65535"),
     ([ING, "--max-rate-per-partition", "-5"], 2, "--max-rate-per-partition must be >= 0"),
@@ -70,7 +72,34 @@ CASES = [  # (argv, exit code, phrase of the one line on stderr)
     ([ING, "--dsn", f"host=db password {SECRET}"], 2, "not a valid libpq connection string"),
     ([ING, "--dsn", f"{NO_PG} password={SECRET}"], 1, "cannot connect to PostgreSQL"),
     ([ING, "--dsn", f"postgresql://u:{SECRET}@127.0.0.1:1/db"], 1, "cannot connect to PostgreSQL"),
+    ([ING, "--master", "local[0]"], 2, "--master must be local, local[N]"),
+    ([ING, "--master", "local[-1]"], 2, "--master must be local, local[N]"),
+    ([ING, "--master", "garbage"], 2, "--master must be local, local[N]"),
+    ([ING, "--batch-interval", "0.0001"], 2, "whole number of milliseconds, at least 1 ms"),
+    ([*START, '{{"t": {{"0": 1.9}}}}'], 2, WHOLE),
+    ([*START, '{{"t": {{"0": true}}}}'], 2, WHOLE),
+    ([*START, '{{"t": {{"0": 1e30}}}}'], 2, WHOLE),
+    ([*START, '{{"t": {{"0": 99999999999999999999}}}}'], 2,
+     "starting offsets must be at most 9223372036854775807"),
+    ([*START, '{{"t": {{"-1": 3}}}}'], 2, "is not a number >= 0"),
+    ([*START, '{{"t": {{"0": -3}}}}'], 2, "must be >= 0"),
+    ([*START, '{{"u": {{"0": 3}}}}'], 2,
+     "starting offsets name topics the job does not read: ['u']"),
+    ([ING, "--pattern", "ev.*", "--starting-offsets", '{{"u": {{"0": 3}}}}'], 2,
+     "topics the job does not read"),
+    ([ING, *SERVICES, "--topic", "kd-cli-starting-partitions", "--create-topics", "--partitions",
+      "1", "--starting-offsets", '{{"kd-cli-starting-partitions": {{"5": 0}}}}'], 2,
+     "partitions that do not exist: ['kd-cli-starting-partitions-5']"),
+    ([ING, "--pattern", ""], 2, "--pattern is empty"),
+    ([ING, "--partitions", "100000000", "--create-topics"], 2, "--partitions must be 1 to 100000"),
+    ([ING, "--dsn", f"{NO_PG} sslmode=bogus password={SECRET}"], 2,
+     "--dsn has a parameter libpq refuses: invalid sslmode value"),
+    ([ING, "--dsn-file", "{bad_dsn}"], 2, "bad.dsn has a parameter libpq refuses"),
+    ([ING, "--dsn-file", "{unparsable_dsn}"], 2, "unparsable.dsn is not a valid libpq"),
     ([DEMO, *DEAD], 1, "no Kafka broker answers at 127.0.0.1:1"),
+    ([DEMO, "--master", "local[0]"], 2, "--master must be local, local[N]"),
+    ([DEMO, "--batch-interval", "0.0001"], 2, "whole number of milliseconds"),
+    ([DEMO, "--partitions", "100000000"], 2, "--partitions must be 1 to 100000"),
     ([DEMO, "--events", "0"], 2, "--events must be > 0"),
     ([DEMO, "--kills", "-1"], 2, "--kills must be >= 0"),
     ([DEMO, "--batch-interval", "nan"], 2, SECONDS),
@@ -90,7 +119,12 @@ def test_mistakes_get_one_line_and_an_exit_code(argv, code, phrase, tmp_path, re
     file.write_text("x")
     bad = tmp_path / "bad.properties"
     bad.write_text(f"# SASL\nsasl.password {SECRET}\n")
-    values = {"tmp": tmp_path, "file": file, "bad_properties": bad}
+    bad_dsn = tmp_path / "bad.dsn"
+    bad_dsn.write_text(f"{NO_PG} sslmode=bogus password={SECRET}\n")
+    unparsable_dsn = tmp_path / "unparsable.dsn"
+    unparsable_dsn.write_text(f"host=db password {SECRET}\n")
+    values = {"tmp": tmp_path, "file": file, "bad_properties": bad, "bad_dsn": bad_dsn,
+              "unparsable_dsn": unparsable_dsn}
     joined = " ".join(argv)
     for name in ("KAFKA_DIRECT_PG_DSN", "KAFKA_DIRECT_BOOTSTRAP", "KAFKA_DIRECT_TEST_UNSET"):
         monkeypatch.delenv(name, raising=False)
@@ -116,6 +150,37 @@ def test_mistakes_get_one_line_and_an_exit_code(argv, code, phrase, tmp_path, re
     assert "Traceback" not in out + err
     assert SECRET not in out + err
     assert "KAFKA_DIRECT_BOOTSTRAP" not in err  # never blame a variable nobody set
+
+
+def test_a_bad_dsn_from_the_environment_is_named_by_its_variable(monkeypatch, capsys):
+    monkeypatch.setenv("KAFKA_DIRECT_PG_DSN", f"{NO_PG} sslmode=bogus password={SECRET}")
+    assert main([ING]) == 2
+    err = capsys.readouterr().err
+    assert "the environment variable KAFKA_DIRECT_PG_DSN has a parameter libpq refuses" in err
+    assert "--dsn " not in err and SECRET not in err
+
+
+def test_a_configuration_error_of_the_job_before_any_batch_is_exit_2(
+        kafka, kafka_topic, postgres, pg_schema, monkeypatch, capsys):
+    from kafka_direct.app import ingest_command
+    from kafka_direct.errors import ConfigurationError
+
+    topic = kafka_topic(partitions=1)
+    argv = [ING, "--bootstrap-servers", kafka.bootstrap_servers, "--dsn", postgres.dsn,
+            "--schema", pg_schema, "--topic", topic]
+    batches = {"n": 0}
+
+    def failing(*args, result, **kwargs):
+        result.batches = batches["n"]
+        raise ConfigurationError("a mistake the job found")
+
+    monkeypatch.setattr(ingest_command, "run_ingest", failing)
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert "ConfigurationError: a mistake the job found" in err and "resume" not in out
+    batches["n"] = 3  # after batches ran, it is a failed job: run it again to resume
+    assert main(argv) == 1
+    assert "run it again to resume" in capsys.readouterr().out
 
 
 def test_ingest_help_documents_the_real_cluster_options(capsys):

@@ -8,16 +8,16 @@ from kafka_direct.app.cli import main
 
 
 def test_demo_survives_a_kill_and_verifies_every_event_once(kafka, kafka_topic, postgres):
-    # The topic exists already, with other records and fewer partitions: the demo deletes
-    # and re-creates it (it used to crash here, its admin client gone before the deletion's
-    # answer came).
+    # The topic exists already, with other records and fewer partitions: told to, the demo
+    # deletes and re-creates it (it used to crash here, its admin client gone before the
+    # deletion's answer came).
     topic = kafka_topic(partitions=1, prefix="demo")
     kafka.produce(topic, [b"stale"] * 20)
     done = subprocess.run(
         [sys.executable, "-m", "kafka_direct.app.cli", "demo", "--events", "3000",
          "--max-rate-per-partition", "250", "--batch-interval", "0.5", "--seed", "7",
          "--topic", topic, "--bootstrap-servers", kafka.bootstrap_servers,
-         "--dsn", postgres.dsn],
+         "--dsn", postgres.dsn, "--recreate-topic"],
         capture_output=True, text=True, timeout=300)
     out = done.stdout
     assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
@@ -33,3 +33,31 @@ def test_demo_survives_a_kill_and_verifies_every_event_once(kafka, kafka_topic, 
 def test_demo_rejects_bad_arguments(capsys):
     assert main(["demo", "--events", "0"]) == 2
     assert "--events must be > 0" in capsys.readouterr().err
+
+
+def test_demo_refuses_an_existing_topic_of_a_cluster_it_did_not_start(kafka, kafka_topic,
+                                                                       postgres, capsys):
+    topic = kafka_topic(partitions=1, prefix="demo")
+    kafka.produce(topic, [b"precious"] * 5)
+    assert main(["demo", "--topic", topic, "--bootstrap-servers", kafka.bootstrap_servers,
+                 "--dsn", postgres.dsn]) == 2
+    err = capsys.readouterr().err
+    assert f"topic {topic!r} exists on {kafka.bootstrap_servers}" in err
+    assert "--recreate-topic" in err
+    assert kafka.end_offsets(topic, [0])[0][1] == 5  # untouched
+
+
+def test_demo_help_names_recreate_topic(capsys):
+    import pytest
+
+    with pytest.raises(SystemExit):
+        main(["demo", "--help"])
+    assert "--recreate-topic" in capsys.readouterr().out
+
+
+def test_demo_options_repr_hides_the_dsn():
+    from kafka_direct.app.demo import DemoOptions
+
+    shown = repr(DemoOptions(dsn="host=db user=u password=Hunter2Demo", topic="t"))
+    assert "Hunter2Demo" not in shown
+    assert "topic='t'" in shown and "host=db" in shown

@@ -84,3 +84,44 @@ def test_the_dsn_comes_from_the_environment_or_a_file_never_needing_argv(tmp_pat
 def test_a_property_the_job_owns_is_refused():
     with pytest.raises(ConfigurationError, match="group.id is set by --group"):
         _settings("--kafka-param", "group.id=other")
+
+
+def test_the_settings_repr_shows_no_secret():
+    settings = _settings("--bootstrap-servers", "b:9092", "--topic", "t", "--dsn",
+                         f"host=db password={SECRET}DSN", "--kafka-param",
+                         f"sasl.password={SECRET}K")
+    shown = repr(settings)
+    assert SECRET not in shown and REDACTED in shown
+    assert "bootstrapServers='b:9092'" in shown and "host=db" in shown
+
+
+def test_a_dsn_names_where_it_came_from(tmp_path):
+    file = tmp_path / "loader.dsn"
+    file.write_text("host=db\n")
+    assert _settings("--dsn", "host=db").dsnSource == "--dsn"
+    assert _settings("--dsn-file", str(file)).dsnSource == f"--dsn-file {file}"
+    assert (_settings(environ={"KAFKA_DIRECT_PG_DSN": "host=db"}).dsnSource
+            == "the environment variable KAFKA_DIRECT_PG_DSN")
+    assert "LOADER" in _settings("--dsn", "env:LOADER", environ={"LOADER": "host=db"}).dsnSource
+    with pytest.raises(ConfigurationError, match="environment variable KAFKA_DIRECT_PG_DSN"):
+        _settings(environ={"KAFKA_DIRECT_PG_DSN": "env:NOT_SET_HERE"})
+
+
+@pytest.mark.parametrize("master", ["local[0]", "local[-1]", "local[2,0]", "garbage",
+                                    "spark://", "local[x]", "local-cluster[2]"])
+def test_a_master_of_no_known_form_is_refused(master):
+    with pytest.raises(ConfigurationError, match="--master must be local"):
+        _settings("--master", master)
+
+
+@pytest.mark.parametrize("master", ["local", "local[*]", "local[3,2]", "local[*,2]",
+                                    "local-cluster[2,1,1024]", "spark://a:7077,b:7077",
+                                    "yarn", "k8s://https://api:6443", "mesos://m:5050"])
+def test_every_known_master_form_is_accepted(master):
+    _settings("--bootstrap-servers", "b:9092", "--dsn", "host=db", "--topic", "t",
+              "--master", master)
+
+
+def test_an_empty_pattern_is_refused():
+    with pytest.raises(ConfigurationError, match="--pattern is empty"):
+        _settings("--pattern", "")

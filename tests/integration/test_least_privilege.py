@@ -81,3 +81,34 @@ def test_a_missing_privilege_is_named_with_its_fix(limited, pg_schema):
     text = str(raised.value)
     assert "lacks a privilege" in text and "'not_created_for_it'" in text
     assert "password" not in text.lower() or "[redacted]" in text
+
+
+def test_the_ingest_job_runs_with_a_least_privileged_role(kafka, kafka_topic, limited,
+                                                          pg_schema, tmp_path):
+    # The schema and table exist: the job creates nothing (CREATE ... IF NOT EXISTS would
+    # need the CREATE privilege all the same), it only writes.
+    import os
+    import subprocess
+    import sys
+
+    topic = kafka_topic(partitions=2)
+    kafka.produce(topic, [b"a", b"b", b"c"], partition=0)
+    env = {**os.environ, "KAFKA_DIRECT_PG_DSN": limited}
+    done = subprocess.run(
+        [sys.executable, "-m", "kafka_direct.app.cli", "ingest", "--bootstrap-servers",
+         kafka.bootstrap_servers, "--topic", topic, "--schema", pg_schema, "--table", "events",
+         "--batch-interval", "0.5", "--stop-after-idle", "1"],
+        capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"table {pg_schema}.events: 3 rows, 0 duplicates" in done.stdout
+    assert "stored offsets == log end" in done.stdout
+
+
+def test_a_table_the_role_may_not_create_is_named_with_the_grant(limited, pg_schema):
+    from kafka_direct.app.ingest_job import ensure_table
+
+    with pytest.raises(OffsetStoreError) as raised:
+        ensure_table(limited, pg_schema, "not_created_for_it")
+    text = str(raised.value)
+    assert "lacks a privilege" in text and "'not_created_for_it'" in text
+    assert "password=" not in text
