@@ -22,7 +22,7 @@ import logging
 import threading
 import time as _time
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kafka_direct.streaming.durations import format_batch_time
 from kafka_direct.streaming.input_info_tracker import InputInfoTracker
@@ -164,6 +164,7 @@ class JobScheduler:
                 self.listenerBus.post(StreamingListenerBatchStarted(jobSet.toBatchInfo()))
             self.listenerBus.post(StreamingListenerOutputOperationStarted(job.info))
             logger.info("Starting job %s from job set of time %d ms", job.id, job.time)
+            _disableOutputSpecValidation(sc, True)
             job.run()
             with self._lock:
                 # Decided when the job ends: a failure before the stop began is genuine.
@@ -174,6 +175,7 @@ class JobScheduler:
         finally:
             with self._lock:
                 self._running.discard(group)
+            _disableOutputSpecValidation(sc, False)
             for key in ("spark.jobGroup.id", "spark.job.description", BATCH_TIME_PROPERTY,
                         OUTPUT_OP_PROPERTY):
                 try:
@@ -364,3 +366,22 @@ class JobScheduler:
         finally:
             if acquired:
                 self.inputsLock.release()
+
+
+def _disableOutputSpecValidation(sc: Any, disabled: bool) -> None:
+    """Let this thread's Spark jobs write into existing output directories, or stop that.
+
+    As Spark's streaming scheduler does for its jobs (SPARK-4835): a batch run again after
+    recovery writes ``saveAsTextFiles`` output that its first run may already have written.
+    The setting is the JVM thread's (PySpark pins a JVM thread to each Python thread).
+    """
+    jvm = getattr(sc, "_jvm", None)
+    if jvm is None:  # not a classic SparkContext (unit tests' fakes)
+        return
+    try:
+        flag = jvm.org.apache.spark.internal.io.SparkHadoopWriterUtils \
+            .disableOutputSpecValidation()
+        getattr(flag, "value_$eq")(disabled)
+    except Exception:
+        logger.debug("could not %s output spec validation (Spark is stopping?)",
+                     "disable" if disabled else "restore")

@@ -1,0 +1,60 @@
+"""Runs PySpark tests that start SparkContexts of their own in a Python process of their own.
+
+A process can hold one SparkContext at a time, and the rest of the session shares one; PySpark's
+``CheckpointTests`` create and stop theirs (in their ``setup()`` functions), so each of those
+tests runs alone in a fresh interpreter, with the master given as spark-submit would give it.
+The test passes or fails with that process; its output is shown when it fails.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_CHILD = "KAFKA_DIRECT_OWN_PROCESS_TEST"
+_ROOT = Path(__file__).resolve().parents[2]
+_TIMEOUT_S = 240
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "own_process: the test starts SparkContexts itself; it runs in a process "
+        "of its own")
+
+
+def _run_alone(item: pytest.Item) -> None:
+    env = dict(os.environ)
+    env[_CHILD] = "1"
+    env["PYSPARK_SUBMIT_ARGS"] = "--master local[2] pyspark-shell"
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "",
+               "--timeout", str(_TIMEOUT_S - 20), item.nodeid]
+    try:
+        done = subprocess.run(command, cwd=_ROOT, env=env, capture_output=True, text=True,
+                              timeout=_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired as timeout:
+        pytest.fail(f"{item.nodeid} did not end in {_TIMEOUT_S} s in its own process:\n"
+                    f"{timeout.stdout or ''}{timeout.stderr or ''}"[-6000:], pytrace=False)
+    if done.returncode != 0:
+        pytest.fail(f"{item.nodeid} failed in its own process (exit {done.returncode}):\n"
+                    + (done.stdout + done.stderr)[-6000:], pytrace=False)
+    if " passed" not in done.stdout:
+        pytest.fail(f"{item.nodeid} did not pass in its own process:\n{done.stdout[-3000:]}",
+                    pytrace=False)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get(_CHILD):
+        return
+    for item in items:
+        if item.get_closest_marker("own_process") is None:
+            continue
+
+        def runtest(item: Any = item) -> None:
+            _run_alone(item)
+
+        item.runtest = runtest  # type: ignore[method-assign]
