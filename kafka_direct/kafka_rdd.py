@@ -250,7 +250,7 @@ class KafkaRDD(typed_rdd_class(PipelinedRDD), HasOffsetRanges):  # type: ignore[
         Columns: key, value (binary), topic, partition, offset, timestamp, timestampType,
         headers. Needs raw records (no deserializers or messageHandler).
         """
-        from kafka_direct.dataframe import records_to_dataframe
+        from kafka_direct.sql.dataframe import records_to_dataframe
 
         return records_to_dataframe(self, self._settings, spark)
 

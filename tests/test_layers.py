@@ -32,7 +32,14 @@ def offenders(folder, forbidden, exclude=()):
 
 def test_only_the_app_imports_offsets_and_sinks():
     assert offenders("kafka_direct", ("offsets", "sinks", "kafka_direct.app"),
-                     exclude=("app",)) == []
+                     exclude=("app", "sql")) == []
+
+
+def test_the_structured_sink_stands_beside_the_stores():
+    # kafka_direct/sql's PostgreSQL sink is at the sinks' level: it may use the stores'
+    # database helpers, never the DStream sinks or the app; the stores never import it.
+    assert offenders("kafka_direct/sql", ("sinks", "kafka_direct.app")) == []
+    assert offenders("offsets", ("kafka_direct.sql",)) == []
 
 
 def test_the_engine_knows_nothing_of_kafka():

@@ -1,0 +1,20 @@
+"""Spark SQL: the DataFrame view of a KafkaRDD, and the Structured Streaming source and sink.
+
+* ``spark.readStream.format("kafka-direct")`` / ``spark.read.format("kafka-direct")``: a
+  pure-Python Kafka source with the options and schema of Spark's ``kafka`` source.
+* ``df.writeStream.format("kafka-direct-postgres")``: exactly once into a PostgreSQL table.
+
+Both need PySpark 4.2 or newer (Python data sources with admission control) and pyarrow
+(``pip install "kafka-direct[structured]"``); :func:`register` makes them available to a
+session, classic or Spark Connect. The DataFrame view (:mod:`kafka_direct.sql.dataframe`)
+has no such needs.
+"""
+
+from kafka_direct.sql.registration import (
+    POSTGRES_SINK_FORMAT,
+    SOURCE_FORMAT,
+    check_structured_support,
+    register,
+)
+
+__all__ = ["POSTGRES_SINK_FORMAT", "SOURCE_FORMAT", "check_structured_support", "register"]
