@@ -1,7 +1,9 @@
 """pytest fixtures for pipelines built on kafka-direct (enabled by installing the package).
 
 Session-wide: ``kafka`` (a started :class:`KafkaService`), ``postgres`` (a started
-:class:`PostgresService`), ``spark`` (a ``local[2,2]`` SparkContext). Per test:
+:class:`PostgresService`), ``spark`` (a ``local[2,2]`` SparkContext), ``spark_connect`` (a
+started :class:`SparkConnectServer`) and ``connect_session`` (a Spark Connect client session
+on it). Per test:
 ``kafka_topic`` (a factory of fresh topics) and ``pg_schema`` (a fresh schema, dropped after).
 Services start on first use only, so a test run that needs none starts none.
 """
@@ -19,6 +21,7 @@ from kafka_direct.errors import ServiceError
 from kafka_direct.testing.kafka import KafkaService, TestcontainersKafka, kafka_service
 from kafka_direct.testing.postgres import PostgresService, postgres_service
 from kafka_direct.testing.spark import spark_context
+from kafka_direct.testing.spark_connect import SparkConnectServer
 
 _names = itertools.count()
 
@@ -53,6 +56,23 @@ def spark() -> Iterator[Any]:
     """A local[2,2] SparkContext for the session."""
     with spark_context() as sc:
         yield sc
+
+
+@pytest.fixture(scope="session")
+def spark_connect() -> Iterator[SparkConnectServer]:
+    """A local Spark Connect server (its own JVM and Python workers) for the session."""
+    server = SparkConnectServer()
+    server.start()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
+def connect_session(spark_connect: SparkConnectServer) -> Iterator[Any]:
+    """A Spark Connect client session on :func:`spark_connect`'s server."""
+    session = spark_connect.session()
+    yield session
+    session.stop()
 
 
 @pytest.fixture
