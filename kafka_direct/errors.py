@@ -44,6 +44,7 @@ __all__ = [
     "PollTimeoutError",
     "ServiceError",
     "SinkWriteError",
+    "StreamingQueryFailedError",
     "StreamingStateError",
     "UnknownTopicOrPartitionError",
 ]
@@ -273,6 +274,16 @@ class GroupBusyError(KafkaDirectError):
 
 class StreamingStateError(KafkaDirectError, RuntimeError):
     """A StreamingContext was asked for something its state forbids (start after stop...)."""
+
+
+class StreamingQueryFailedError(KafkaDirectError):
+    """A Structured Streaming query failed with an error that is not one of ours.
+
+    Attributes:
+        query: The query's name.
+    """
+
+    query: str
 
 
 class CheckpointError(KafkaDirectError):

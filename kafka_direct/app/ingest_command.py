@@ -165,7 +165,8 @@ def _summary(settings: IngestSettings, cluster: KafkaCluster, dsn: str, result: 
     for topic in sorted({tp.topic for tp in result.offsets} | set(options.topics)):
         for p, (_, high) in cluster.end_offsets(topic, range(counts.get(topic, 0))).items():
             ends[TopicPartition(topic, p)] = high
-    check = check_table(dsn, options.schema, options.table, options.group, ends)
+    check = check_table(dsn, options.schema, options.table, options.group, ends,
+                        stored=result.offsets if options.api == "structured" else None)
     out.write(f"{result.batches} batches, {result.records} records read, "
               f"{result.rowsWritten} rows written\n")
     out.write(f"table {options.schema}.{options.table}: {check.rows} rows, "
@@ -214,8 +215,18 @@ def run_ingest_command(args: argparse.Namespace, out: TextIO, err: TextIO | None
         out.flush()
         result = IngestResult()
         try:
-            run_ingest(options, cluster.bootstrap_servers, dsn, out,
-                       kafkaParams=settings.kafkaParams, signals=signals, result=result)
+            if options.api == "structured":
+                from kafka_direct.app.structured_ingest import run_structured_ingest
+
+                counts = cluster.topics()
+                run_structured_ingest(
+                    options, cluster.bootstrap_servers, dsn, out,
+                    kafkaParams=settings.kafkaParams, signals=signals, result=result,
+                    checkpointDir=settings.checkpointDir,
+                    partitionCount=sum(counts.get(topic, 0) for topic in options.topics))
+            else:
+                run_ingest(options, cluster.bootstrap_servers, dsn, out,
+                           kafkaParams=settings.kafkaParams, signals=signals, result=result)
         except KafkaDirectError as error:
             if isinstance(error, ConfigurationError) and not result.batches:
                 raise  # a mistake in the options, found before any batch ran: exit 2

@@ -45,6 +45,8 @@ TASK_ATTEMPTS = 4
 logger = logging.getLogger(__name__)
 
 SINKS = ("transactional", "idempotent")
+#: How the job reads and writes: the direct stream, or a Structured Streaming query.
+APIS = ("dstream", "structured")
 
 
 #: The largest Kafka offset (a signed 64-bit integer).
@@ -145,6 +147,8 @@ class IngestOptions:
         statementTimeoutMs: ``statement_timeout`` of the writing transactions.
         uiPort: Serve the streaming statistics page and metrics on 127.0.0.1 at this
             port (0: a free one); None: no page.
+        api: ``dstream`` (the direct stream) or ``structured`` (a Structured Streaming
+            query through the kafka-direct source and sink).
     """
 
     topics: tuple[str, ...] = ()
@@ -162,8 +166,11 @@ class IngestOptions:
     statementTimeoutMs: int | None = 60_000
     uiPort: int | None = None
     loopbackDriver: bool | None = None
+    api: str = "dstream"
 
     def __post_init__(self) -> None:
+        if self.api not in APIS:
+            raise ConfigurationError(f"api must be one of {APIS}, got {self.api!r}")
         if bool(self.topics) == bool(self.pattern):
             raise ConfigurationError("give topics or a pattern (one of them)")
         if self.sink not in SINKS:
@@ -436,8 +443,12 @@ class TableCheck:
 
 
 def check_table(dsn: str, schema: str, table: str, group: str,
-                logEnd: Mapping[TopicPartition, int]) -> TableCheck:
-    """Count the table's rows and distinct records, and read the group's stored offsets."""
+                logEnd: Mapping[TopicPartition, int],
+                stored: Mapping[TopicPartition, int] | None = None) -> TableCheck:
+    """Count the table's rows and distinct records, and read the group's stored offsets.
+
+    ``stored`` gives the offsets instead (a structured query keeps them in its own store).
+    """
     import psycopg2
     from psycopg2 import sql
 
@@ -452,5 +463,7 @@ def check_table(dsn: str, schema: str, table: str, group: str,
             rows, distinct = cursor.fetchone()
     finally:
         connection.close()
-    stored = PostgresOffsetStore(dsn, schema=schema).load(group, {tp.topic for tp in logEnd})
-    return TableCheck(int(rows), int(distinct), stored, dict(logEnd))
+    if stored is None:
+        stored = PostgresOffsetStore(dsn, schema=schema).load(group,
+                                                               {tp.topic for tp in logEnd})
+    return TableCheck(int(rows), int(distinct), dict(stored), dict(logEnd))

@@ -104,6 +104,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     job.add_argument("--max-rate-per-partition", type=int, default=0,
                      help="records per second per partition (0: no limit)")
     job.add_argument("--backpressure", action="store_true", help="PID backpressure")
+    job.add_argument("--api", choices=("dstream", "structured"), default="dstream",
+                     help="dstream: the direct stream (default); structured: a Structured "
+                          "Streaming query, kafka-direct source -> kafka-direct-postgres sink "
+                          "(needs PySpark 4.2+)")
+    job.add_argument("--checkpoint-dir", default=None,
+                     help="with --api structured: the query's checkpoint location (default: "
+                          "a fresh one each run; the query resumes from PostgreSQL)")
     job.add_argument("--sink", choices=("transactional", "idempotent"),
                      default="transactional", help="how rows and offsets are written")
     job.add_argument("--stop-after-idle", type=int, default=None,
@@ -150,6 +157,7 @@ class IngestSettings:
     sampleEvents: int
     stateDir: Path | None
     dsnSource: str = "--dsn"
+    checkpointDir: Path | None = None
 
     def __repr__(self) -> str:
         from kafka_direct.app.dsn_check import scrub
@@ -255,6 +263,28 @@ def _check_numbers(args: argparse.Namespace) -> None:
             raise ConfigurationError(f"--{name.replace('_', '-')} must be >= 0, got {value}")
 
 
+def _check_structured(args: argparse.Namespace) -> None:
+    """Refuse what the Structured Streaming path does not do, naming the option."""
+    api = getattr(args, "api", "dstream")
+    if api != "structured":
+        if getattr(args, "checkpoint_dir", None) is not None:
+            raise ConfigurationError("--checkpoint-dir is for --api structured (the direct "
+                                     "stream keeps its offsets in PostgreSQL only)")
+        return
+    from kafka_direct.sql.registration import check_structured_support
+
+    check_structured_support()
+    if args.sink != "transactional":
+        raise ConfigurationError(f"--sink {args.sink} is for --api dstream; --api structured "
+                                 "writes through the kafka-direct-postgres sink")
+    if args.backpressure:
+        raise ConfigurationError("--backpressure is for --api dstream; with --api structured "
+                                 "use --max-rate-per-partition (a cap per trigger)")
+    if args.ui_port is not None:
+        raise ConfigurationError("--ui-port is for --api dstream; a structured query shows "
+                                 "in Spark's own UI")
+
+
 def settings_from_args(args: argparse.Namespace,
                        environ: Mapping[str, str] | None = None) -> IngestSettings:
     """Check the parsed options and resolve their secrets; nothing is started.
@@ -264,6 +294,7 @@ def settings_from_args(args: argparse.Namespace,
     """
     environ = os.environ if environ is None else environ
     _check_numbers(args)
+    _check_structured(args)
     if args.topics and args.pattern:
         raise ConfigurationError("give topics or a pattern (one of them): --topic and "
                                  "--pattern exclude each other")
@@ -304,7 +335,7 @@ def settings_from_args(args: argparse.Namespace,
         sink=args.sink, startingOffsets=args.starting_offsets,
         stopAfterIdleBatches=(args.stop_after_idle if args.stop_after_idle is not None
                               else 1 if embeddedKafka else 0),
-        master=master, uiPort=args.ui_port,
+        master=master, uiPort=args.ui_port, api=getattr(args, "api", "dstream"),
         # The embedded services listen on 127.0.0.1 only: then, and only then, the driver too.
         loopbackDriver=embeddedKafka or dsn is None)
     samples = args.sample_events if args.sample_events is not None else (
@@ -313,7 +344,8 @@ def settings_from_args(args: argparse.Namespace,
     return IngestSettings(options=options, bootstrapServers=bootstrap, dsn=dsn,
                           kafkaParams=params, createTopics=args.create_topics or embeddedKafka,
                           partitions=args.partitions, sampleEvents=samples,
-                          stateDir=stateDir, dsnSource=dsnSource)
+                          stateDir=stateDir, dsnSource=dsnSource,
+                          checkpointDir=_state_dir(getattr(args, "checkpoint_dir", None)))
 
 
 def describe(settings: IngestSettings) -> dict[str, Any]:

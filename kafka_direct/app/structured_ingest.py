@@ -1,0 +1,228 @@
+"""The ingest job on Structured Streaming: ``kafka-direct`` source -> ``kafka-direct-postgres``.
+
+The same job as :func:`kafka_direct.app.ingest_job.run_ingest` (same table, same summary),
+as a streaming query: the source subscribes as the job's options say and records each
+batch's offsets under the job's group name; the sink writes each batch and those offsets
+in one PostgreSQL transaction. The checkpoint directory is a convenience: without it (a
+fresh one every run) the query resumes from the offsets in PostgreSQL, nothing lost or
+repeated.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+from kafka_direct.app.ingest_job import (
+    TASK_ATTEMPTS,
+    IngestOptions,
+    IngestResult,
+    ensure_table,
+    parse_starting_offsets,
+)
+from kafka_direct.app.stop_signals import StopSignals
+from kafka_direct.errors import KafkaDirectError, StreamingQueryFailedError
+from kafka_direct.topic_partition import TopicPartition
+
+__all__ = ["QUERY_NAME", "run_structured_ingest", "stored_offsets"]
+
+logger = logging.getLogger(__name__)
+
+#: The streaming query's name (Spark's UI and progress reports show it).
+QUERY_NAME = "kafka_direct_ingest"
+
+
+def stored_offsets(dsn: str, schema: str, group: str) -> dict[TopicPartition, int]:
+    """The next offsets the sink stored under ``group`` (empty before the first batch)."""
+    from kafka_direct.sql.offset_link import SourceLink
+
+    committed = SourceLink(dsn=dsn, store=group, schema=schema).committed() or {}
+    return {TopicPartition(topic, int(partition)): int(offset)
+            for topic, partitions in committed.items()
+            for partition, offset in partitions.items()}
+
+
+def _spark_starting_offsets(text: str) -> str:
+    policy, explicit = parse_starting_offsets(text)
+    if not explicit:
+        return policy
+    # Spark's JSON: -2 is the earliest offset, -1 the latest, for partitions not named.
+    import json
+
+    document: dict[str, dict[str, int]] = {}
+    for tp, offset in sorted(explicit.items()):
+        document.setdefault(tp.topic, {})[str(tp.partition)] = offset
+    return json.dumps(document)
+
+
+class _Progress:
+    """Counts the query's batches and rows; notices when it has been idle long enough."""
+
+    def __init__(self, result: IngestResult, idleLimit: int, batchInterval: float,
+                 out: TextIO | None) -> None:
+        self.result = result
+        self.idleLimit = idleLimit
+        self.batchInterval = batchInterval
+        self.out = out
+        self.seen = -1
+        self.lastData = time.monotonic()
+        self.done = threading.Event()
+
+    def poll(self, query: Any) -> None:
+        for progress in query.recentProgress:
+            batch = int(progress["batchId"])
+            if batch <= self.seen:
+                continue
+            self.seen = batch
+            rows = int(progress.get("numInputRows") or 0)
+            self.result.batches += 1
+            self.result.records += rows
+            self.result.rowsWritten += rows
+            if rows:
+                self.lastData = time.monotonic()
+            if self.out is not None:
+                durations = progress.get("durationMs") or {}
+                self.out.write(f"batch {batch}: {rows} records in "
+                               f"{durations.get('triggerExecution', 0)} ms  total "
+                               f"{self.result.rowsWritten}\n")
+                self.out.flush()
+        idleFor = time.monotonic() - self.lastData
+        status = query.status
+        if (self.idleLimit and not status.get("isDataAvailable")
+                and not status.get("isTriggerActive")
+                and idleFor >= self.idleLimit * self.batchInterval):
+            self.done.set()
+
+
+def _reader(spark: Any, options: IngestOptions, bootstrapServers: str, dsn: str,
+            kafkaParams: Mapping[str, Any], maxOffsetsPerTrigger: int | None) -> Any:
+    from kafka_direct.sql import SOURCE_FORMAT
+
+    reader = spark.readStream.format(SOURCE_FORMAT)
+    for key, value in kafkaParams.items():
+        reader = reader.option(f"kafka.{key}", str(value))
+    reader = reader.option("kafka.bootstrap.servers", bootstrapServers)
+    if options.pattern:
+        reader = reader.option("subscribePattern", options.pattern)
+    else:
+        reader = reader.option("subscribe", ",".join(options.topics))
+    reader = reader.option("startingOffsets", _spark_starting_offsets(options.startingOffsets))
+    if maxOffsetsPerTrigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(maxOffsetsPerTrigger))
+    return (reader.option("offsetStore.name", options.group)
+            .option("offsetStore.dsn", dsn)
+            .option("offsetStore.schema", options.schema))
+
+
+def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
+                          out: TextIO | None = None,
+                          kafkaParams: Mapping[str, Any] | None = None,
+                          signals: StopSignals | None = None,
+                          result: IngestResult | None = None,
+                          checkpointDir: str | Path | None = None,
+                          partitionCount: int = 0) -> IngestResult:
+    """Run the ingest job as a streaming query until stopped, idle long enough, or failed.
+
+    Args:
+        options: What to read and write (``options.api`` is ``structured``).
+        bootstrapServers: The Kafka cluster.
+        dsn: libpq connection string of the database (never logged).
+        out: Where per-batch progress lines go (None: the log only).
+        kafkaParams: More librdkafka properties (security settings...).
+        signals: Stop once ``signals.requested`` is set, after the running batch.
+        result: Count into this result.
+        checkpointDir: The query's checkpoint location (None: a fresh temporary one; the
+            query then starts from the offsets in PostgreSQL).
+        partitionCount: Partitions read (to turn ``maxRatePerPartition`` into a per-trigger
+            cap); 0: unknown, no cap.
+
+    Returns:
+        What the run did (``result`` when given).
+
+    Raises:
+        KafkaDirectError: What stopped the query (the source's or the sink's typed error);
+            run again to resume.
+    """
+    from pyspark.sql import SparkSession
+
+    from kafka_direct.sql import POSTGRES_SINK_FORMAT, register
+    from kafka_direct.testing.spark import spark_context
+
+    ensure_table(dsn, options.schema, options.table)
+    result = IngestResult() if result is None else result
+    stopRequested = signals.requested if signals is not None else threading.Event()
+    if stopRequested.is_set():
+        result.offsets = stored_offsets(dsn, options.schema, options.group)
+        return result
+    local = options.master.startswith("local")
+    loopback = local if options.loopbackDriver is None else options.loopbackDriver
+    defaults = {} if local else {"spark.task.maxFailures": str(TASK_ATTEMPTS)}
+    defaults["spark.python.worker.reuse"] = "false"
+    perTrigger = (int(options.maxRatePerPartition * options.batchInterval
+                      * max(partitionCount, 1)) if options.maxRatePerPartition else None)
+    with tempfile.TemporaryDirectory(prefix="kafka-direct-ingest-") as scratch, spark_context(
+            options.master, "kafka-direct-ingest", test_conf=local, loopback=loopback,
+            defaults=defaults, own_session=signals is not None) as sc:
+        if signals is not None:
+            signals.install()
+        spark = SparkSession(sc)
+        register(spark)
+        source = _reader(spark, options, bootstrapServers, dsn, kafkaParams or {}, perTrigger)
+        rows = source.load().selectExpr("topic", "partition AS kafka_partition",
+                                        "offset AS kafka_offset", "key", "value")
+        location = str(checkpointDir) if checkpointDir else str(Path(scratch) / "checkpoint")
+        query = (rows.writeStream.format(POSTGRES_SINK_FORMAT)
+                 .option("dsn", dsn).option("schema", options.schema)
+                 .option("table", options.table)
+                 .option("offsetStore.name", options.group)
+                 .option("checkpointLocation", location)
+                 .queryName(QUERY_NAME)
+                 .trigger(processingTime=f"{options.batchInterval} seconds")
+                 .start())
+        progress = _Progress(result, options.stopAfterIdleBatches, options.batchInterval, out)
+        try:
+            while query.isActive:
+                progress.poll(query)
+                if progress.done.is_set() or stopRequested.is_set():
+                    _stop_after_running_batch(query)
+                    break
+                query.awaitTermination(0.2)
+            progress.poll(query)
+            _raise_failure(query)
+        finally:
+            if query.isActive:
+                query.stop()
+        result.offsets = stored_offsets(dsn, options.schema, options.group)
+    return result
+
+
+def _stop_after_running_batch(query: Any, timeout: float = 600.0) -> None:
+    # Spark's stop() interrupts a running batch (the sink then aborts it and the next run
+    # reads it again); waiting for the trigger to end first keeps its work.
+    deadline = time.monotonic() + timeout
+    while query.isActive and query.status.get("isTriggerActive"):
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    query.stop()
+
+
+def _raise_failure(query: Any) -> None:
+    failure = query.exception()
+    if failure is None:
+        return
+    from kafka_direct.task_errors import carried_error
+
+    carried = carried_error(failure)
+    if isinstance(carried, KafkaDirectError):
+        raise carried
+    from kafka_direct.redaction import redact_text
+
+    raise StreamingQueryFailedError(
+        f"the streaming query {QUERY_NAME} failed: {redact_text(str(failure))}",
+        query=QUERY_NAME) from None
