@@ -70,11 +70,13 @@ class _Progress:
         self.batchInterval = batchInterval
         self.out = out
         self.seen = -1
-        self.lastData = time.monotonic()
+        self.lastData: float | None = None  # idle time counts from the first report
         self.done = threading.Event()
 
     def poll(self, query: Any) -> None:
         for progress in query.recentProgress:
+            if self.lastData is None:
+                self.lastData = time.monotonic()
             batch = int(progress["batchId"])
             if batch <= self.seen:
                 continue
@@ -91,6 +93,8 @@ class _Progress:
                                f"{durations.get('triggerExecution', 0)} ms  total "
                                f"{self.result.rowsWritten}\n")
                 self.out.flush()
+        if self.lastData is None:  # still starting: its first batch has not ended
+            return
         idleFor = time.monotonic() - self.lastData
         status = query.status
         if (self.idleLimit and not status.get("isDataAvailable")
@@ -180,6 +184,7 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
                  .option("dsn", dsn).option("schema", options.schema)
                  .option("table", options.table)
                  .option("offsetStore.name", options.group)
+                 .option("offsetStore.schema", options.schema)
                  .option("checkpointLocation", location)
                  .queryName(QUERY_NAME)
                  .trigger(processingTime=f"{options.batchInterval} seconds")

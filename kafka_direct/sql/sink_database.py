@@ -1,0 +1,207 @@
+"""PostgreSQL plumbing of the structured sink and the offset link: connections and errors.
+
+* :class:`Database`: a DSN plus an optional separate password (Spark redacts option keys
+  holding "password" in its plans, never a password inside a DSN), connected with libpq,
+  so the environment (``PGHOST``, ``PGPASSWORD``, ...) and ``~/.pgpass`` work too. Its repr
+  shows nothing of the DSN.
+* :func:`cached_connection`: one connection per database in each Python process (Spark's
+  Python workers outlive tasks), forgotten after a failure.
+* :func:`database_error`: a driver error as :class:`~kafka_direct.errors.SinkWriteError`,
+  with no secret, and with the grant to give when a privilege is missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka_direct.errors import SinkWriteError
+from offsets.database import (
+    CommitOutcomeUnknownError,
+    commit_or_unknown,
+    describe_database_error,
+)
+
+__all__ = [
+    "Database",
+    "cached_connection",
+    "database_error",
+    "drop_cached",
+    "retry_broken",
+    "transaction",
+]
+
+logger = logging.getLogger(__name__)
+
+_connections: dict[Database, Any] = {}
+# libpq's refusals at connection time carry no SQLSTATE in psycopg2.
+_LOGIN_REFUSED = re.compile(r"password authentication failed|no password supplied|"
+                            r"authentication failed for user|role \S+ does not exist")
+_mutex = threading.Lock()
+
+
+@dataclass(frozen=True, slots=True)
+class Database:
+    """Where to connect: a libpq DSN (may be empty: libpq's environment) and a password.
+
+    Attributes:
+        dsn: A libpq connection string or URI; "" uses libpq's defaults and environment.
+        password: A password given apart from the DSN, or None (libpq then looks in the
+            DSN, ``PGPASSWORD`` and ``~/.pgpass``).
+    """
+
+    dsn: str
+    password: str | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        from kafka_direct.errors import ConfigurationError
+
+        if not isinstance(self.dsn, str):
+            raise ConfigurationError(f"a DSN must be text, got {type(self.dsn).__name__}")
+        if self.password is not None and not isinstance(self.password, str):
+            raise ConfigurationError(
+                f"a password must be text, got {type(self.password).__name__}")
+
+    def __repr__(self) -> str:
+        return "Database([redacted])"
+
+    def effective_dsn(self) -> str:
+        """The DSN with the separate password merged in (secret: never show it)."""
+        if not self.password:
+            return self.dsn
+        from psycopg2.extensions import make_dsn
+
+        return str(make_dsn(self.dsn, password=self.password))
+
+    def connect(self) -> Any:
+        """A new psycopg2 connection (errors are the driver's: see :func:`database_error`)."""
+        import psycopg2
+
+        if self.password:
+            return psycopg2.connect(self.dsn, password=self.password)
+        return psycopg2.connect(self.dsn)
+
+    def describe(self, error: BaseException) -> str:
+        """A driver error on one line, with no piece of the DSN's or the option's password."""
+        return describe_database_error(error, self.effective_dsn())
+
+
+def cached_connection(database: Database) -> Any:
+    """This process's connection to ``database`` (made on first use, or after a failure)."""
+    with _mutex:
+        connection = _connections.get(database)
+        if connection is None or connection.closed:
+            connection = database.connect()
+            _connections[database] = connection
+        return connection
+
+
+def drop_cached(database: Database) -> None:
+    """Close and forget this process's connection to ``database``."""
+    with _mutex:
+        connection = _connections.pop(database, None)
+    if connection is not None:
+        with contextlib.suppress(Exception):
+            connection.close()
+
+
+def _broken(error: BaseException) -> bool:
+    """Whether a driver error means the connection itself is gone (retry on a new one)."""
+    import psycopg2
+
+    if isinstance(error, psycopg2.InterfaceError):
+        return True
+    code = getattr(error, "pgcode", None) or ""
+    return isinstance(error, psycopg2.OperationalError) and (not code or code.startswith(
+        ("08", "57P")))
+
+
+@contextlib.contextmanager
+def transaction(database: Database, statementTimeoutMs: int | None = None
+                ) -> Iterator[Any]:
+    """A cursor in a transaction on this process's cached connection; committed at the end.
+
+    Rolled back when the block raises; a connection that broke is dropped, so the next
+    transaction connects afresh.
+
+    Raises:
+        CommitOutcomeUnknownError: The COMMIT failed with the connection: it may have
+            committed.
+        psycopg2.Error: The database failed; nothing was committed.
+    """
+    connection = cached_connection(database)
+    try:
+        with connection.cursor() as cursor:
+            if statementTimeoutMs:
+                cursor.execute("SET LOCAL statement_timeout = %s", (int(statementTimeoutMs),))
+            yield cursor
+    except BaseException as error:
+        try:
+            connection.rollback()
+        except Exception:
+            drop_cached(database)
+        else:
+            if _broken(error):
+                drop_cached(database)
+        raise
+    try:
+        commit_or_unknown(connection)
+    except CommitOutcomeUnknownError:
+        drop_cached(database)
+        raise
+    except BaseException:
+        with contextlib.suppress(Exception):
+            connection.rollback()
+        raise
+
+
+def retry_broken(database: Database, first: BaseException) -> bool:
+    """Whether a transaction that failed with ``first`` may run once more on a new connection.
+
+    Only a connection that broke before COMMIT qualifies (a cached connection the server
+    closed while idle): nothing was committed, so running the transaction again is safe.
+    """
+    if isinstance(first, CommitOutcomeUnknownError):
+        return False
+    return _broken(first)
+
+
+def database_error(error: BaseException, database: Database, *, doing: str, table: str,
+                   grants: str = "") -> SinkWriteError:
+    """``error`` (a driver error, or an unknown COMMIT outcome) as a SinkWriteError.
+
+    Args:
+        error: What the driver raised (or CommitOutcomeUnknownError).
+        database: The database, so that no piece of its password shows.
+        doing: What was being done ("committing batch 3 of query ..."), for the message.
+        table: The target table (schema-qualified), for the message and the attribute.
+        grants: The privileges the work needs, named in the fix of a 42501 error.
+    """
+    if isinstance(error, CommitOutcomeUnknownError):
+        return SinkWriteError(
+            f"{doing} into {table}: the connection broke during COMMIT ({error.cause}), so "
+            "the outcome is unknown: the transaction may have committed. Restart the query "
+            "from its checkpoint: the batch runs again and the sink's commit record decides "
+            "(committed before: nothing is written again; else: it is written once)",
+            table=table, topic=None, partition=None, fromOffset=None, untilOffset=None,
+            cause=error.cause, outcome="unknown")
+    cause = database.describe(error)
+    code = str(getattr(error, "pgcode", "") or "")
+    if code == "42501":
+        fix = (f"The database role lacks a privilege: {grants}" if grants else
+               "The database role lacks a privilege: grant it and run again")
+    elif code.startswith("28") or _LOGIN_REFUSED.search(cause):
+        fix = "The database refused the login: check the user and password"
+    elif code in ("3D000", "3F000", "42P01", "42703"):
+        fix = f"Something named is missing ({code}): check the database, schema and table"
+    else:
+        fix = "Nothing was committed; the query can run the batch again once the database answers"
+    return SinkWriteError(
+        f"{doing} into {table} failed and was rolled back: {cause}. {fix}",
+        table=table, topic=None, partition=None, fromOffset=None, untilOffset=None,
+        cause=cause, outcome="rolled back")

@@ -1,0 +1,256 @@
+"""The options of the ``kafka-direct-postgres`` sink, checked before anything runs.
+
+==================  ======================================================================
+option              meaning
+==================  ======================================================================
+``dsn``             libpq connection string or URI of the database (default: libpq's
+                    environment, ``PGHOST`` ... and ``~/.pgpass``)
+``password``        the password apart from the DSN (Spark redacts options named so in
+                    its plans; it never redacts a password inside ``dsn``)
+``table``           the target table (required; a plain name: give its schema apart)
+``schema``          the target's schema (default ``public``)
+``columns``         target columns for the DataFrame's columns, in order, comma-separated
+                    (default: the DataFrame's column names)
+``mode``            ``append`` (default), ``update`` (upsert on ``keyColumns``) or
+                    ``complete`` (replace the table's rows; the default when Spark asks to
+                    overwrite: ``outputMode("complete")``, ``mode("overwrite")``)
+``keyColumns``      the upsert key of ``mode=update`` (comma-separated target columns with
+                    a unique constraint or index)
+``createTable``     ``true``: create a missing target from the DataFrame's schema (with the
+                    key as primary key); default ``false``
+``stagingSchema``   where the sink keeps its staging tables and commit records (default:
+                    ``schema``; the role needs CREATE there)
+``statementTimeoutMs``  ``statement_timeout`` of the sink's transactions (default: none)
+``staleStagingMinutes``  staged rows older than this, of batches that never committed nor
+                    aborted, are dropped (default 1440)
+``offsetStore.name``    link to the kafka-direct source's offset store (same name on both);
+                    ``offsetStore.schema`` its tables' schema (default ``public``), in the
+                    sink's database
+==================  ======================================================================
+
+Option names are case-insensitive (Spark lowercases them). :class:`SinkOptions` never shows
+the DSN or the password: not in its repr, not in an error.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka_direct.errors import ConfigurationError
+from kafka_direct.sql.offset_link import SourceLink
+from kafka_direct.sql.sink_database import Database
+
+__all__ = ["MODES", "SinkOptions", "parse_options"]
+
+#: The sink's write modes.
+MODES = ("append", "update", "complete")
+_ALIASES = {"upsert": "update", "overwrite": "complete", "replace": "complete"}
+_KNOWN = {"dsn", "password", "table", "schema", "columns", "mode", "keycolumns",
+          "createtable", "stagingschema", "statementtimeoutms", "stalestagingminutes",
+          # Set by Spark itself (writeStream's checkpointLocation, queryName, path).
+          "checkpointlocation", "path", "queryname"}
+_LINK_OPTIONS = {"offsetstore.name", "offsetstore.dsn", "offsetstore.schema",
+                 "offsetstore.password"}
+_NAME_LIMIT = 63  # PostgreSQL truncates longer identifiers
+
+
+@dataclass(frozen=True, slots=True)
+class SinkOptions:
+    """The sink's checked options (see the module's table).
+
+    Attributes:
+        database: Where to connect (never shown).
+        table: The target table's name.
+        schema: The target's schema.
+        columns: Target columns, one per DataFrame column, in the DataFrame's order.
+        mode: ``append``, ``update`` or ``complete``.
+        keyColumns: The upsert key (``update`` only).
+        createTable: Create a missing target.
+        stagingSchema: Schema of the staging tables and the commit records.
+        statementTimeoutMs: ``statement_timeout`` of the sink's transactions, or None.
+        staleStagingMinutes: Age after which unclaimed staged rows are dropped.
+        link: The offset store the commits keep the source's offsets in, or None.
+    """
+
+    database: Database = field(repr=False)
+    table: str
+    schema: str = "public"
+    columns: tuple[str, ...] = ()
+    mode: str = "append"
+    keyColumns: tuple[str, ...] = ()
+    createTable: bool = False
+    stagingSchema: str = "public"
+    statementTimeoutMs: int | None = None
+    staleStagingMinutes: int = 1440
+    link: SourceLink | None = None
+
+    def __post_init__(self) -> None:
+        for name, value in (("table", self.table), ("schema", self.schema),
+                            ("stagingSchema", self.stagingSchema)):
+            _check_name(name, value)
+        if not self.columns:
+            raise ConfigurationError("the sink needs at least one column to write",
+                                     setting="columns")
+        for column in self.columns:
+            _check_name("columns", column)
+        if len(set(self.columns)) != len(self.columns):
+            doubled = sorted({c for c in self.columns if self.columns.count(c) > 1})
+            raise ConfigurationError(
+                f"columns name {doubled} more than once: give each DataFrame column its own "
+                "target column", setting="columns", value=list(self.columns))
+        if self.mode not in MODES:
+            raise ConfigurationError(
+                f"mode {self.mode!r} is unknown: use one of {list(MODES)}", setting="mode",
+                value=self.mode)
+        if self.mode == "update":
+            if not self.keyColumns:
+                raise ConfigurationError(
+                    "mode 'update' upserts on a key: give option keyColumns (comma-separated "
+                    "target columns with a unique constraint)", setting="keyColumns")
+            missing = [k for k in self.keyColumns if k not in self.columns]
+            if missing:
+                raise ConfigurationError(
+                    f"keyColumns {missing} are not among the written columns "
+                    f"{list(self.columns)}: name columns the DataFrame writes",
+                    setting="keyColumns", value=list(self.keyColumns))
+            if len(set(self.keyColumns)) != len(self.keyColumns):
+                raise ConfigurationError(f"keyColumns name a column twice: "
+                                         f"{list(self.keyColumns)}", setting="keyColumns")
+        elif self.keyColumns:
+            raise ConfigurationError(
+                f"keyColumns are for mode 'update' (upserts); this sink's mode is "
+                f"{self.mode!r}: drop keyColumns or set mode=update", setting="keyColumns")
+        if self.statementTimeoutMs is not None and self.statementTimeoutMs <= 0:
+            raise ConfigurationError("statementTimeoutMs must be a positive number of "
+                                     "milliseconds", setting="statementTimeoutMs")
+        if self.staleStagingMinutes <= 0:
+            raise ConfigurationError("staleStagingMinutes must be a positive number of "
+                                     "minutes", setting="staleStagingMinutes")
+
+    @property
+    def target(self) -> str:
+        """``schema.table`` for messages (quoted only where needed to read unambiguously)."""
+        return f"{self.schema}.{self.table}"
+
+
+def _check_name(option: str, value: Any) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigurationError(f"option {option} must be a non-empty name, got {value!r}",
+                                 setting=option)
+    if len(value.encode("utf-8")) > _NAME_LIMIT:
+        raise ConfigurationError(
+            f"option {option}: {value!r} is longer than PostgreSQL's {_NAME_LIMIT}-byte names",
+            setting=option)
+    if "\x00" in value:
+        raise ConfigurationError(f"option {option} holds a NUL character", setting=option)
+
+
+def _flag(options: Mapping[str, str], key: str, default: bool) -> bool:
+    value = options.get(key)
+    if value is None:
+        return default
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise ConfigurationError(f"option {key} must be true or false, got {value!r}",
+                             setting=key, value=str(value))
+
+
+def _number(options: Mapping[str, str], key: str, name: str) -> int | None:
+    value = options.get(key)
+    if value is None or str(value).strip() == "":
+        return None
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise ConfigurationError(f"option {name} must be a whole number, got {value!r}",
+                                 setting=name, value=str(value)) from None
+
+
+def _names(value: str | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    return tuple(part.strip() for part in str(value).split(",") if part.strip())
+
+
+def parse_options(options: Mapping[str, Any], fieldNames: Sequence[str], overwrite: bool
+                  ) -> SinkOptions:
+    """Check the sink's options against the DataFrame's columns.
+
+    Args:
+        options: The data source's options (any key case).
+        fieldNames: The DataFrame's column names, in order.
+        overwrite: Whether Spark asks to overwrite (complete output mode, or
+            ``mode("overwrite")`` of a batch write).
+
+    Raises:
+        ConfigurationError: A missing or bad option, named with the fix.
+    """
+    lowered = {str(k).lower(): v for k, v in options.items()}
+    unknown = sorted(k for k in lowered if k not in _KNOWN and k not in _LINK_OPTIONS
+                     and not k.startswith("spark."))
+    if unknown:
+        raise ConfigurationError(
+            f"unknown options {unknown} for the kafka-direct-postgres sink; it knows "
+            "dsn, password, table, schema, columns, mode, keyColumns, createTable, "
+            "stagingSchema, statementTimeoutMs, staleStagingMinutes and offsetStore.name / "
+            ".schema", setting=unknown[0])
+    table = lowered.get("table")
+    if table is None or not str(table).strip():
+        raise ConfigurationError(
+            "the kafka-direct-postgres sink needs option table: the target table's name "
+            "(and option schema for its schema)", setting="table")
+    table = str(table)
+    schema = str(lowered.get("schema") or "public")
+    if "." in table and "schema" not in lowered and re.fullmatch(r"[^.\s]+\.[^.\s]+", table):
+        raise ConfigurationError(
+            f"option table {table!r} looks schema-qualified: give option schema="
+            f"{table.split('.')[0]!r} and table={table.split('.')[1]!r} (a table name "
+            "with a dot in it needs option schema as well)", setting="table", value=table)
+    columns = _names(lowered.get("columns")) or tuple(fieldNames)
+    if len(columns) != len(fieldNames):
+        raise ConfigurationError(
+            f"option columns names {len(columns)} target columns {list(columns)} for the "
+            f"DataFrame's {len(fieldNames)} columns {list(fieldNames)}: give one target "
+            "column per DataFrame column, in order (or select the columns to write first)",
+            setting="columns", value=list(columns))
+    rawMode = lowered.get("mode")
+    mode = (str(rawMode).strip().lower() if rawMode is not None
+            else "complete" if overwrite else "append")
+    mode = _ALIASES.get(mode, mode)
+    if mode not in MODES:
+        raise ConfigurationError(
+            f"option mode {rawMode!r} is unknown: use append, update (upsert on keyColumns) "
+            "or complete (replace the table's rows)", setting="mode", value=str(rawMode))
+    if overwrite and mode == "append":
+        raise ConfigurationError(
+            "Spark asks to overwrite (outputMode complete, or a batch write with "
+            "mode('overwrite')) but option mode is 'append', which would add the whole "
+            "result again each time: use mode=complete (replace the table's rows) or "
+            "mode=update with keyColumns (upsert)", setting="mode", value=mode)
+    if not overwrite and mode == "complete":
+        raise ConfigurationError(
+            "option mode=complete replaces the table's rows with each batch's: it needs "
+            "outputMode('complete') (or a batch write with mode('overwrite')); use "
+            "mode=append or mode=update here", setting="mode", value=mode)
+    keyColumns = _names(lowered.get("keycolumns"))
+    database = Database(str(lowered.get("dsn") or ""),
+                        None if lowered.get("password") is None else str(lowered["password"]))
+    link = SourceLink.from_options(options, dsn=database.dsn, password=database.password)
+    if link is not None and lowered.get("offsetstore.dsn") is not None:
+        # The sink commits the offsets in its own transaction, so in its own database: a
+        # separate DSN for the sink's side would be misleading, and it is not used.
+        link = SourceLink(database.dsn, link.store, link.schema, database.password)
+    timeout = _number(lowered, "statementtimeoutms", "statementTimeoutMs")
+    stale = _number(lowered, "stalestagingminutes", "staleStagingMinutes")
+    return SinkOptions(
+        database=database, table=table, schema=schema, columns=columns, mode=mode,
+        keyColumns=keyColumns, createTable=_flag(lowered, "createtable", False),
+        stagingSchema=str(lowered.get("stagingschema") or schema),
+        statementTimeoutMs=timeout, staleStagingMinutes=1440 if stale is None else stale,
+        link=link)

@@ -1,0 +1,48 @@
+"""Kafka -> kafka-direct source -> kafka-direct-postgres sink, linked by one offset store.
+
+On the real broker, Spark and PostgreSQL: the query's checkpoint directory is lost between
+runs, and the second run resumes from the offsets the sink committed with the rows.
+"""
+
+from kafka_direct.sql.offset_link import SourceLink
+from tests.structured.test_sink_stream import execute
+
+
+def run(session, kafka, postgres, schema, topic, checkpoint):
+    link = {"offsetStore.name": "ingest", "offsetStore.schema": schema}
+    reader = (session.readStream.format("kafka-direct")
+              .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+              .option("subscribe", topic).option("startingOffsets", "earliest")
+              .option("maxOffsetsPerTrigger", "20").option("offsetStore.dsn", postgres.dsn))
+    writer = (reader.options(**link).load()
+              .selectExpr("topic", "partition AS kafka_partition", "offset AS kafka_offset",
+                          "key", "value")
+              .writeStream.format("kafka-direct-postgres").option("dsn", postgres.dsn)
+              .option("schema", schema).option("table", "events").options(**link)
+              .option("checkpointLocation", str(checkpoint)))
+    query = writer.trigger(availableNow=True).start()
+    query.awaitTermination(120)
+    assert query.exception() is None
+    return [p["numInputRows"] for p in query.recentProgress]
+
+
+def test_a_lost_checkpoint_resumes_from_the_rows_transaction(spark_session, kafka, kafka_topic,
+                                                             postgres, pg_schema, tmp_path):
+    topic = kafka_topic(partitions=2)
+    execute(postgres, f'CREATE TABLE "{pg_schema}".events (topic text, kafka_partition int, '
+            "kafka_offset bigint, key bytea, value bytea)")
+    for partition in range(2):
+        kafka.produce(topic, [f"{partition}:{i}".encode() for i in range(25)],
+                      partition=partition)
+    assert sum(run(spark_session, kafka, postgres, pg_schema, topic, tmp_path / "a")) == 50
+    link = SourceLink(postgres.dsn, "ingest", pg_schema)
+    assert link.committed() == {topic: {"0": 25, "1": 25}}
+    for partition in range(2):
+        kafka.produce(topic, [f"{partition}:{i}".encode() for i in range(25, 30)],
+                      partition=partition)
+    assert sum(run(spark_session, kafka, postgres, pg_schema, topic, tmp_path / "b")) == 10
+    assert link.committed() == {topic: {"0": 30, "1": 30}}
+    rows = execute(postgres, "SELECT kafka_partition, kafka_offset, value FROM "
+                   f'"{pg_schema}".events ORDER BY 1, 2')
+    assert [(p, o, bytes(v)) for p, o, v in rows] == [
+        (p, o, f"{p}:{o}".encode()) for p in range(2) for o in range(30)]

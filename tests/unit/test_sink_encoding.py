@@ -1,0 +1,96 @@
+"""Arrow record batches as COPY CSV: every value PostgreSQL gets back is the value sent."""
+
+import datetime
+import decimal
+import math
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kafka_direct.sql.sink_encoding import CsvStream, _hex_binary, encode_batch
+
+TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+               max_size=30)
+
+
+@pytest.fixture(scope="module")
+def pg(postgres):
+    connection = postgres.connect()
+    yield connection
+    connection.close()
+
+
+def round_trip(pg, columns, batches):
+    with pg.cursor() as cursor:
+        cursor.execute(f"CREATE TEMP TABLE t ({columns})")
+        try:
+            stream = CsvStream(batches)
+            cursor.copy_expert("COPY t FROM STDIN WITH (FORMAT csv)", stream, size=64)
+            cursor.execute("SELECT * FROM t")
+            return stream.rows, cursor.fetchall()
+        finally:
+            pg.rollback()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(rows=st.lists(st.tuples(st.none() | TEXT, st.none() | st.binary(max_size=20),
+                               st.none() | st.integers(-2**63, 2**63 - 1)), max_size=12),
+       split=st.integers(0, 12))
+def test_text_bytes_and_numbers_survive(pg, rows, split):
+    def batch(part):
+        texts, blobs, numbers = (list(c) for c in zip(*part, strict=True)) if part else (
+            [], [], [])
+        return pa.record_batch({"s": pa.array(texts, pa.string()),
+                                "b": pa.array(blobs, pa.binary()),
+                                "n": pa.array(numbers, pa.int64())})
+
+    count, back = round_trip(pg, "s text, b bytea, n bigint",
+                             [batch(rows[:split]), batch(rows[split:])])
+    assert count == len(rows)
+    assert [(s, None if b is None else bytes(b), n) for s, b, n in back] == rows
+
+
+def test_floats_decimals_dates_timestamps_and_nested_values(pg):
+    instant = datetime.datetime(2024, 1, 2, 3, 4, 5, 6)
+    batch = pa.record_batch({
+        "f": pa.array([math.nan, math.inf, -0.0, 1e-300]),
+        "d": pa.array([decimal.Decimal("1.50"), None, decimal.Decimal("-3.25"), None],
+                      pa.decimal128(10, 2)),
+        "day": pa.array([datetime.date(2024, 2, 29), None, None, None]),
+        "at": pa.array([instant, None, None, None],
+                       pa.timestamp("us", tz="America/New_York")),
+        "local": pa.array([instant, None, None, None], pa.timestamp("us")),
+        "list": pa.array([[1, None], None, [], [3]]),
+        "map": pa.array([[("k", 1.5)], None, [], [("z", math.nan)]],
+                        pa.map_(pa.string(), pa.float64())),
+        "obj": pa.array([{"x": 1, "y": b"\x01"}, None, {"x": None, "y": None},
+                         {"x": 2, "y": b""}]),
+        "span": pa.array([datetime.timedelta(days=1, microseconds=5), None, None, None]),
+    })
+    _, back = round_trip(pg, "f float8, d numeric(10,2), day date, at timestamptz, "
+                         "local timestamp, list jsonb, map jsonb, obj jsonb, span interval",
+                         [batch])
+    first = back[0]
+    assert math.isnan(first[0]) and back[1][0] == math.inf and str(back[2][0]) == "-0.0"
+    assert first[1] == decimal.Decimal("1.50") and first[2] == datetime.date(2024, 2, 29)
+    assert first[3] == instant.replace(tzinfo=datetime.UTC)  # Arrow's naive input is UTC
+    assert first[4] == instant
+    assert [r[5] for r in back] == [[1, None], None, [], [3]]
+    assert [r[6] for r in back] == [{"k": 1.5}, None, {}, {"z": "NaN"}]
+    assert back[0][7] == {"x": 1, "y": "\\x01"} and back[2][7] == {"x": None, "y": None}
+    assert first[8] == datetime.timedelta(days=1, microseconds=5)
+
+
+def test_an_empty_string_and_null_stay_apart():
+    batch = pa.record_batch({"s": pa.array(["", None], pa.string())})
+    assert encode_batch(batch) == b'""\n\n'
+
+
+@given(st.lists(st.none() | st.binary(max_size=8), max_size=10), st.integers(0, 10))
+def test_hex_matches_python_on_slices(values, offset):
+    array = pa.array(values, pa.binary()).slice(min(offset, len(values)))
+    expected = [None if v is None else "\\x" + v.hex() for v in array.to_pylist()]
+    assert _hex_binary(array).to_pylist() == expected
+    assert _hex_binary(array.cast(pa.large_binary())).to_pylist() == expected
