@@ -563,6 +563,16 @@ def apply_newest_plan(cursor: Any, schema: str, store: str, queryId: str, batchI
         return AppliedPlan(store, int(applied), current, current, False)
     start = normalise_offsets(row[1], f"plan {planId}'s start")
     end = normalise_offsets(row[2], f"plan {planId}'s end")
+    if stored is not None and start != end and all(
+            stored.get(topic, {}).get(partition) == offset
+            for topic, partitions in end.items() for partition, offset in partitions.items()):
+        # The newest plan ends where the store does: a batch that was committed already,
+        # planned again when its query restarted (its own commit was then skipped). This
+        # batch brought no plan of its own.
+        cursor.execute(sql.SQL("UPDATE {} SET plan_id = %s WHERE store = %s").format(stores),
+                       (planId, store))
+        _no_new_plan(cursor, schema, store, queryId, batchId, appliedBy)
+        return AppliedPlan(store, planId, stored, stored, False)
     if stored is not None:
         for topic, partitions in sorted(end.items()):
             for partition in sorted(partitions, key=int):

@@ -23,7 +23,7 @@ def run(session, kafka, postgres, schema, topic, checkpoint):
     query = writer.trigger(availableNow=True).start()
     query.awaitTermination(120)
     assert query.exception() is None
-    return [p["numInputRows"] for p in query.recentProgress]
+    return [p.numInputRows for p in query.recentProgress]
 
 
 def test_a_lost_checkpoint_resumes_from_the_rows_transaction(spark_session, kafka, kafka_topic,

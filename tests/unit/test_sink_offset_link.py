@@ -113,6 +113,21 @@ def test_a_batch_committed_before_does_not_consume_a_plan(link, sink):
     assert commit(sink, query, 1, numbered(2, 3)).plan.end == {"t": {"0": 5}}
 
 
+def test_a_no_data_batch_after_a_replanned_batch_is_not_taken_for_a_new_plan(link, sink):
+    query = query_id()
+    link.record_plan({"t": {"0": 0}}, {"t": {"0": 1}})
+    commit(sink, query, 0, numbered(0, 1))
+    # The driver died before Spark's commit log: batch 0 is planned again and skipped...
+    link.record_plan({"t": {"0": 0}}, {"t": {"0": 1}})
+    assert commit(sink, query, 0, numbered(0, 1)).skipped
+    # ...and the next batch reads nothing (no plan of its own): the replanned batch 0 is
+    # the newest plan, already applied, not a plan starting behind the store.
+    result = commit(sink, query, 1)
+    assert not result.plan.changed and link.committed() == {"t": {"0": 1}}
+    link.record_plan({"t": {"0": 1}}, {"t": {"0": 3}})
+    assert commit(sink, query, 2, numbered(1, 2)).plan.end == {"t": {"0": 3}}
+
+
 def test_a_fresh_query_resumes_from_the_store(link, sink, postgres):
     old = query_id()
     link.record_plan({"t": {"0": 0}}, {"t": {"0": 4}})

@@ -1,0 +1,269 @@
+"""Structured Streaming: the kafka-direct source's read rate beside a raw loop and KafkaRDD.
+
+Produces ~1M records of ~100 bytes into a topic with several partitions on the embedded
+broker (or KAFKA_DIRECT_BOOTSTRAP), then measures, in the same run and on ``local[1]`` (one
+partition at a time, so per-partition speed is compared as bench/read_throughput.py does):
+
+* raw: one confluent-kafka consumer reading the partitions one after another (the baseline),
+* KafkaRDD: ``createRDD(...).count()`` of the same records,
+* source, batch: ``spark.read.format("kafka-direct")`` written to Spark's ``noop`` sink,
+* source, stream: ``readStream`` with ``Trigger.AvailableNow`` into the ``noop`` sink,
+* the ceiling of any Python data source: pre-built record batches, no Kafka, into ``noop``
+  (Spark's own per-row cost of a Python source on this machine),
+* rows as Arrow vs as tuples: the executor-side cost of turning messages into what Spark
+  receives, in-process: the source's record batches beside tuples converted by PySpark.
+
+Target: the source >= 0.9x raw. Each measurement is a function taking what it needs, so
+further parts (the sink's) append their own functions and lines to ``main``.
+
+Usage: python bench/structured.py [--records N] [--partitions P] [--repeat R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from collections.abc import Callable
+
+from read_throughput import produce, raw_rate
+
+from kafka_direct import KafkaUtils, OffsetRange
+from kafka_direct.testing import kafka_service, spark_context
+
+
+def session(sc):
+    """A SparkSession over ``sc`` with kafka-direct's formats registered."""
+    from pyspark.sql import SparkSession
+
+    import kafka_direct.sql
+
+    spark = SparkSession.builder.getOrCreate()
+    kafka_direct.sql.register(spark)
+    return spark
+
+
+def rdd_rate(sc, params, ranges):
+    """KafkaRDD: records/s of ``count()`` over ``ranges``."""
+    rdd = KafkaUtils.createRDD(sc, params, ranges)
+    start = time.perf_counter()
+    count = rdd.count()
+    elapsed = time.perf_counter() - start
+    assert count == sum(r.count() for r in ranges), count
+    return count / elapsed
+
+
+def source_batch_rate(spark, bootstrap, topic, records):
+    """The source as a batch read, every row handed to Spark's noop sink: records/s."""
+    df = (spark.read.format("kafka-direct").option("kafka.bootstrap.servers", bootstrap)
+          .option("subscribe", topic).load())
+    start = time.perf_counter()
+    df.write.format("noop").mode("overwrite").save()
+    return records / (time.perf_counter() - start)
+
+
+def source_stream_rate(spark, bootstrap, topic, records, checkpoint):
+    """The source as a stream (Trigger.AvailableNow, one batch) into the noop sink.
+
+    Returns records/s over the query's whole life (its start included) and over its
+    batches alone (what a running query sustains).
+    """
+    query = (spark.readStream.format("kafka-direct")
+             .option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+             .option("startingOffsets", "earliest").load()
+             .writeStream.format("noop").option("checkpointLocation", checkpoint)
+             .trigger(availableNow=True))
+    start = time.perf_counter()
+    running = query.start()
+    running.awaitTermination()
+    elapsed = time.perf_counter() - start
+    progress = [p for p in running.recentProgress if p["numInputRows"]]
+    read = sum(p["numInputRows"] for p in progress)
+    assert read == records, read
+    batch_seconds = sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000.0
+    return records / elapsed, records / batch_seconds
+
+
+def python_source_ceiling(spark, records):
+    """Spark's own cost of a Python data source: pre-built record batches of the source's
+    schema, no Kafka, into the noop sink. No Python source can read faster than this."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    class Ceiling(DataSource):
+        @classmethod
+        def name(cls):
+            return "bench-ceiling"
+
+        def schema(self):
+            from kafka_direct.sql.arrow_rows import source_schema
+
+            return source_schema(False)
+
+        def reader(self, schema):
+            return CeilingReader(self.options)
+
+    class Fake:
+        __slots__ = ("number",)
+
+        def __init__(self, number):
+            self.number = number
+
+        def key(self):
+            return None
+
+        def value(self):
+            return b"x" * 100
+
+        def offset(self):
+            return self.number
+
+        def timestamp(self):
+            return (1, 1_700_000_000_000)
+
+        def headers(self):
+            return None
+
+    class CeilingReader(DataSourceReader):
+        def __init__(self, options):
+            self.records = int(options["records"])
+
+        def partitions(self):
+            return [InputPartition(0)]
+
+        def read(self, partition):
+            from kafka_direct.sql.arrow_rows import RecordBatchBuilder
+
+            batch = RecordBatchBuilder("t", 0, False).build([Fake(i) for i in range(8192)])
+            for first in range(0, self.records, batch.num_rows):
+                yield batch.slice(0, min(batch.num_rows, self.records - first))
+
+    spark.dataSource.register(Ceiling)
+    df = spark.read.format("bench-ceiling").option("records", str(records)).load()
+    start = time.perf_counter()
+    df.write.format("noop").mode("overwrite").save()
+    return records / (time.perf_counter() - start)
+
+
+def conversion_rates(kafka, topic, count):
+    """Messages -> what Spark receives, per record: Arrow batches beside PySpark's tuples.
+
+    Reads ``count`` messages once, then times the source's RecordBatchBuilder and PySpark's
+    own conversion of the same rows as tuples (what a tuple-yielding reader costs).
+    """
+    from datetime import UTC, datetime
+
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+    from pyspark.sql.worker.plan_data_source_read import records_to_arrow_batches
+
+    from kafka_direct.sql.arrow_rows import RecordBatchBuilder, source_schema
+
+    consumer = Consumer(kafka.params(**{"group.id": "bench-conversion"}))
+    consumer.assign([KafkaTopicPartition(topic, 0, 0)])
+    messages = []
+    while len(messages) < count:
+        messages.extend(m for m in consumer.consume(5000, 1.0) if m.error() is None)
+    consumer.close()
+    messages = messages[:count]
+    chunks = [messages[i:i + 8192] for i in range(0, count, 8192)]
+    builder = RecordBatchBuilder(topic, 0, includeHeaders=False)
+    builder.build(chunks[0][:10])  # pyarrow's kernels load on first use
+
+    def arrow():
+        for chunk in chunks:
+            builder.build(chunk)
+
+    class Source:
+        def name(self):
+            return "bench"
+
+    schema = source_schema(False)
+
+    def tuples():
+        for chunk in chunks:
+            rows = ((m.key(), m.value(), topic, 0, m.offset(),
+                     datetime.fromtimestamp(m.timestamp()[1] / 1000.0, tz=UTC),
+                     m.timestamp()[0] - 1) for m in chunk)
+            for _ in records_to_arrow_batches(rows, 10_000, schema, Source()):
+                pass
+
+    def rate(work: Callable[[], None]) -> float:
+        start = time.perf_counter()
+        work()
+        return count / (time.perf_counter() - start)
+
+    return rate(arrow), rate(tuples)
+
+
+def source_part(args, kafka):
+    """The source's measurements; returns the lines to print."""
+    per_partition = args.records // args.partitions
+    records = per_partition * args.partitions
+    topic = f"bench-structured-{os.getpid()}"
+    kafka.create_topic(topic, args.partitions)
+    start = time.perf_counter()
+    produce(kafka, topic, args.partitions, records)
+    lines = [f"produced {records} records of 100 B in {args.partitions} partitions "
+             f"({time.perf_counter() - start:.1f} s)"]
+    params = kafka.params(**{"group.id": "bench-structured"})
+    ranges = [OffsetRange(topic, p, 0, per_partition) for p in range(args.partitions)]
+    every_partition = range(args.partitions)
+    raw_rate(kafka, topic, [0], min(per_partition, 50_000))  # warm-up
+    raws, rdds, batches, streams, sustained, ceilings = [], [], [], [], [], []
+    # The tests' JVM compiles with C1 only (quick starts); a benchmark wants the full JIT.
+    with spark_context("local[1]", "bench-structured",
+                       conf={"spark.driver.extraJavaOptions": "-XX:+UseSerialGC"}) as sc:
+        spark = session(sc)
+        rdd_rate(sc, params, [OffsetRange(topic, 0, 0, min(per_partition, 50_000))])
+        for _ in range(2):  # warm-up: the JIT, the Python workers, pyarrow's memory pool
+            source_batch_rate(spark, kafka.bootstrap_servers, topic, records)
+            python_source_ceiling(spark, records)
+        # Alternating runs, medians compared: drift of the shared machine (the broker runs
+        # on the same 2 cores) hits every side alike.
+        for run in range(args.repeat):
+            raws.append(raw_rate(kafka, topic, every_partition, per_partition))
+            rdds.append(rdd_rate(sc, params, ranges))
+            batches.append(source_batch_rate(spark, kafka.bootstrap_servers, topic,
+                                             records))
+            whole, running = source_stream_rate(
+                spark, kafka.bootstrap_servers, topic, records,
+                os.path.join(args.workdir, f"checkpoint-{os.getpid()}-{run}"))
+            streams.append(whole)
+            sustained.append(running)
+            ceilings.append(python_source_ceiling(spark, records))
+    arrow, tuples = conversion_rates(kafka, topic, min(per_partition, 200_000))
+    raw, rdd = statistics.median(raws), statistics.median(rdds)
+    batch, stream = statistics.median(batches), statistics.median(streams)
+    batch_only, ceiling = statistics.median(sustained), statistics.median(ceilings)
+    lines += [
+        f"raw confluent-kafka, 1 reader        : {raw:12,.0f} records/s",
+        f"KafkaRDD, local[1]                   : {rdd:12,.0f} records/s  ({rdd / raw:.2f}x raw)",
+        f"source, batch read, local[1]         : {batch:12,.0f} records/s  "
+        f"({batch / raw:.2f}x raw, target >= 0.9x; {batch / rdd:.2f}x KafkaRDD)",
+        f"source, stream AvailableNow, local[1]: {stream:12,.0f} records/s  "
+        f"({stream / raw:.2f}x raw, the query's start included; its batches alone "
+        f"{batch_only:,.0f} records/s, {batch_only / raw:.2f}x raw)",
+        f"any Python data source, no Kafka     : {ceiling:12,.0f} records/s  "
+        f"(Spark's own cost per row: the ceiling of every Python source, {ceiling / raw:.2f}x "
+        "raw)",
+        f"messages -> Spark rows, in-process   : Arrow {arrow:,.0f} records/s, tuples via "
+        f"PySpark {tuples:,.0f} records/s ({arrow / tuples:.1f}x)",
+    ]
+    return lines
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each measurement")
+    parser.add_argument("--workdir", default="/tmp", help="where stream checkpoints go")
+    args = parser.parse_args()
+    with kafka_service() as kafka:
+        for line in source_part(args, kafka):
+            print(line)
+
+
+if __name__ == "__main__":
+    main()

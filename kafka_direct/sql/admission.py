@@ -1,0 +1,134 @@
+"""Admission control: where one micro-batch of the source ends (Spark's Kafka source rules).
+
+Pure functions of offsets (and, for the trigger delay, of an injected clock):
+
+* :func:`admit`: the end offsets of a batch from its start and the partitions' latest
+  offsets, at most ``maxRows`` offsets in all, shared over the partitions in proportion to
+  their lag as the direct stream's ``maxRecordsPerBatch`` shares them
+  (:func:`kafka_direct.rate_limit.prorate_total`, here in exact integers:
+  :func:`prorate_exact`). Never beyond latest, never before the start.
+* :class:`TriggerDelay`: ``minOffsetsPerTrigger`` with ``maxTriggerDelay``: a batch waits
+  until that many offsets are available, or until ``maxTriggerDelay`` has passed since the
+  last batch ran.
+
+A partition the start does not know (it appeared since) starts at
+:data:`NEW_PARTITION_START`, Kafka's first offset: a deterministic start, so a batch replayed
+from the offset log reads what it read the first time. Records deleted before the source
+saw the partition are data loss, reported as any other.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+
+from kafka_direct.conf_values import parse_int
+from kafka_direct.topic_partition import TopicPartition
+
+__all__ = ["NEW_PARTITION_START", "TriggerDelay", "admit", "available", "prorate_exact",
+           "start_of"]
+
+Offsets = Mapping[TopicPartition, int]
+
+#: Where a partition absent from a batch's start offsets starts: Kafka's first offset.
+NEW_PARTITION_START = 0
+
+
+def start_of(start: Offsets, tp: TopicPartition) -> int:
+    """Where ``tp``'s range starts in a batch starting at ``start``."""
+    return start.get(tp, NEW_PARTITION_START)
+
+
+def available(start: Offsets, latest: Offsets) -> int:
+    """Offsets between ``start`` and ``latest`` over all partitions (none for one behind)."""
+    return sum(max(end - start_of(start, tp), 0) for tp, end in latest.items())
+
+
+def prorate_exact(latest: Offsets, current: Offsets, maxTotal: int
+                  ) -> dict[TopicPartition, int]:
+    """:func:`kafka_direct.rate_limit.prorate_total` in exact integers.
+
+    The same split (shares of ``maxTotal`` by lag, floored, the rest to the largest
+    remainders, ties by partition), exact for any int64 offsets, where floating point
+    shares can overshoot the limit once lags pass 2**53.
+    """
+    lag = {tp: max(end - current.get(tp, end), 0) for tp, end in latest.items()}
+    total = sum(lag.values())
+    if maxTotal <= 0 or total <= maxTotal:
+        return dict(latest)
+    shares = {tp: partition_lag * maxTotal // total for tp, partition_lag in lag.items()}
+    remainders = {tp: partition_lag * maxTotal % total for tp, partition_lag in lag.items()}
+    left = maxTotal - sum(shares.values())
+    for tp in sorted(remainders, key=lambda t: (-remainders[t], t))[:left]:
+        shares[tp] += 1
+    return {tp: current.get(tp, latest[tp]) + shares[tp] for tp in latest}
+
+
+def admit(start: Offsets, latest: Offsets, maxRows: int | None = None
+          ) -> dict[TopicPartition, int]:
+    """The end offsets of a batch.
+
+    Args:
+        start: The batch's start (the previous batch's end).
+        latest: Where each partition ends now. A partition of ``start`` missing here keeps
+            its position (a metadata gap, a deleted topic); one missing from ``start`` is new
+            and starts at :data:`NEW_PARTITION_START`. An end *below* the start is taken as
+            it is: the caller decided the log was truncated or re-created and the query goes
+            on from there (the batch reads nothing of that partition).
+        maxRows: Most offsets the batch may cover in all, or None for no limit.
+
+    Returns:
+        Per partition of ``start`` and ``latest``: ``start <= end <= latest`` (except as
+        above), and the sum of ``end - start`` is ``min(maxRows, available)``. A new
+        partition given nothing is left out.
+    """
+    end = {tp: position for tp, position in start.items() if tp not in latest}
+    forward: dict[TopicPartition, int] = {}
+    begin: dict[TopicPartition, int] = {}
+    for tp, last in latest.items():
+        first = start_of(start, tp)
+        if last < first:
+            end[tp] = last
+        else:
+            forward[tp] = last
+            begin[tp] = first
+    if maxRows is not None:
+        parse_int("maxOffsetsPerTrigger", maxRows, 1)
+        forward = prorate_exact(forward, begin, maxRows)
+    # A new partition that gets nothing this batch stays out of the end: absent means
+    # "from offset 0" just the same, and an end that differs only by it would run an empty
+    # batch.
+    end.update({tp: until for tp, until in forward.items()
+                if tp in start or until != NEW_PARTITION_START})
+    return end
+
+
+class TriggerDelay:
+    """``minOffsetsPerTrigger`` with ``maxTriggerDelay``: whether a batch should wait.
+
+    The first batch never waits (as Spark's); afterwards a batch waits while fewer than
+    ``minRows`` offsets are available, unless ``maxDelayMs`` passed since the last batch ran.
+
+    Args:
+        minRows: Fewest offsets for a batch.
+        maxDelayMs: Longest wait after the last batch.
+        clock: Milliseconds on a monotonic clock (injectable for tests).
+    """
+
+    def __init__(self, minRows: int, maxDelayMs: int,
+                 clock: Callable[[], float] | None = None) -> None:
+        self.minRows = parse_int("minOffsetsPerTrigger", minRows, 1)
+        self.maxDelayMs = parse_int("maxTriggerDelay", maxDelayMs, 0)
+        self._clock = clock or (lambda: time.monotonic() * 1000.0)
+        self._lastBatchMs: float | None = None
+
+    def waits(self, start: Offsets, latest: Offsets) -> bool:
+        """Whether a batch from ``start`` should wait for more offsets than ``latest`` has."""
+        if self._lastBatchMs is None or \
+                self._clock() - self._lastBatchMs >= self.maxDelayMs:
+            return False
+        return available(start, latest) < self.minRows
+
+    def batch_ran(self) -> None:
+        """Note that a batch was planned now (the delay counts from here)."""
+        self._lastBatchMs = self._clock()

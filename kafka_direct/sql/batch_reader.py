@@ -1,0 +1,86 @@
+"""The ``kafka-direct`` batch reader: ``spark.read.format("kafka-direct")``.
+
+The offsets are fixed when Spark plans the query: ``startingOffsets`` (default earliest) to
+``endingOffsets`` (default latest), or the timestamp options, resolved once on the driver;
+then one task per topic-partition range (split for ``minPartitions`` /
+``maxRecordsPerPartition``), read as the stream reads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from kafka_direct.errors import ConfigurationError
+from kafka_direct.sql.input_partitions import KafkaInputPartition, plan_ranges
+from kafka_direct.sql.partition_reader import read_task
+from kafka_direct.sql.source_metadata import SourceMetadata
+from kafka_direct.sql.source_options import OffsetSpec, SourceOptions
+from kafka_direct.sql.stream_reader import carried, read_settings
+
+__all__ = ["KafkaDirectBatchReader"]
+
+
+class KafkaDirectBatchReader(DataSourceReader):
+    """Reads fixed offset ranges of Kafka for a batch query.
+
+    Args:
+        options: The source's options, checked for a batch query.
+        metadata: Asks Kafka while planning (a new one, closed after, when None).
+    """
+
+    def __init__(self, options: SourceOptions, metadata: SourceMetadata | None = None
+                 ) -> None:
+        if options.ending is None:
+            raise ConfigurationError("a batch read needs ending offsets (endingOffsets)")
+        self.options = options
+        self.ending: OffsetSpec = options.ending
+        self.settings = read_settings(options)
+        self._metadata = metadata
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_metadata"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def partitions(self) -> list[InputPartition]:
+        """The query's ranges: from the starting to the ending offsets of every partition.
+
+        Raises:
+            ConfigurationError: An ending offset before the starting one (named), or a
+                starting / ending option that does not fit the partitions.
+        """
+        with carried():
+            metadata = self._metadata or SourceMetadata(self.options)
+            try:
+                metadata.check_assigned()
+                partitions = metadata.partitions()
+                start = metadata.resolve(self.options.starting, partitions)
+                end = metadata.resolve(self.ending, partitions, ending=True)
+            finally:
+                if self._metadata is None:
+                    metadata.close()
+            backwards = sorted(tp for tp in start if end[tp] < start[tp])
+            if backwards:
+                tp = backwards[0]
+                raise ConfigurationError(
+                    f"the starting offset {start[tp]} of {tp} is after its ending offset "
+                    f"{end[tp]}: check {self.options.starting.option!r} and "
+                    f"{self.ending.option!r}", topic=tp.topic, partition=tp.partition)
+            ranges = plan_ranges(start, end, self.options.minPartitions,
+                                 self.options.maxRecordsPerPartition)
+            return [KafkaInputPartition(r) for r in ranges]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """The partition's records as ``pyarrow.RecordBatch``es (on an executor).
+
+        Spark hands an empty plan one placeholder partition, which reads nothing.
+        """
+        if not isinstance(partition, KafkaInputPartition):
+            return iter(())
+        return read_task(partition.offsetRange, self.settings)

@@ -1,0 +1,89 @@
+"""The ``kafka-direct`` data source: Spark's Kafka source, in Python, on KafkaRDD's reader.
+
+::
+
+    df = (spark.readStream.format("kafka-direct")
+          .option("kafka.bootstrap.servers", "host:9092")
+          .option("subscribe", "events")
+          .load())                         # key, value, topic, partition, offset, ...
+
+The options, schema and checks are those of Spark's ``kafka`` source
+(:mod:`kafka_direct.sql.source_options`); batches are planned by
+:mod:`kafka_direct.sql.stream_reader` (streams) and :mod:`kafka_direct.sql.batch_reader`
+(``spark.read``). Needs PySpark 4.2 or newer and pyarrow: every entry point checks, so even a
+direct ``spark.dataSource.register(KafkaDirectSource)`` on an older PySpark fails clearly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka_direct.sql.registration import SOURCE_FORMAT, check_structured_support
+
+try:
+    from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
+except ImportError:  # PySpark before 4.0 has no Python data sources: say what to do
+    check_structured_support()
+    raise
+
+from kafka_direct.errors import ConfigurationError
+
+__all__ = ["KafkaDirectSource"]
+
+
+def _check_schema(given: Any, includeHeaders: bool) -> None:
+    from kafka_direct.sql.arrow_rows import source_schema
+
+    expected = source_schema(includeHeaders)
+    if given is not None and given != expected:
+        raise ConfigurationError(
+            f"the kafka-direct source has a fixed schema ({expected.simpleString()}) and "
+            f"cannot read with {given.simpleString()}: remove .schema(...) and select or "
+            "cast the columns after load()")
+
+
+class KafkaDirectSource(DataSource):
+    """``spark.read.format("kafka-direct")`` and ``spark.readStream.format("kafka-direct")``."""
+
+    @classmethod
+    def name(cls) -> str:
+        """The format name, ``kafka-direct`` (after checking PySpark and pyarrow)."""
+        check_structured_support()
+        return SOURCE_FORMAT
+
+    def schema(self) -> Any:
+        """Spark's Kafka source schema; ``headers`` only with ``includeHeaders=true``.
+
+        Checks every option that does not depend on streaming or batch, so most mistakes
+        fail at ``load()``.
+        """
+        from kafka_direct.sql.arrow_rows import source_schema
+        from kafka_direct.sql.source_options import parse_source_options
+        from kafka_direct.sql.stream_reader import carried
+
+        check_structured_support()
+        with carried():
+            options = parse_source_options(self.options, streaming=None)
+            return source_schema(options.includeHeaders)
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        """The batch reader (``spark.read``)."""
+        from kafka_direct.sql.batch_reader import KafkaDirectBatchReader
+        from kafka_direct.sql.source_options import parse_source_options
+        from kafka_direct.sql.stream_reader import carried
+
+        check_structured_support()
+        with carried():
+            options = parse_source_options(self.options, streaming=False)
+            _check_schema(schema, options.includeHeaders)
+            return KafkaDirectBatchReader(options)
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        """The stream reader (``spark.readStream``), linked to an offset store if asked."""
+        from kafka_direct.sql.stream_reader import KafkaDirectStreamReader, carried
+
+        check_structured_support()
+        with carried():
+            reader = KafkaDirectStreamReader.create(self.options)
+            _check_schema(schema, reader.options.includeHeaders)
+            return reader

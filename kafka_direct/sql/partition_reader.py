@@ -1,0 +1,109 @@
+"""What one task of the source does: read an offset range as Arrow record batches.
+
+The reading itself is KafkaRDD's: a consumer from the Python worker's cache
+(:mod:`kafka_direct.kafka_data_consumer`) reads exactly ``[fromOffset, untilOffset)`` with
+:meth:`~kafka_direct.kafka_data_consumer.KafkaDataConsumer.read_batches`, so offsets without
+a record (transaction markers, aborted transactions under ``read_committed``, compaction)
+are gaps, deleted offsets are a :class:`~kafka_direct.errors.DataLossError` (or, with
+``failOnDataLoss=false``, a warning and a jump to the log start), and a retried task starts
+from a fresh consumer. The consumer's life follows :func:`kafka_direct.kafka_rdd.read_range`:
+a read that fails or is abandoned closes the cached consumer. Our errors travel to the driver
+as data (:func:`kafka_direct.task_errors.carry_errors`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from kafka_direct.errors import ConfigurationError
+from kafka_direct.kafka_data_consumer import ConsumerCache, KafkaDataConsumer, consumer_cache
+from kafka_direct.kafka_rdd import ReadSettings
+from kafka_direct.offset_range import OffsetRange
+from kafka_direct.sql.arrow_rows import RecordBatchBuilder
+from kafka_direct.task_errors import carry_errors
+
+__all__ = ["ROWS_PER_BATCH", "PartitionReadSettings", "read_partition", "read_task"]
+
+#: Fewest records per Arrow batch handed to Spark (but for a range's last one): the
+#: consumer's own batches can be small, and each record batch has a fixed cost.
+ROWS_PER_BATCH = 8192
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionReadSettings:
+    """How the source's tasks read: shipped to executors inside the reader.
+
+    Attributes:
+        read: KafkaRDD's read settings (executor parameters, poll timeout, failOnDataLoss).
+        includeHeaders: Whether batches carry the ``headers`` column.
+    """
+
+    read: ReadSettings
+    includeHeaders: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.read, ReadSettings):
+            raise ConfigurationError(f"PartitionReadSettings needs ReadSettings, got "
+                                     f"{type(self.read).__name__}")
+
+
+def read_partition(offsetRange: OffsetRange, settings: PartitionReadSettings, *,
+                   attempt: int = 0, cache: ConsumerCache | None = None) -> Iterator[Any]:
+    """The records of ``offsetRange`` as ``pyarrow.RecordBatch``es, in offset order.
+
+    Args:
+        offsetRange: The range to read.
+        settings: How to read.
+        attempt: The task attempt; a retry never reuses a cached consumer.
+        cache: The consumer cache; the worker-wide one by default.
+
+    Raises:
+        DataLossError: Offsets of the range were deleted and ``failOnDataLoss`` is true.
+        OffsetOutOfRangeError: The range ends beyond the log end.
+        PollTimeoutError: No progress within the poll timeout.
+    """
+    if offsetRange.count() == 0:
+        return
+    read = settings.read
+    topic, partition = offsetRange.topic, offsetRange.partition
+    cache = cache if cache is not None else consumer_cache
+    if read.useConsumerCache:
+        consumer, release = cache.acquire(topic, partition, read.params, attempt=attempt)
+    else:
+        consumer = KafkaDataConsumer(topic, partition, read.params)
+        release = consumer.close
+    builder = RecordBatchBuilder(topic, partition, settings.includeHeaders)
+    ok = False
+    try:
+        pending: list[Any] = []
+        for messages in consumer.read_batches(offsetRange.fromOffset, offsetRange.untilOffset,
+                                              read.pollTimeoutMs, read.failOnDataLoss):
+            pending.extend(messages)
+            if len(pending) >= ROWS_PER_BATCH:
+                yield builder.build(pending)
+                pending = []
+        if pending:
+            yield builder.build(pending)
+        ok = True
+    finally:
+        if not ok and read.useConsumerCache:
+            # As read_range: a consumer left mid-range is closed, not reasoned about.
+            cache.discard(topic, partition, read.params)
+        release()
+
+
+def _attempt() -> int:
+    try:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        return context.attemptNumber() if context is not None else 0
+    except Exception:  # outside a task (tests, a driver-side read)
+        return 0
+
+
+def read_task(offsetRange: OffsetRange, settings: PartitionReadSettings) -> Iterator[Any]:
+    """:func:`read_partition` as a task runs it: its attempt number, errors carried as data."""
+    return carry_errors(read_partition(offsetRange, settings, attempt=_attempt()))

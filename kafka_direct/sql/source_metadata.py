@@ -1,0 +1,356 @@
+"""The source's questions to Kafka on the driver: which partitions, where they start and end.
+
+One :class:`~kafka_direct.driver_consumer.DriverConsumer`, created on first use and closed by
+:meth:`SourceMetadata.close`. It never joins a consumer group and never reads a record: it
+lists topics (``subscribe``, ``subscribePattern`` matched here with ``re.fullmatch``), asks
+for offsets (``ListOffsets`` with the source's isolation level: under ``read_committed``,
+librdkafka's default, a partition ends at its last stable offset) and, only with
+``commitOffsetsToGroup``, commits a batch's end to ``kafka.group.id``.
+
+Every question is retried ``fetchOffset.numRetries`` times, ``fetchOffset.retryIntervalMs``
+apart (:class:`~kafka_direct.retry.Retrier`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from kafka_direct.driver_consumer import DriverConsumer
+from kafka_direct.errors import ConfigurationError, DataLossError, UnknownTopicOrPartitionError
+from kafka_direct.retry import Retrier
+from kafka_direct.sql.admission import NEW_PARTITION_START
+from kafka_direct.sql.source_offsets import EARLIEST, LATEST
+from kafka_direct.sql.source_options import OffsetSpec, SourceOptions
+from kafka_direct.topic_partition import TopicPartition
+
+__all__ = ["DriverFactory", "SourceMetadata"]
+
+logger = logging.getLogger(__name__)
+
+DriverFactory = Callable[[dict[str, Any]], DriverConsumer]
+
+
+class _RefreshingAdmin:
+    """An AdminClient that refreshes a topic's metadata before its first offset question.
+
+    An AdminClient answers ``ListOffsets`` from its own metadata cache, refreshed every few
+    minutes: a partition added since (the source found it in a fresh topic listing) is
+    "Local: Unknown partition" until then. One metadata request per topic with a partition
+    it was not asked about before avoids that.
+    """
+
+    def __init__(self, admin: Any) -> None:
+        self._admin = admin
+        self._asked: set[tuple[str, int]] = set()
+
+    def list_offsets(self, request: Any, **kwargs: Any) -> Any:
+        """``AdminClient.list_offsets``, after refreshing topics with unasked partitions."""
+        fresh = sorted({tp.topic for tp in request
+                        if (tp.topic, tp.partition) not in self._asked})
+        for topic in fresh:
+            self._admin.list_topics(topic, timeout=kwargs.get("request_timeout", 30))
+        futures = self._admin.list_offsets(request, **kwargs)
+        self._asked.update((tp.topic, tp.partition) for tp in request)
+        return futures
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._admin, name)
+
+
+def _driver(params: dict[str, Any]) -> DriverConsumer:
+    from confluent_kafka.admin import AdminClient
+
+    return DriverConsumer(params, adminFactory=lambda p: _RefreshingAdmin(AdminClient(p)))
+
+Offsets = dict[TopicPartition, int]
+
+
+def _names(partitions: Iterable[TopicPartition]) -> str:
+    return ", ".join(str(tp) for tp in sorted(partitions)) or "none"
+
+
+class SourceMetadata:
+    """Partitions and offsets of one source, asked of Kafka on the driver.
+
+    Args:
+        options: The source's options.
+        driverFactory: Builds the driver consumer from its parameters (injectable).
+    """
+
+    def __init__(self, options: SourceOptions, driverFactory: DriverFactory | None = None
+                 ) -> None:
+        self.options = options
+        self._factory: DriverFactory = driverFactory or _driver
+        self._driver: DriverConsumer | None = None
+        self._retrying = Retrier(maxRetries=options.numRetries,
+                                 backoffMs=options.retryIntervalMs,
+                                 servers=str(options.kafkaParams.get("bootstrap.servers", "")))
+        self._warned: set[TopicPartition] = set()
+
+    @property
+    def readCommitted(self) -> bool:
+        """Whether the source reads under ``read_committed`` (librdkafka's default)."""
+        level = str(self.options.kafkaParams.get("isolation.level", "read_committed"))
+        return level.strip().lower() == "read_committed"
+
+    @property
+    def driver(self) -> DriverConsumer:
+        """The driver consumer, created on first use."""
+        if self._driver is None:
+            params = dict(self.options.kafkaParams)
+            params["enable.auto.commit"] = False
+            params["enable.auto.offset.store"] = False
+            self._driver = self._factory(params)
+        return self._driver
+
+    def close(self) -> None:
+        """Close the driver consumer, if one was created; a later question creates another."""
+        driver, self._driver = self._driver, None
+        if driver is not None:
+            driver.close()
+
+    # -- partitions -----------------------------------------------------------------------
+
+    def partitions(self) -> set[TopicPartition]:
+        """The partitions the source reads now (for ``assign``: the assigned ones)."""
+        subscription = self.options.subscription
+        if subscription.kind == "assign":
+            return set(subscription.partitions)
+        driver = self.driver
+        if subscription.kind == "subscribe":
+            counts: dict[str, int] = self._retrying(
+                "listing the subscribed topics' partitions",
+                lambda: driver.partitionsOf(subscription.topics))
+        else:
+            counts = self._retrying("listing the topics matching subscribePattern",
+                                    lambda: driver.topicsMatching(subscription.matches))
+        return {TopicPartition(topic, p) for topic, n in counts.items() for p in range(n)}
+
+    def check_assigned(self) -> None:
+        """Fail unless every assigned partition exists (``assign`` only).
+
+        Raises:
+            UnknownTopicOrPartitionError: Names the first missing partition.
+        """
+        subscription = self.options.subscription
+        if subscription.kind != "assign":
+            return
+        driver = self.driver
+        topics = sorted({tp.topic for tp in subscription.partitions})
+        counts: dict[str, int] = self._retrying("listing the assigned topics' partitions",
+                                                lambda: driver.partitionsOf(topics))
+        missing = [tp for tp in subscription.partitions
+                   if tp.partition >= counts.get(tp.topic, 0)]
+        if missing:
+            raise UnknownTopicOrPartitionError(
+                f"option 'assign' names {_names(missing)}, which the cluster does not have; "
+                "check the topic names and partition counts",
+                topic=missing[0].topic, partition=missing[0].partition)
+
+    # -- offsets --------------------------------------------------------------------------
+
+    def latest(self, partitions: Iterable[TopicPartition]) -> Offsets:
+        """End offsets (the last stable offset under ``read_committed``)."""
+        wanted = sorted(set(partitions))
+        if not wanted:
+            return {}
+        driver = self.driver
+        found: Offsets = self._retrying("reading latest offsets",
+                                        lambda: driver.latestOffsets(wanted))
+        return found
+
+    def earliest(self, partitions: Iterable[TopicPartition]) -> Offsets:
+        """Log start offsets."""
+        wanted = sorted(set(partitions))
+        if not wanted:
+            return {}
+        driver = self.driver
+        found: Offsets = self._retrying("reading earliest offsets",
+                                        lambda: driver.earliestOffsets(wanted))
+        return found
+
+    def _high_watermarks(self, partitions: Iterable[TopicPartition]) -> Offsets:
+        wanted = sorted(set(partitions))
+        driver = self.driver
+        found: Offsets = self._retrying("reading high watermarks",
+                                        lambda: driver.highWatermarks(wanted))
+        return found
+
+    def for_times(self, timestamps: Mapping[TopicPartition, int]
+                  ) -> dict[TopicPartition, int | None]:
+        """The first offset whose record's timestamp is at or after each time, None if none.
+
+        A matched offset is that of an existing record, so it lies below the end offset; an
+        answer at the end means no record is that recent.
+        """
+        if not timestamps:
+            return {}
+        driver = self.driver
+        found: Offsets = self._retrying("looking offsets up by timestamp",
+                                        lambda: driver.offsetsForTimes(dict(timestamps)))
+        ends = self.latest(timestamps)
+        return {tp: (found[tp] if 0 <= found.get(tp, -1) < ends.get(tp, 0) else None)
+                for tp in timestamps}
+
+    def resolve(self, spec: OffsetSpec, partitions: Iterable[TopicPartition], *,
+                ending: bool = False, lenient: bool = False) -> Offsets:
+        """Concrete offsets of ``partitions`` as ``spec`` says.
+
+        Args:
+            spec: The starting (or ending) offsets option.
+            partitions: The partitions to place.
+            ending: ``spec`` is a batch query's end: a timestamp no record reaches means
+                latest (for a start, ``startingOffsetsByTimestampStrategy`` decides).
+            lenient: Partitions that per-partition JSON does not name start at the earliest
+                offset (a query started from an offset store; otherwise, as Spark, JSON must
+                name every partition).
+
+        Raises:
+            ConfigurationError: JSON that misses or invents partitions; a timestamp no
+                record reaches with the ``error`` strategy; an offset beyond the end.
+        """
+        wanted = set(partitions)
+        if not wanted:
+            return {}
+        if spec.kind == "earliest":
+            return self.earliest(wanted)
+        if spec.kind == "latest":
+            return self.latest(wanted)
+        if spec.kind == "timestamp":
+            if spec.timestamp is None:
+                raise ConfigurationError(f"option {spec.option!r} needs a timestamp")
+            return self._by_time({tp: spec.timestamp for tp in wanted}, spec, ending)
+        named = {tp: value for tp, value in spec.offsets.items() if tp in wanted}
+        self._check_named(spec, wanted, lenient)
+        rest = wanted - set(named)
+        if spec.kind == "timestamps":
+            offsets = self._by_time(named, spec, ending)
+        else:
+            offsets = self._given(named, spec)
+        offsets.update(self.earliest(rest))
+        return offsets
+
+    def _check_named(self, spec: OffsetSpec, wanted: set[TopicPartition], lenient: bool
+                     ) -> None:
+        named = set(spec.offsets)
+        unknown = named - wanted
+        missing = set() if lenient else wanted - named
+        if unknown or missing:
+            raise ConfigurationError(
+                f"option {spec.option!r} must name exactly the partitions the source reads "
+                f"(use -2 for earliest and -1 for latest where the option allows): it names "
+                f"{_names(unknown) if unknown else 'them all'} that the source does not read"
+                f"{', and misses ' + _names(missing) if missing else ''}. The source reads "
+                f"{_names(wanted)}")
+
+    def _given(self, named: Mapping[TopicPartition, int], spec: OffsetSpec) -> Offsets:
+        offsets = {tp: o for tp, o in named.items() if o >= 0}
+        offsets.update(self.earliest(tp for tp, o in named.items() if o == EARLIEST))
+        ends = self.latest(named)
+        offsets.update({tp: ends[tp] for tp, o in named.items() if o == LATEST})
+        beyond = sorted(tp for tp, o in offsets.items() if o > ends.get(tp, o))
+        if beyond:
+            tp = beyond[0]
+            raise ConfigurationError(
+                f"option {spec.option!r}: offset {offsets[tp]} of {tp} is beyond its end "
+                f"offset {ends[tp]}; give an offset at or below the end (or -1 for latest)",
+                topic=tp.topic, partition=tp.partition)
+        return offsets
+
+    def _by_time(self, timestamps: Mapping[TopicPartition, int], spec: OffsetSpec,
+                 ending: bool) -> Offsets:
+        found = self.for_times(timestamps)
+        unmatched = sorted(tp for tp, offset in found.items() if offset is None)
+        if unmatched and not ending and self.options.timestampStrategy == "error":
+            tp = unmatched[0]
+            raise ConfigurationError(
+                f"option {spec.option!r}: no record of {_names(unmatched)} has a timestamp at "
+                f"or after {timestamps[tp]}; give an earlier time, or set "
+                "startingOffsetsByTimestampStrategy=latest to start those partitions at their "
+                "latest offset", topic=tp.topic, partition=tp.partition)
+        offsets = {tp: offset for tp, offset in found.items() if offset is not None}
+        offsets.update(self.latest(unmatched))
+        return offsets
+
+    # -- positions against the log ----------------------------------------------------------
+
+    def behind(self, start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]
+               ) -> Offsets:
+        """``latest`` with partitions whose end fell below their start sorted out.
+
+        Ends only grow in a live log. An end below the start is either a position held back
+        by an open transaction (under ``read_committed`` the end is the last stable offset;
+        the high watermark is at or above the position): the partition waits at its start;
+        or the log lost offsets the query had read (truncated, or its topic re-created).
+
+        Raises:
+            DataLossError: The log lost offsets, and ``failOnDataLoss`` is true. Otherwise a
+                warning, and the partition ends at its new log start: the next batch reads
+                the new log from there.
+        """
+        behind = {tp: end for tp, end in latest.items() if tp in start and end < start[tp]}
+        if not behind:
+            return dict(latest)
+        checked = dict(latest)
+        if self.readCommitted:
+            high = self._high_watermarks(behind)
+            for tp in [tp for tp in behind if high.get(tp, -1) >= start[tp]]:
+                logger.info("kafka-direct source: %s waits at %d for an open transaction "
+                            "(stable end %d)", tp, start[tp], behind.pop(tp))
+                checked[tp] = start[tp]
+        if not behind:
+            return checked
+        starts = self.earliest(behind)
+        for tp, end in sorted(behind.items()):
+            position, log_start = start[tp], min(starts.get(tp, 0), end)
+            if self.options.failOnDataLoss:
+                raise DataLossError(
+                    f"the log of {tp} ends at {end}, below the query's position {position}: "
+                    "it was truncated or its topic re-created, and records were lost. Set the "
+                    f"source option failOnDataLoss=false to go on from its log start "
+                    f"{log_start}", topic=tp.topic, partition=tp.partition,
+                    fromOffset=position, untilOffset=position, logStartOffset=log_start,
+                    logEndOffset=end)
+            logger.warning("kafka-direct source: the log of %s ends at %d, below the query's "
+                           "position %d (truncated or re-created: records lost); going on "
+                           "from its log start %d (failOnDataLoss=false)", tp, end, position,
+                           log_start)
+            checked[tp] = log_start
+        return checked
+
+    def check_new(self, start: Mapping[TopicPartition, int],
+                  latest: Mapping[TopicPartition, int]) -> None:
+        """Report new partitions whose first records were deleted before the query saw them.
+
+        A new partition is read from offset 0 (:data:`NEW_PARTITION_START`); a log starting
+        above that lost records.
+
+        Raises:
+            DataLossError: With ``failOnDataLoss`` (else a warning; the task skips them).
+        """
+        new = [tp for tp in latest if tp not in start and latest[tp] > NEW_PARTITION_START]
+        if not new:
+            return
+        for tp, log_start in sorted(self.earliest(new).items()):
+            if log_start <= NEW_PARTITION_START:
+                continue
+            if self.options.failOnDataLoss:
+                raise DataLossError(
+                    f"partition {tp} was added with its log starting at {log_start}, not 0: "
+                    f"offsets [0, {log_start}) were deleted before the query saw them. Set "
+                    "the source option failOnDataLoss=false to read it from its log start",
+                    topic=tp.topic, partition=tp.partition, fromOffset=NEW_PARTITION_START,
+                    untilOffset=log_start, logStartOffset=log_start)
+            if tp not in self._warned:
+                self._warned.add(tp)
+                logger.warning("kafka-direct source: partition %s was added with its log "
+                               "starting at %d: offsets [0, %d) were lost; reading it from "
+                               "%d (failOnDataLoss=false)", tp, log_start, log_start,
+                               log_start)
+
+    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Commit next-to-read offsets to ``kafka.group.id`` (for monitoring tools)."""
+        driver = self.driver
+        self._retrying("committing offsets to the group", lambda: driver.commit(offsets))

@@ -1,0 +1,311 @@
+"""The ``kafka-direct`` stream reader: Structured Streaming's Source contract over Kafka.
+
+Offsets are ``{"topic": {"partition": next offset}}`` in one stable key order
+(:mod:`kafka_direct.sql.source_offsets`); the engine writes each batch's end into its offset
+log before the batch runs and replays a batch from that log after a failure, so everything
+below is a function of the offsets it is given:
+
+* :meth:`~KafkaDirectStreamReader.initialOffset` (a new query only): the offset store's
+  committed offsets when the query is linked to one (``offsetStore.name``), then
+  ``startingTimestamp`` / ``startingOffsetsByTimestamp`` / ``startingOffsets``.
+* :meth:`~KafkaDirectStreamReader.latestOffset` (admission control): the end of the next
+  batch: at most ``maxOffsetsPerTrigger`` offsets shared by lag, no batch until
+  ``minOffsetsPerTrigger`` offsets or ``maxTriggerDelay``; under ``Trigger.AvailableNow``
+  never beyond the offsets seen when the query started. Partitions that appeared start at
+  offset 0; a log that went back below the position is data loss.
+* :meth:`~KafkaDirectStreamReader.partitions`: one input partition per topic-partition with
+  records in the batch, split for ``minPartitions`` / ``maxRecordsPerPartition``.
+* :meth:`~KafkaDirectStreamReader.read` (executors): the range's records as Arrow batches,
+  read by KafkaRDD's gap-safe reader.
+* :meth:`~KafkaDirectStreamReader.commit`: only informs. With ``commitOffsetsToGroup`` the
+  offsets of completed batches go to ``kafka.group.id`` for monitoring tools.
+
+The driver-side methods run in one long-lived Python process; ``read`` runs in executors on
+a copy of the reader without its driver state (consumer, link, clocks).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
+
+from kafka_direct.errors import KafkaDirectError
+from kafka_direct.kafka_params import executor_params
+from kafka_direct.kafka_rdd import ReadSettings
+from kafka_direct.sql.admission import TriggerDelay, admit, start_of
+from kafka_direct.sql.input_partitions import KafkaInputPartition, plan_ranges
+from kafka_direct.sql.offset_link import SourceLink
+from kafka_direct.sql.partition_reader import PartitionReadSettings, read_task
+from kafka_direct.sql.source_metadata import SourceMetadata
+from kafka_direct.sql.source_offsets import SourceOffsets, offsets_from_json, offsets_to_json
+from kafka_direct.sql.source_options import SourceOptions, parse_source_options
+from kafka_direct.task_errors import CarriedTaskError, encode_error
+from kafka_direct.topic_partition import TopicPartition
+
+__all__ = ["KafkaDirectStreamReader", "carried", "plan_offsets", "read_settings"]
+
+logger = logging.getLogger(__name__)
+
+Offsets = dict[TopicPartition, int]
+
+#: Attributes that exist only on the driver: never shipped to executors.
+_DRIVER_ONLY = ("_metadata", "_link", "_delay", "_target", "_latest", "_groupCommitted")
+
+
+@contextlib.contextmanager
+def carried() -> Iterator[None]:
+    """Our errors leave the block with their type as data (Spark shows only their text).
+
+    Spark turns what a Python data source raises into text; the text of a
+    :class:`~kafka_direct.task_errors.CarriedTaskError` holds the original error, which
+    :func:`kafka_direct.task_errors.carried_error` rebuilds from the query's exception.
+    """
+    try:
+        yield
+    except KafkaDirectError as error:
+        raise CarriedTaskError(encode_error(error)) from error
+
+
+def plan_offsets(start: Offsets, end: Offsets) -> tuple[SourceOffsets, SourceOffsets]:
+    """A batch's plan as an offset store records it: where each partition starts and ends.
+
+    Every partition of the end has its start (a new one: offset 0). A partition whose end
+    went back below its start (a truncated log, ``failOnDataLoss=false``) reads nothing
+    and is left out: the store keeps the offset it had.
+    """
+    until = {tp: offset for tp, offset in end.items() if offset >= start_of(start, tp)}
+    return (offsets_to_json({tp: start_of(start, tp) for tp in until}),
+            offsets_to_json(until))
+
+
+def read_settings(options: SourceOptions) -> PartitionReadSettings:
+    """How the source's tasks read, from its options (executor parameters forced safe)."""
+    return PartitionReadSettings(
+        ReadSettings(executor_params(options.kafkaParams), pollTimeoutMs=options.pollTimeoutMs,
+                     failOnDataLoss=options.failOnDataLoss),
+        includeHeaders=options.includeHeaders)
+
+
+class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Reads Kafka for a streaming query (``spark.readStream.format("kafka-direct")``).
+
+    Args:
+        options: The source's options, checked (see :meth:`create`).
+        link: Where a linked sink keeps the query's committed offsets, or None.
+        metadata: Asks Kafka on the driver (created on first use when None).
+        clockMs: Milliseconds on a monotonic clock, for ``maxTriggerDelay`` (injectable).
+    """
+
+    def __init__(self, options: SourceOptions, link: SourceLink | None = None,
+                 metadata: SourceMetadata | None = None, clockMs: Any = None) -> None:
+        self.options = options
+        self.settings = read_settings(options)
+        self._link = link
+        self._metadata = metadata
+        self._delay = (TriggerDelay(options.minOffsetsPerTrigger, options.maxTriggerDelayMs,
+                                    clockMs)
+                       if options.minOffsetsPerTrigger is not None else None)
+        #: Trigger.AvailableNow: the latest offsets when the query started.
+        self._target: Offsets | None = None
+        #: The latest offsets seen by the last latestOffset call (for the query's progress).
+        self._latest: Offsets | None = None
+        #: What was last committed to the group (commitOffsetsToGroup).
+        self._groupCommitted: Offsets | None = None
+
+    @classmethod
+    def create(cls, rawOptions: Mapping[str, Any]) -> KafkaDirectStreamReader:
+        """The reader for a query's options: checked, and linked to an offset store if asked.
+
+        Raises:
+            ConfigurationError: An option is wrong (it is named, with the fix).
+        """
+        options = parse_source_options(rawOptions, streaming=True)
+        return cls(options, SourceLink.from_options(rawOptions))
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Executors get what read() needs: the consumer, the link's DSN and the clocks
+        # stay on the driver.
+        state = dict(self.__dict__)
+        for name in _DRIVER_ONLY:
+            state[name] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    @property
+    def metadata(self) -> SourceMetadata:
+        """The driver's questions to Kafka (its consumer is created on first use)."""
+        if self._metadata is None:
+            self._metadata = SourceMetadata(self.options)
+        return self._metadata
+
+    # -- the Source contract ----------------------------------------------------------------
+
+    def initialOffset(self) -> SourceOffsets:
+        """Where a new query starts: the offset store's offsets, else the starting options."""
+        with carried():
+            metadata = self.metadata
+            metadata.check_assigned()
+            partitions = metadata.partitions()
+            committed = self._link.committed() if self._link is not None else None
+            if committed:
+                offsets = self._from_store(committed, partitions)
+            else:
+                offsets = metadata.resolve(self.options.starting, partitions)
+            logger.info("kafka-direct source (%s) starts at %s", self.options.subscription,
+                        offsets_to_json(offsets))
+            return offsets_to_json(offsets)
+
+    def _from_store(self, committed: SourceOffsets, partitions: set[TopicPartition]
+                    ) -> Offsets:
+        """The store's offsets (checked against the logs), the starting options for the rest."""
+        metadata = self.metadata
+        stored = {tp: offset for tp, offset in offsets_from_json(
+            committed, "the offset store's committed offsets").items()
+            if self.options.subscription.covers(tp)}
+        offsets = dict(stored)
+        offsets.update(metadata.resolve(self.options.starting, partitions - set(stored),
+                                        lenient=True))
+        present = set(stored) & partitions
+        checked = metadata.behind(stored, metadata.latest(present))
+        for tp in present:
+            if checked[tp] < stored[tp]:  # the log lost what the store says was read
+                offsets[tp] = checked[tp]
+        return offsets
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        """The options' limit: max rows, else min rows, else everything available.
+
+        ``maxOffsetsPerTrigger`` is ReadMaxRows, ``minOffsetsPerTrigger`` ReadMinRows. Both
+        together are applied by :meth:`latestOffset` from the options (the Python API has
+        no composite limit).
+
+        Spark asks this once at every start, in the source's own driver process: the
+        moment to take the offset store's lock (a second query on the same store then
+        fails at once, and a restart whose first batch reads nothing still holds it).
+        Not in the constructor: Spark also builds readers in reused worker processes.
+        """
+        if self._link is not None:
+            with carried():
+                self._link.hold()
+        if self.options.maxOffsetsPerTrigger is not None:
+            return ReadMaxRows(self.options.maxOffsetsPerTrigger)
+        if self.options.minOffsetsPerTrigger is not None:
+            return ReadMinRows(self.options.minOffsetsPerTrigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Trigger.AvailableNow: fix the target at the latest offsets of now."""
+        with carried():
+            metadata = self.metadata
+            self._target = metadata.latest(metadata.partitions())
+            logger.info("kafka-direct source: Trigger.AvailableNow reads up to %s",
+                        offsets_to_json(self._target))
+
+    def _latest_now(self, start: Offsets) -> Offsets:
+        metadata = self.metadata
+        if self._target is not None:
+            latest = dict(self._target)
+        else:
+            latest = metadata.latest(metadata.partitions())
+        latest = metadata.behind(start, latest)
+        metadata.check_new(start, latest)
+        return latest
+
+    def latestOffset(self, start: SourceOffsets, limit: ReadLimit) -> SourceOffsets:
+        """The end of the next batch from ``start``, within ``limit``.
+
+        ``ReadAllAvailable`` (e.g. ``Trigger.Once``) reads everything; any other limit is
+        the source's own (``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger`` with
+        ``maxTriggerDelay``). Returns ``start`` itself when the batch should not run yet.
+        """
+        with carried():
+            begin = offsets_from_json(start, "the batch's start offset")
+            # The engine asks from a start only once every batch up to it completed.
+            self._commit_group(begin)
+            latest = self._latest_now(begin)
+            self._latest = {**begin, **latest}
+            if isinstance(limit, ReadAllAvailable):
+                end = admit(begin, latest)
+            else:
+                if self._delay is not None and self._target is None and \
+                        self._delay.waits(begin, latest):
+                    return offsets_to_json(begin)
+                maxRows = (limit.max_rows if isinstance(limit, ReadMaxRows)
+                           else self.options.maxOffsetsPerTrigger)
+                end = admit(begin, latest, maxRows)
+            if end != begin and self._delay is not None:
+                self._delay.batch_ran()
+            return offsets_to_json(end)
+
+    def reportLatestOffset(self) -> SourceOffsets | None:
+        """The latest offsets seen by the last :meth:`latestOffset` (None before it)."""
+        return offsets_to_json(self._latest) if self._latest is not None else None
+
+    def partitions(self, start: SourceOffsets, end: SourceOffsets) -> Sequence[InputPartition]:
+        """One input partition per topic-partition with offsets in ``(start, end]``.
+
+        A linked offset store records the plan first, before any task runs.
+        """
+        with carried():
+            begin = offsets_from_json(start, "the batch's start offset")
+            finish = offsets_from_json(end, "the batch's end offset")
+            ranges = plan_ranges(begin, finish, self.options.minPartitions,
+                                 self.options.maxRecordsPerPartition)
+            if self._link is not None:
+                self._link.record_plan(*plan_offsets(begin, finish))
+            return [KafkaInputPartition(r) for r in ranges]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """The partition's records as ``pyarrow.RecordBatch``es (on an executor)."""
+        if not isinstance(partition, KafkaInputPartition):
+            return iter(())
+        return read_task(partition.offsetRange, self.settings)
+
+    def commit(self, end: SourceOffsets) -> None:
+        """The engine finished the batches up to ``end``: nothing to do for correctness.
+
+        With ``commitOffsetsToGroup`` the offsets are committed to ``kafka.group.id`` for
+        monitoring tools (here, and from :meth:`latestOffset`'s start: the engine calls
+        ``commit`` as the next batch begins, so a run's last batch would be missed).
+        """
+        try:
+            offsets = offsets_from_json(end, "the committed end offset")
+        except KafkaDirectError as error:
+            logger.warning("kafka-direct source: cannot read the committed offset %r: %s",
+                           end, error)
+            return
+        self._commit_group(offsets)
+
+    def _commit_group(self, offsets: Offsets) -> None:
+        """Commit ``offsets`` to the group if asked and new; a failure only warns."""
+        if not self.options.commitOffsetsToGroup or offsets == self._groupCommitted:
+            return
+        try:
+            self.metadata.commit(offsets)
+            self._groupCommitted = dict(offsets)
+        except Exception as error:
+            logger.warning("kafka-direct source: committing %s to group %s for monitoring "
+                           "failed (the query goes on; it never resumes from the group): %s",
+                           offsets_to_json(offsets), self.options.groupId, error)
+
+    def stop(self) -> None:
+        """Close the driver's consumer and let go of the offset store."""
+        try:
+            if self._metadata is not None:
+                self._metadata.close()
+        finally:
+            if self._link is not None:
+                self._link.release()

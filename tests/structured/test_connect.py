@@ -1,0 +1,71 @@
+"""The source and the sink over Spark Connect: a local Connect server in its own JVM.
+
+The client here has no SparkContext of its own for these queries: the classes are registered
+through the Connect session and run in the server's Python workers. The same end-to-end
+checks as on classic Spark: exact rows from a batch read, and a streaming query whose
+checkpoint directory is lost resuming from the offsets stored with the rows.
+"""
+
+import pytest
+
+from kafka_direct.sql import register
+from kafka_direct.sql.offset_link import SourceLink
+from tests.structured.test_sink_kafka import run
+from tests.structured.test_sink_stream import execute
+
+
+@pytest.fixture(scope="module")
+def remote(connect_session):
+    register(connect_session)
+    return connect_session
+
+
+def test_the_session_is_a_connect_one(remote):
+    assert type(remote).__module__ == "pyspark.sql.connect.session"
+
+
+def test_batch_read_gives_exact_rows_over_connect(remote, kafka, kafka_topic):
+    topic = kafka_topic(partitions=3)
+    for partition in range(3):
+        kafka.produce(topic, [f"{partition}:{i}".encode() for i in range(20)],
+                      keys=[f"k{i}".encode() for i in range(20)], partition=partition)
+    frame = (remote.read.format("kafka-direct")
+             .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+             .option("subscribe", topic)
+             .option("startingOffsets", "earliest").option("endingOffsets", "latest").load())
+    assert frame.columns[:7] == ["key", "value", "topic", "partition", "offset", "timestamp",
+                                 "timestampType"]
+    rows = sorted((r.partition, r.offset, bytes(r.key), bytes(r.value))
+                  for r in frame.collect())
+    assert rows == [(p, o, f"k{o}".encode(), f"{p}:{o}".encode())
+                    for p in range(3) for o in range(20)]
+
+
+def test_a_lost_checkpoint_resumes_from_postgres_over_connect(remote, kafka, kafka_topic,
+                                                              postgres, pg_schema, tmp_path):
+    topic = kafka_topic(partitions=2)
+    execute(postgres, f'CREATE TABLE "{pg_schema}".events (topic text, kafka_partition int, '
+            "kafka_offset bigint, key bytea, value bytea)")
+    for partition in range(2):
+        kafka.produce(topic, [f"{partition}:{i}".encode() for i in range(25)],
+                      partition=partition)
+    assert sum(run(remote, kafka, postgres, pg_schema, topic, tmp_path / "a")) == 50
+    link = SourceLink(postgres.dsn, "ingest", pg_schema)
+    assert link.committed() == {topic: {"0": 25, "1": 25}}
+    for partition in range(2):
+        kafka.produce(topic, [f"{partition}:{i}".encode() for i in range(25, 30)],
+                      partition=partition)
+    assert sum(run(remote, kafka, postgres, pg_schema, topic, tmp_path / "b")) == 10
+    rows = execute(postgres, "SELECT kafka_partition, kafka_offset, value FROM "
+                   f'"{pg_schema}".events ORDER BY 1, 2')
+    assert [(p, o, bytes(v)) for p, o, v in rows] == [
+        (p, o, f"{p}:{o}".encode()) for p in range(2) for o in range(30)]
+
+
+def test_a_bad_option_is_named_over_connect(remote, kafka):
+    frame = (remote.read.format("kafka-direct")
+             .option("kafka.bootstrap.servers", kafka.bootstrap_servers).load())
+    # The error reaches the client as Spark's, with our message (and no traceback of ours).
+    with pytest.raises(Exception, match="subscribe") as raised:
+        frame.collect()
+    assert "ConfigurationError" in str(raised.value)

@@ -1,0 +1,135 @@
+"""Exactly once under crashes, on Structured Streaming: the query's driver killed with SIGKILL.
+
+The job is the main one, ``kafka-direct ingest --api structured`` (kafka-direct source ->
+kafka-direct-postgres sink), run in a process of its own and killed at random moments
+(start-up, planning, reading, writing, committing: wherever the moment falls). Each round
+produces more records first, so every run has work in flight. Restarts alternate between the
+query's own checkpoint and a fresh checkpoint directory, from which the query resumes from
+the offsets the sink stored in PostgreSQL. At the end one run goes to completion; then the
+table must hold every produced record exactly once, and the stored offsets must be the log
+end.
+"""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg2
+import pytest
+
+from kafka_direct.app.structured_ingest import stored_offsets
+from kafka_direct.topic_partition import TopicPartition
+
+ROOT = Path(__file__).parents[2]
+PARTITIONS = 3
+CLI = [sys.executable, "-m", "kafka_direct.app.cli"]
+
+
+class Scenario:
+    def __init__(self, kafka, postgres, schema, topic, tmp_path):
+        self.kafka = kafka
+        self.postgres = postgres
+        self.schema = schema
+        self.topic = topic
+        self.tmp = tmp_path
+        self.group = f"g-{topic}"
+        self.produced = 0
+        self.runs = 0
+        self.kills = 0
+        self.freshStarts = 0
+        self.checkpoint = tmp_path / "checkpoint"
+
+    def produce(self, per_partition):
+        for partition in range(PARTITIONS):
+            start = self.produced + partition * per_partition
+            values = [f"{partition}:{start + i}".encode() for i in range(per_partition)]
+            self.kafka.produce(self.topic, values, partition=partition)
+        self.produced += per_partition * PARTITIONS
+
+    def start(self, fresh_checkpoint):
+        self.runs += 1
+        if fresh_checkpoint:
+            self.freshStarts += 1
+            checkpoint = self.tmp / f"fresh-checkpoint-{self.runs}"
+        else:
+            checkpoint = self.checkpoint
+        out = open(self.tmp / f"run-{self.runs}.out", "w")  # noqa: SIM115 - closed in wait
+        argv = [*CLI, "ingest", "--api", "structured",
+                "--bootstrap-servers", self.kafka.bootstrap_servers,
+                "--topic", self.topic, "--group", self.group, "--schema", self.schema,
+                "--table", "events", "--batch-interval", "0.5",
+                "--max-rate-per-partition", "400", "--stop-after-idle", "3",
+                "--checkpoint-dir", str(checkpoint)]
+        env = {**os.environ, "KAFKA_DIRECT_PG_DSN": self.postgres.dsn,
+               "PYTHONPATH": str(ROOT)}
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
+                                   env=env)
+        process.out = out
+        process.path = self.tmp / f"run-{self.runs}.out"
+        return process
+
+    def kill_at_random(self, process, rng):
+        time.sleep(rng.uniform(1.0, 9.0))
+        if process.poll() is None:
+            process.send_signal(signal.SIGKILL)
+            self.kills += 1
+        process.wait(60)
+        process.out.close()
+
+    def run_to_end(self, timeout=300):
+        process = self.start(fresh_checkpoint=False)
+        try:
+            code = process.wait(timeout)
+        finally:
+            process.out.close()
+        text = process.path.read_text()
+        assert code == 0, text[-4000:]
+        return text
+
+    def check(self):
+        with psycopg2.connect(self.postgres.dsn) as connection, connection.cursor() as cur:
+            cur.execute(f'SELECT count(*), count(DISTINCT (kafka_partition, kafka_offset)) '
+                        f'FROM "{self.schema}".events')
+            rows, distinct = cur.fetchone()
+        connection.close()
+        assert distinct == rows, f"{rows - distinct} duplicate rows"
+        assert rows == self.produced, f"{rows} rows for {self.produced} records"
+        stored = stored_offsets(self.postgres.dsn, self.schema, self.group)
+        ends = {TopicPartition(self.topic, p): high for p, (_, high) in
+                self.kafka.end_offsets(self.topic, range(PARTITIONS)).items()}
+        assert stored == ends
+
+
+@pytest.fixture
+def scenario(kafka, postgres, pg_schema, kafka_topic, tmp_path):
+    return Scenario(kafka, postgres, pg_schema, kafka_topic(partitions=PARTITIONS), tmp_path)
+
+
+def kill_repeatedly(scenario, kills, seed, per_round=400):
+    rng = random.Random(seed)
+    for round_ in range(kills):
+        scenario.produce(per_round)
+        process = scenario.start(fresh_checkpoint=round_ % 2 == 1)
+        scenario.kill_at_random(process, rng)
+    scenario.produce(per_round)
+    summary = scenario.run_to_end()
+    scenario.check()
+    assert "0 duplicates" in summary and "stored offsets == log end" in summary, summary
+    print(f"structured ingest: {scenario.kills} kills of {kills} planned, "
+          f"{scenario.freshStarts} fresh checkpoints, {scenario.runs} runs, "
+          f"{scenario.produced} records, exactly once")
+
+
+def test_driver_killed_and_restarted_from_checkpoint_or_postgres(scenario):
+    kill_repeatedly(scenario, kills=3, seed=11)
+    assert scenario.kills >= 2
+
+
+@pytest.mark.slow
+def test_many_driver_kills(scenario):
+    kill_repeatedly(scenario, kills=22, seed=2026)
+    assert scenario.kills >= 20

@@ -1,0 +1,161 @@
+"""Arrow rows of the source, and a task's read of a range through KafkaRDD's reader."""
+
+import pyarrow as pa
+import pytest
+
+from kafka_direct import DataLossError, OffsetRange
+from kafka_direct.kafka_data_consumer import ConsumerCache
+from kafka_direct.kafka_rdd import ReadSettings
+from kafka_direct.sql.arrow_rows import RecordBatchBuilder, arrow_schema, source_schema
+from kafka_direct.sql.partition_reader import PartitionReadSettings, read_partition
+from kafka_direct.task_errors import CarriedTaskError, carried_error, carry_errors
+from tests.unit.fake_kafka import FakeConsumer, FakeLog
+
+PARAMS = {"bootstrap.servers": "fake:1", "group.id": "spark-executor-g"}
+
+
+class Message:
+    def __init__(self, offset, key=None, value=None, kind=1, ms=1_700_000_000_123,
+                 headers=None):
+        self._o, self._k, self._v, self._kind, self._ms = offset, key, value, kind, ms
+        self._h = headers
+
+    def offset(self):
+        return self._o
+
+    def key(self):
+        return self._k
+
+    def value(self):
+        return self._v
+
+    def timestamp(self):
+        return (self._kind, self._ms if self._kind else -1)
+
+    def headers(self):
+        return self._h
+
+    def error(self):
+        return None
+
+
+def test_columns_follow_sparks_kafka_source():
+    builder = RecordBatchBuilder("events", 3, includeHeaders=False)
+    batch = builder.build([
+        Message(7, key=b"k", value=b"v"),
+        Message(8, value=None, kind=2, ms=5),
+        Message(9, key=b"", value=b"x", kind=0),
+    ])
+    assert batch.schema.equals(arrow_schema(False))
+    rows = batch.to_pylist()
+    assert [r["key"] for r in rows] == [b"k", None, b""]
+    assert [r["value"] for r in rows] == [b"v", None, b"x"]
+    assert {r["topic"] for r in rows} == {"events"} and {r["partition"] for r in rows} == {3}
+    assert [r["offset"] for r in rows] == [7, 8, 9]
+    assert [r["timestampType"] for r in rows] == [0, 1, -1]
+    stamps = [r["timestamp"] for r in rows]
+    assert stamps[0].isoformat() == "2023-11-14T22:13:20.123000+00:00"
+    assert stamps[1].timestamp() == 0.005 and stamps[2] is None
+
+
+def test_headers_when_asked_and_null_without_any():
+    builder = RecordBatchBuilder("t", 0, includeHeaders=True)
+    batch = builder.build([Message(0, headers=[("a", b"1"), ("b", None)]),
+                           Message(1, headers=None), Message(2, headers=[])])
+    assert batch.schema.equals(arrow_schema(True))
+    assert batch.column("headers").to_pylist() == [
+        [{"key": "a", "value": b"1"}, {"key": "b", "value": None}], None, None]
+    assert "headers" not in arrow_schema(False).names
+    assert source_schema(True).fieldNames()[-1] == "headers"
+
+
+def test_an_empty_list_is_an_empty_batch_of_the_schema():
+    batch = RecordBatchBuilder("t", 0, includeHeaders=True).build([])
+    assert batch.num_rows == 0 and batch.schema.equals(arrow_schema(True))
+
+
+def test_the_schema_is_exactly_what_spark_checks():
+    # PySpark refuses record batches whose schema differs from to_arrow_schema's.
+    schema = arrow_schema(True)
+    assert schema.field("timestamp").type == pa.timestamp("us", tz="UTC")
+    assert schema.field("partition").type == pa.int32()
+    assert schema.field("headers").type.value_field.name == "element"
+
+
+def settings(failOnDataLoss=True, includeHeaders=False):
+    return PartitionReadSettings(ReadSettings(dict(PARAMS), pollTimeoutMs=2000,
+                                              failOnDataLoss=failOnDataLoss),
+                                 includeHeaders=includeHeaders)
+
+
+def cache_over(log):
+    fakes = []
+
+    def factory(params):
+        fakes.append(FakeConsumer(log))
+        return fakes[-1]
+
+    return ConsumerCache(factory=factory), fakes
+
+
+def offsets(batches):
+    return [o for b in batches for o in b.column("offset").to_pylist()]
+
+
+def test_a_range_with_gaps_reads_its_records_and_reuses_the_consumer():
+    log = FakeLog([0, 1, 2, 4, 5, 7, 8, 9], high=12)  # 3, 6, 10, 11: markers
+    cache, fakes = cache_over(log)
+    first = list(read_partition(OffsetRange("t", 0, 1, 8), settings(), cache=cache))
+    assert offsets(first) == [1, 2, 4, 5, 7]
+    assert offsets(read_partition(OffsetRange("t", 0, 8, 12), settings(), cache=cache)) == [
+        8, 9]
+    assert len(fakes) == 1 and fakes[0].assigns == [1]
+    assert list(read_partition(OffsetRange("t", 0, 5, 5), settings(), cache=cache)) == []
+
+
+def test_small_consumer_batches_are_joined_into_bigger_record_batches(monkeypatch):
+    import kafka_direct.sql.partition_reader as module
+
+    monkeypatch.setattr(module, "ROWS_PER_BATCH", 10)
+    log = FakeLog(range(25))
+    cache, _ = cache_over(log)
+
+    class Small(FakeConsumer):
+        def consume(self, num, timeout):
+            return super().consume(min(num, 3), timeout)
+
+    cache.factory = lambda params: Small(log)
+    batches = list(read_partition(OffsetRange("t", 0, 0, 25), settings(), cache=cache))
+    assert [b.num_rows for b in batches] == [12, 12, 1]
+    assert offsets(batches) == list(range(25))
+
+
+def test_deleted_offsets_are_data_loss_carried_as_data_or_skipped():
+    log = FakeLog(range(10, 20), low=10)
+    cache, fakes = cache_over(log)
+    with pytest.raises(CarriedTaskError) as raised:
+        list(carry_errors(read_partition(OffsetRange("t", 0, 5, 15), settings(),
+                                         cache=cache)))
+    error = carried_error(raised.value)
+    assert isinstance(error, DataLossError)
+    assert (error.fromOffset, error.untilOffset, error.logStartOffset) == (5, 15, 10)
+    assert fakes[0].closed  # a failed read never leaves its consumer in the cache
+    lenient = list(read_partition(OffsetRange("t", 0, 5, 15), settings(failOnDataLoss=False),
+                                  cache=cache))
+    assert offsets(lenient) == list(range(10, 15))
+
+
+def test_an_abandoned_read_closes_its_consumer():
+    import kafka_direct.sql.partition_reader as module
+
+    log = FakeLog(range(100))
+    cache, fakes = cache_over(log)
+    reading = read_partition(OffsetRange("t", 0, 0, 100), settings(), cache=cache)
+    original = module.ROWS_PER_BATCH
+    try:
+        module.ROWS_PER_BATCH = 5
+        next(reading)
+    finally:
+        module.ROWS_PER_BATCH = original
+    reading.close()
+    assert fakes[0].closed and len(cache) == 0

@@ -1,0 +1,203 @@
+"""Admission control and range planning: every offset in exactly one task, limits kept."""
+
+from collections import Counter
+from itertools import pairwise
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafka_direct import ConfigurationError, OffsetRange, TopicPartition
+from kafka_direct.rate_limit import prorate_total
+from kafka_direct.sql.admission import TriggerDelay, admit, available, prorate_exact
+from kafka_direct.sql.input_partitions import plan_ranges, split_ranges
+
+TPS = [TopicPartition(t, p) for t in ("a", "b") for p in range(3)]
+
+# Big offsets on purpose: shares computed in floating point go wrong beyond 2**53.
+offsets = st.integers(0, 2**62)
+
+
+@st.composite
+def batches(draw):
+    """A start, a latest beyond it (new partitions too) and a limit."""
+    start, latest = {}, {}
+    for tp in draw(st.lists(st.sampled_from(TPS), unique=True)):
+        if draw(st.booleans()):
+            start[tp] = draw(offsets)
+        begin = start.get(tp, 0)
+        latest[tp] = begin + draw(st.one_of(st.integers(0, 50), st.integers(0, 2**61)))
+    for tp in draw(st.lists(st.sampled_from(TPS), unique=True)):
+        if tp not in latest:
+            start[tp] = draw(offsets)  # known partitions missing from the metadata
+    maxRows = draw(st.one_of(st.none(), st.integers(1, 200), st.integers(1, 2**62)))
+    return start, latest, maxRows
+
+
+def covered(ranges):
+    """Offsets per partition as (from, until) intervals, checked to be disjoint."""
+    by_tp = {}
+    for r in ranges:
+        by_tp.setdefault(r.topicPartition(), []).append((r.fromOffset, r.untilOffset))
+    for intervals in by_tp.values():
+        intervals.sort()
+        for (_, until), (begin, _) in pairwise(intervals):
+            assert until == begin  # consecutive, never overlapping
+    return {tp: (iv[0][0], iv[-1][1]) for tp, iv in by_tp.items()}
+
+
+@given(batches())
+def test_admission_never_passes_latest_nor_goes_back_and_keeps_the_limit(batch):
+    start, latest, maxRows = batch
+    end = admit(start, latest, maxRows)
+    for tp, position in start.items():
+        assert tp in end  # a known partition is never forgotten
+        assert end[tp] >= position  # no partition goes back here (latest >= start)
+    for tp, last in latest.items():
+        assert end.get(tp, 0) <= last
+    read = sum(end[tp] - start.get(tp, 0) for tp in end)
+    total = available(start, latest)
+    assert read == (total if maxRows is None else min(total, maxRows))
+
+
+@given(batches())
+def test_the_limit_is_shared_by_lag(batch):
+    start, latest, _ = batch
+    total = available(start, latest)
+    if total == 0:
+        return
+    maxRows = max(1, total // 3)
+    end = admit(start, latest, maxRows)
+    for tp, last in latest.items():
+        lag = last - start.get(tp, 0)
+        share = lag * maxRows / total
+        assert abs((end.get(tp, 0) - start.get(tp, 0)) - share) < 1 + 1e-9 * share
+
+
+@given(st.dictionaries(st.sampled_from(TPS), st.integers(0, 10**6), min_size=1),
+       st.integers(1, 10**6))
+def test_the_split_is_the_direct_streams_where_floating_point_is_exact(lags, maxTotal):
+    current = {tp: 7 for tp in lags}
+    latest = {tp: 7 + lag for tp, lag in lags.items()}
+    assert prorate_exact(latest, current, maxTotal) == prorate_total(latest, current, maxTotal)
+
+
+def test_huge_offsets_never_overshoot_the_limit():
+    # Lags beyond 2**53: floating point shares read 2 offsets too many here.
+    a, b = TopicPartition("a", 0), TopicPartition("b", 0)
+    latest, start = {a: 2**60 + 1, b: 3}, {a: 0, b: 0}
+    end = admit(start, latest, maxRows=2**60 + 1)
+    assert sum(end.values()) == 2**60 + 1
+    assert end[a] <= latest[a] and end[b] <= latest[b]
+
+
+def test_a_partition_behind_its_start_is_taken_where_the_caller_put_it():
+    tp = TopicPartition("t", 0)
+    assert admit({tp: 10}, {tp: 3}) == {tp: 3}
+    assert admit({tp: 10}, {tp: 3}, maxRows=1) == {tp: 3}
+
+
+def test_new_partitions_start_at_zero_and_stay_out_until_they_get_records():
+    old, new, empty = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("t", 2)
+    assert admit({old: 5}, {old: 5, new: 4, empty: 0}) == {old: 5, new: 4}
+    # All of the limit goes by lag: the new partition's lag is counted from 0.
+    assert admit({old: 5}, {old: 15, new: 10}, maxRows=4) == {old: 7, new: 2}
+
+
+def test_a_bad_limit_is_refused():
+    with pytest.raises(ConfigurationError):
+        admit({}, {TopicPartition("t", 0): 5}, maxRows=0)
+
+
+@given(batches(), st.one_of(st.none(), st.integers(1, 40)),
+       st.one_of(st.none(), st.integers(1, 1000)))
+@settings(max_examples=300)
+def test_every_offset_of_a_batch_is_in_exactly_one_task(batch, minPartitions, parts):
+    start, latest, maxRows = batch
+    end = admit(start, latest, maxRows)
+    # maxRecordsPerPartition as a share of the largest range, so the split stays small.
+    largest = max([until - start.get(tp, 0) for tp, until in end.items()] + [1])
+    maxRecords = None if parts is None else max(1, -(-largest // parts))
+    ranges = plan_ranges(start, end, minPartitions, maxRecords)
+    spans = covered(ranges)
+    for tp, until in end.items():
+        begin = start.get(tp, 0)
+        if until > begin:
+            assert spans[tp] == (begin, until)
+        else:
+            assert tp not in spans
+    assert all(r.count() > 0 for r in ranges)
+    if maxRecords is not None:
+        assert all(r.count() <= maxRecords for r in ranges)
+
+
+@given(st.lists(st.integers(1, 10**6), min_size=1, max_size=8), st.integers(1, 64))
+def test_min_partitions_gives_at_least_that_many_tasks_when_offsets_allow(sizes, minimum):
+    ranges = [OffsetRange("t", p, 0, size) for p, size in enumerate(sizes)]
+    split = split_ranges(ranges, minPartitions=minimum)
+    assert sum(r.count() for r in split) == sum(sizes)
+    if len(ranges) < minimum and sum(sizes) >= minimum:
+        # Spark's rounding can miss by a little, never by much.
+        assert len(split) >= min(minimum, sum(sizes)) - len(sizes)
+    covered(split)
+
+
+def test_split_matches_sparks_calculator_examples():
+    # Spark's KafkaOffsetRangeCalculatorSuite: one range of 10000 into 3 with minPartitions 3.
+    assert split_ranges([OffsetRange("t", 1, 1, 10_000)], minPartitions=3) == [
+        OffsetRange("t", 1, 1, 3334), OffsetRange("t", 1, 3334, 6667),
+        OffsetRange("t", 1, 6667, 10_000)]
+    # Small ranges stay whole and their size is left out of the big one's share.
+    small = [OffsetRange("t", 1, 1, 5), OffsetRange("t", 2, 1, 5)]
+    big = OffsetRange("t", 3, 1, 10_000)
+    split = split_ranges([*small, big], minPartitions=4)
+    assert split[:2] == small and len(split) == 4
+    assert [r.count() for r in split[2:]] == [4999, 5000]
+    # Enough ranges already: nothing split, empty ones dropped.
+    ranges = [OffsetRange("t", p, 0, 10) for p in range(4)] + [OffsetRange("u", 0, 5, 5)]
+    assert split_ranges(ranges, minPartitions=4) == ranges[:4]
+    assert [r.count() for r in split_ranges([big], maxRecordsPerPartition=3000)] == [
+        2499, 2500, 2500, 2500]
+
+
+def test_no_range_for_partitions_without_news_or_gone_back():
+    a, b, c = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("t", 2)
+    assert plan_ranges({a: 5, b: 9, c: 2}, {a: 5, b: 4, c: 3}) == [OffsetRange("t", 2, 2, 3)]
+
+
+class FakeClock:
+    def __init__(self):
+        self.ms = 1_000_000.0
+
+    def __call__(self):
+        return self.ms
+
+
+def test_min_offsets_wait_until_enough_or_until_the_delay():
+    tp = TopicPartition("t", 0)
+    clock = FakeClock()
+    delay = TriggerDelay(minRows=10, maxDelayMs=5000, clock=clock)
+    assert not delay.waits({tp: 0}, {tp: 1})  # the first batch never waits (as Spark)
+    delay.batch_ran()
+    clock.ms += 1000
+    assert delay.waits({tp: 1}, {tp: 5})
+    assert not delay.waits({tp: 1}, {tp: 11})  # enough offsets
+    clock.ms += 4000
+    assert not delay.waits({tp: 1}, {tp: 2})  # waited long enough
+    delay.batch_ran()
+    assert delay.waits({tp: 2}, {tp: 3})  # the delay counts from the last batch
+
+
+def test_trigger_delay_checks_its_settings():
+    with pytest.raises(ConfigurationError):
+        TriggerDelay(minRows=0, maxDelayMs=10)
+    with pytest.raises(ConfigurationError):
+        TriggerDelay(minRows=1, maxDelayMs=-1)
+
+
+def test_covered_rejects_overlaps():
+    # The checker itself must be able to fail.
+    with pytest.raises(AssertionError):
+        covered([OffsetRange("t", 0, 0, 5), OffsetRange("t", 0, 4, 8)])
+    assert Counter(covered([OffsetRange("t", 0, 0, 5), OffsetRange("t", 0, 5, 8)])) == \
+        Counter({TopicPartition("t", 0): (0, 8)})
