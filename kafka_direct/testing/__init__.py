@@ -6,7 +6,8 @@ Use them as context managers::
         kafka.create_topic("events", partitions=3)
         ...
 
-or as pytest fixtures (``kafka``, ``postgres``, ``spark``, ``kafka_topic``), registered by
+or as pytest fixtures (``kafka``, ``postgres``, ``spark``, ``spark_connect``,
+``connect_session``, ``kafka_topic``, ``pg_schema``), registered by
 the ``kafka_direct`` pytest plugin that installing kafka-direct enables.
 """
 
@@ -27,6 +28,7 @@ from kafka_direct.testing.postgres import (
 )
 from kafka_direct.testing.process import free_port
 from kafka_direct.testing.spark import local_cluster_context, spark_context, wait_for_executors
+from kafka_direct.testing.spark_connect import SparkConnectServer
 
 __all__ = [
     "EmbeddedKafka",
@@ -35,6 +37,7 @@ __all__ = [
     "ExternalPostgres",
     "KafkaService",
     "PostgresService",
+    "SparkConnectServer",
     "TestcontainersKafka",
     "free_port",
     "kafka_service",
