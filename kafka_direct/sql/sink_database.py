@@ -199,6 +199,11 @@ def database_error(error: BaseException, database: Database, *, doing: str, tabl
         fix = "The database refused the login: check the user and password"
     elif code in ("3D000", "3F000", "42P01", "42703"):
         fix = f"Something named is missing ({code}): check the database, schema and table"
+    elif code.startswith(("22", "23")) or code == "42804":
+        # Data exceptions, constraint violations, a datatype mismatch: the rows themselves
+        # cannot be written, and running the batch again would fail the same way.
+        fix = (f"Nothing was committed. A row cannot be written as it is ({code}): change "
+               "the query's output (or the table's column types) to fit, then restart")
     else:
         fix = "Nothing was committed; the query can run the batch again once the database answers"
     return SinkWriteError(

@@ -238,12 +238,15 @@ class SourceMetadata:
         unknown = named - wanted
         missing = set() if lenient else wanted - named
         if unknown or missing:
+            faults = []
+            if unknown:
+                faults.append(f"it names {_names(unknown)}, which the source does not read")
+            if missing:
+                faults.append(f"it misses {_names(missing)}")
             raise ConfigurationError(
                 f"option {spec.option!r} must name exactly the partitions the source reads "
-                f"(use -2 for earliest and -1 for latest where the option allows): it names "
-                f"{_names(unknown) if unknown else 'them all'} that the source does not read"
-                f"{', and misses ' + _names(missing) if missing else ''}. The source reads "
-                f"{_names(wanted)}")
+                f"(use -2 for earliest and -1 for latest where the option allows): "
+                f"{'; '.join(faults)}. The source reads {_names(wanted)}")
 
     def _given(self, named: Mapping[TopicPartition, int], spec: OffsetSpec) -> Offsets:
         offsets = {tp: o for tp, o in named.items() if o >= 0}

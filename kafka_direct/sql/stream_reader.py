@@ -210,6 +210,9 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         """Trigger.AvailableNow: fix the target at the latest offsets of now."""
         with carried():
             metadata = self.metadata
+            # Before any offset request: a missing assigned partition is the user's mistake,
+            # not a broker that does not answer.
+            metadata.check_assigned()
             self._target = metadata.latest(metadata.partitions())
             logger.info("kafka-direct source: Trigger.AvailableNow reads up to %s",
                         offsets_to_json(self._target))

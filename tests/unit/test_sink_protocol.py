@@ -426,3 +426,14 @@ def test_a_staging_failure_is_rolled_back_and_stages_nothing(postgres, pg_schema
     with pytest.raises(SinkWriteError, match="rolled back"):
         stage_rows(staging_target(sink), query_id(), 0, 0, [bad])
     assert staged_left(postgres, sink) == (0, 0)
+
+
+def test_a_row_that_cannot_be_written_says_so_not_to_wait_for_the_database(postgres, pg_schema):
+    from kafka_direct.errors import SinkWriteError
+
+    sink = make_sink(postgres, pg_schema)
+    with pytest.raises(SinkWriteError) as raised:
+        stage(sink, query_id(), 0, 0, [(1, "nul\x00inside")])
+    message = str(raised.value)
+    assert "cannot be written as it is" in message and "once the database answers" not in message
+    assert raised.value.outcome == "rolled back"

@@ -12,6 +12,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
 from kafka_direct import ConfigurationError, DataLossError, TopicPartition
+from kafka_direct.errors import UnknownTopicOrPartitionError
 from kafka_direct.sql.input_partitions import KafkaInputPartition
 from kafka_direct.sql.source_metadata import SourceMetadata
 from kafka_direct.sql.source_offsets import offsets_from_json, offsets_to_json
@@ -112,7 +113,8 @@ def test_a_new_query_starts_where_startingOffsets_says():
 
 @pytest.mark.parametrize("starting, fragment", [
     ('{"t": {"0": 3}}', "misses t-1"),
-    ('{"t": {"0": 3, "1": 3, "5": 1}}', "names t-5 that the source does not read"),
+    ('{"t": {"0": 3, "1": 3, "5": 1}}', "it names t-5, which the source does not read. "),
+    ('{"t": {"0": 3, "5": 1}}', "it names t-5, which the source does not read; it misses t-1"),
     ('{"u": {"0": 1}, "t": {"0": 1, "1": 1}}', "names u-0"),
     ('{"t": {"0": 11, "1": 0}}', "offset 11 of t-0 is beyond its end offset 10"),
 ])
@@ -337,6 +339,14 @@ def test_available_now_reads_up_to_the_offsets_of_its_start_and_ends():
     assert start == {"t": {"0": 10, "1": 10}}
     assert sorted(seen) == [("t", p, o) for p in range(2) for o in range(10)]
     assert set(seen.values()) == {1} and batches == 3
+
+
+def test_available_now_names_a_missing_assigned_partition_at_once():
+    reader = make_reader(cluster_with(), assign='{"t": [0, 5]}')
+    with pytest.raises(CarriedTaskError) as raised:
+        reader.prepareForTriggerAvailableNow()
+    error = typed(raised)
+    assert isinstance(error, UnknownTopicOrPartitionError) and "t-5" in str(error)
 
 
 # -- partitions, commit, stop, pickling ------------------------------------------------------
