@@ -159,3 +159,44 @@ def test_an_abandoned_read_closes_its_consumer():
         module.ROWS_PER_BATCH = original
     reading.close()
     assert fakes[0].closed and len(cache) == 0
+
+
+def reference_rows(topic, partition, messages):
+    """What each row must hold, computed one record at a time (no fast path)."""
+    rows = []
+    for m in messages:
+        kind, ms = m.timestamp()
+        rows.append({"key": m.key(), "value": m.value(), "topic": topic,
+                     "partition": partition, "offset": m.offset(),
+                     "timestamp": ms * 1000 if kind else None, "timestampType": kind - 1})
+    return rows
+
+
+def built_rows(batch):
+    columns = batch.to_pydict()
+    columns["timestamp"] = batch.column("timestamp").cast(pa.int64()).to_pylist()
+    return [dict(zip(columns, values, strict=True)) for values in zip(*columns.values(),
+                                                                       strict=True)]
+
+
+@pytest.mark.parametrize("offsets", [
+    [0], [41, 42, 43, 44], [5, 6, 8, 9], [0, 1, 2, 100], [7, 9], list(range(3, 40, 3))])
+@pytest.mark.parametrize("kinds", [[1], [2], [0], [1, 2], [2, 0, 1], [0, 1]])
+def test_every_column_matches_the_record_by_record_reading(offsets, kinds):
+    # Offsets with and without gaps (markers, compaction) and timestamp types uniform or
+    # mixed: the shortcuts of build must give exactly what reading each record gives.
+    messages = [Message(o, key=(b"k%d" % o if o % 2 else None), value=b"v" * (o % 4),
+                        kind=kinds[i % len(kinds)], ms=1_000 * o + 7)
+                for i, o in enumerate(offsets)]
+    batch = RecordBatchBuilder("t", 2, includeHeaders=False).build(messages)
+    assert batch.schema.equals(arrow_schema(False))
+    assert built_rows(batch) == reference_rows("t", 2, messages)
+
+
+def test_keyless_records_and_records_without_timestamps_are_null_columns():
+    batch = RecordBatchBuilder("t", 0, includeHeaders=False).build(
+        [Message(o, value=b"x", kind=0) for o in range(10, 15)])
+    assert batch.schema.equals(arrow_schema(False))
+    assert batch.column("key").null_count == 5 and batch.column("timestamp").null_count == 5
+    assert batch.column("timestampType").to_pylist() == [-1] * 5
+    assert batch.column("offset").to_pylist() == [10, 11, 12, 13, 14]
