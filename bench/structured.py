@@ -13,6 +13,9 @@ partition at a time, so per-partition speed is compared as bench/read_throughput
 * rows as Arrow vs as tuples: the executor-side cost of turning messages into what Spark
   receives, in-process: the source's record batches beside tuples converted by PySpark.
 
+Then the sink's part (bench/structured_sink.py): the kafka-direct-postgres sink's rate beside
+a plain COPY of the same rows (target >= 0.7x).
+
 Target: the source >= 0.9x raw. Each measurement is a function taking what it needs, so
 further parts (the sink's) append their own functions and lines to ``main``.
 
@@ -259,10 +262,17 @@ def main():
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=3, help="runs of each measurement")
     parser.add_argument("--workdir", default="/tmp", help="where stream checkpoints go")
+    parser.add_argument("--sink-rows", type=int, default=400_000,
+                        help="rows of the sink's part (0: skip it)")
     args = parser.parse_args()
     with kafka_service() as kafka:
         for line in source_part(args, kafka):
             print(line)
+    if args.sink_rows:
+        # The sink beside a plain COPY of the same rows (bench/structured_sink.py).
+        from structured_sink import sink_part
+
+        sink_part(argparse.Namespace(rows=args.sink_rows, rounds=args.repeat))
 
 
 if __name__ == "__main__":

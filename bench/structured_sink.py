@@ -159,6 +159,11 @@ def main():
     parser.add_argument("--rows", type=int, default=400_000)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    sink_part(args)
+
+
+def sink_part(args):
+    """The sink's measurements (``args.rows``, ``args.rounds``); prints its lines."""
     from pyspark.sql import SparkSession
 
     import kafka_direct.sql
