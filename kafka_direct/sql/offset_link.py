@@ -471,6 +471,9 @@ class AppliedPlan:
         start: The batch's start offsets (the stored ones when nothing changed).
         end: The store's end offsets after the commit.
         changed: False when the batch read nothing new (no new plan).
+        covered: True when the batch read only offsets another query stored already (its
+            query resumed from a checkpoint behind the store): its rows are in the target
+            already, so the sink writes none of them.
     """
 
     store: str
@@ -478,6 +481,7 @@ class AppliedPlan:
     start: SourceOffsets
     end: SourceOffsets
     changed: bool
+    covered: bool = False
 
 
 def source_holds(cursor: Any, schema: str, store: str) -> bool:
@@ -566,13 +570,21 @@ def apply_newest_plan(cursor: Any, schema: str, store: str, queryId: str, batchI
     if stored is not None and start != end and all(
             stored.get(topic, {}).get(partition) == offset
             for topic, partitions in end.items() for partition, offset in partitions.items()):
-        # The newest plan ends where the store does: a batch that was committed already,
-        # planned again when its query restarted (its own commit was then skipped). This
-        # batch brought no plan of its own.
+        # The newest plan ends where the store does: its offsets were stored already.
         cursor.execute(sql.SQL("UPDATE {} SET plan_id = %s WHERE store = %s").format(stores),
                        (planId, store))
-        _no_new_plan(cursor, schema, store, queryId, batchId, appliedBy)
-        return AppliedPlan(store, planId, stored, stored, False)
+        if appliedBy == queryId:
+            # A batch of this query committed before and planned again when the query
+            # restarted (its own commit was then skipped): this batch brought no plan.
+            _no_new_plan(cursor, schema, store, queryId, batchId, appliedBy)
+            return AppliedPlan(store, planId, stored, stored, False)
+        # Another query (a fresh checkpoint) read and stored these offsets after this query's
+        # checkpoint was written: the rows are in the target already; write none again.
+        logger.warning(
+            "offset store %r: batch %d of query %s reads %s, which query %s has stored "
+            "already (this query's checkpoint is behind the store): nothing is written",
+            store, batchId, queryId, offsets_json(start), appliedBy)
+        return AppliedPlan(store, planId, start, stored, False, covered=True)
     if stored is not None:
         for topic, partitions in sorted(end.items()):
             for partition in sorted(partitions, key=int):

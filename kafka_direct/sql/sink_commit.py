@@ -182,6 +182,15 @@ def _commit_once(options: SinkOptions, queryId: str, batchId: int,
         if options.link is not None and record:
             plan = apply_newest_plan(cursor, options.link.schema, options.link.store,
                                      queryId, batchId)
+            if plan.covered:  # another query wrote these offsets' rows: none again
+                cursor.execute(sql.SQL(
+                    "UPDATE {} SET batch_id = %s, rows = 0, committed_at = now() "
+                    "WHERE query_id = %s AND target = %s").format(
+                    sql.Identifier(options.stagingSchema, COMMITS_TABLE)),
+                    (batchId, queryId, options.target))
+                drop_staged(cursor, options.stagingSchema,
+                            sql.SQL("query_id = %s AND batch_id <= %s"), (queryId, batchId))
+                return CommitResult(queryId, batchId, 0, True, plan)
         if options.mode == "complete":
             cursor.execute(sql.SQL("DELETE FROM {}").format(
                 sql.Identifier(options.schema, options.table)))

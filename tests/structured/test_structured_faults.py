@@ -41,6 +41,7 @@ class Scenario:
         self.runs = 0
         self.kills = 0
         self.freshStarts = 0
+        self.midStream = 0
         self.checkpoint = tmp_path / "checkpoint"
 
     def produce(self, per_partition):
@@ -72,11 +73,23 @@ class Scenario:
         process.path = self.tmp / f"run-{self.runs}.out"
         return process
 
+    def batches(self, process):
+        return sum(line.startswith("batch ") for line in process.path.read_text().splitlines())
+
     def kill_at_random(self, process, rng):
-        time.sleep(rng.uniform(1.0, 9.0))
+        """SIGKILL during start-up (one run in four) or while batches run (the others)."""
+        if rng.random() < 0.25:
+            time.sleep(rng.uniform(0.5, 6.0))
+        else:  # a moment within the stream: planning, reading, staging or committing
+            deadline = time.monotonic() + 120
+            while (self.batches(process) == 0 and process.poll() is None
+                   and time.monotonic() < deadline):
+                time.sleep(0.05)
+            time.sleep(rng.uniform(0.0, 2.5))
         if process.poll() is None:
             process.send_signal(signal.SIGKILL)
             self.kills += 1
+            self.midStream += self.batches(process) > 0
         process.wait(60)
         process.out.close()
 
@@ -109,7 +122,7 @@ def scenario(kafka, postgres, pg_schema, kafka_topic, tmp_path):
     return Scenario(kafka, postgres, pg_schema, kafka_topic(partitions=PARTITIONS), tmp_path)
 
 
-def kill_repeatedly(scenario, kills, seed, per_round=400):
+def kill_repeatedly(scenario, kills, seed, per_round=1500):
     rng = random.Random(seed)
     for round_ in range(kills):
         scenario.produce(per_round)
@@ -119,17 +132,20 @@ def kill_repeatedly(scenario, kills, seed, per_round=400):
     summary = scenario.run_to_end()
     scenario.check()
     assert "0 duplicates" in summary and "stored offsets == log end" in summary, summary
-    print(f"structured ingest: {scenario.kills} kills of {kills} planned, "
+    print(f"structured ingest: {scenario.kills} kills of {kills} planned "
+          f"({scenario.midStream} after a batch had run), "
           f"{scenario.freshStarts} fresh checkpoints, {scenario.runs} runs, "
           f"{scenario.produced} records, exactly once")
 
 
+@pytest.mark.timeout(600)
 def test_driver_killed_and_restarted_from_checkpoint_or_postgres(scenario):
     kill_repeatedly(scenario, kills=3, seed=11)
-    assert scenario.kills >= 2
+    assert scenario.kills >= 2 and scenario.midStream >= 1
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)
 def test_many_driver_kills(scenario):
     kill_repeatedly(scenario, kills=22, seed=2026)
-    assert scenario.kills >= 20
+    assert scenario.kills >= 20 and scenario.midStream >= 12

@@ -128,6 +128,25 @@ def test_a_no_data_batch_after_a_replanned_batch_is_not_taken_for_a_new_plan(lin
     assert commit(sink, query, 2, numbered(1, 2)).plan.end == {"t": {"0": 3}}
 
 
+def test_a_checkpoint_behind_the_store_writes_nothing_twice(link, sink, postgres):
+    old = query_id()
+    link.record_plan({"t": {"0": 0}}, {"t": {"0": 2}})
+    commit(sink, old, 0, numbered(0, 2))
+    # The old query planned batch 1 (2 -> 4) in its checkpoint and died before committing.
+    # A fresh query then resumed from the store and wrote 2 -> 4 as its batch 0.
+    link.record_plan({"t": {"0": 2}}, {"t": {"0": 4}})
+    commit(sink, query_id(), 0, numbered(2, 2))
+    # The old checkpoint comes back: its batch 1 plans 2 -> 4 again. Those rows are in.
+    link.record_plan({"t": {"0": 2}}, {"t": {"0": 4}})
+    result = commit(sink, old, 1, numbered(2, 2))
+    assert result.skipped and result.plan.covered and link.committed() == {"t": {"0": 4}}
+    assert sorted(target_rows(postgres, sink)) == numbered(0, 4)
+    assert commit(sink, old, 1, numbered(2, 2)).skipped  # recorded: a rerun skips too
+    link.record_plan({"t": {"0": 4}}, {"t": {"0": 5}})  # and the old query goes on
+    commit(sink, old, 2, numbered(4, 1))
+    assert sorted(target_rows(postgres, sink)) == numbered(0, 5)
+
+
 def test_a_fresh_query_resumes_from_the_store(link, sink, postgres):
     old = query_id()
     link.record_plan({"t": {"0": 0}}, {"t": {"0": 4}})
