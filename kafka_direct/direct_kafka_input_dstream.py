@@ -270,6 +270,29 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
         self.batchRanges[validTime] = ranges
         return ranges
 
+    @override
+    def isTimeValid(self, time: int) -> bool:
+        """Whether the stream makes a batch for ``time``; never new ranges for a past time.
+
+        A time before the latest batch the stream read (in this run, or restored from the
+        checkpoint) is valid only if the stream holds that batch's ranges: a restored batch,
+        which a recovered stateful or windowed stream reads again. The stream's position is
+        past any other earlier time, so new ranges for it would be out of order (and take
+        records from the batches to come); such a time has no records of its own, they are
+        in the later batches.
+        """
+        latest = max(self.batchRanges, default=self.lastValidTime)
+        if self.lastValidTime is not None and latest is not None:
+            latest = max(latest, self.lastValidTime)
+        if latest is not None and time < latest and time not in self.batchRanges:
+            if super(InputDStream, self).isTimeValid(time):  # on the slide grid: say why not
+                logger.warning(
+                    "%s: no batch for %d ms: it is before the latest batch read (%d ms) and "
+                    "its offset ranges are not known (its records are in later batches)",
+                    self.name, time, latest)
+            return False
+        return super().isTimeValid(time)
+
     def _hasJobs(self, time: int) -> bool:
         """Whether a job of batch ``time`` itself reads this stream's batch ``time``.
 
@@ -281,6 +304,10 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
         stream that succeeds (the window job that read it), see
         :class:`~kafka_direct.commit_queue.BatchCommitQueue`.
         """
+        if self.isPastBatch(time):
+            # Computed for a later batch (a window, or a recovered state reading a batch
+            # that completed before the restart): it passes with that batch.
+            return False
         outputs = [out for out in self.ssc.graph.outputStreams if self._readBy(out)]
         if not self.ssc.graph.outputStreams:  # no graph (a stream driven by hand): its own
             return True

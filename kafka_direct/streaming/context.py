@@ -249,7 +249,8 @@ class StreamingContext:
         """The statistics page's address while it is served (``spark.streaming.ui.enabled``)."""
         return None if self._ui is None else str(self._ui.url)
 
-    def stop(self, stopSparkContext: bool | None = None, stopGracefully: bool = False) -> None:
+    def stop(self, stopSparkContext: bool | None = None, stopGracefully: bool | None = None,
+             *, stopGraceFully: bool | None = None) -> None:
         """Stop batches; gracefully waits for generated batches, else cancels running jobs.
 
         Either way: no batch is generated after the stop began, each submitted batch ends
@@ -266,8 +267,20 @@ class StreamingContext:
             stopSparkContext: Stop the SparkContext too (default
                 ``spark.streaming.stopSparkContextByDefault``, true).
             stopGracefully: Finish the generated batches first (within
-                ``spark.streaming.gracefulStopTimeout``).
+                ``spark.streaming.gracefulStopTimeout``); default False.
+            stopGraceFully: PySpark's spelling of ``stopGracefully`` (keyword only).
+
+        Raises:
+            ConfigurationError: ``stopGracefully`` and ``stopGraceFully`` are both given and
+                disagree.
         """
+        if stopGracefully is not None and stopGraceFully is not None and (
+                bool(stopGracefully) != bool(stopGraceFully)):
+            raise ConfigurationError(
+                f"stop() got stopGracefully={stopGracefully!r} and stopGraceFully="
+                f"{stopGraceFully!r}, which disagree; pass one of them (stopGraceFully is "
+                "PySpark's spelling of stopGracefully)")
+        gracefully = bool(stopGracefully if stopGracefully is not None else stopGraceFully)
         if stopSparkContext is None:
             stopSparkContext = self.conf("spark.streaming.stopSparkContextByDefault",
                                          "true").lower() == "true"
@@ -281,7 +294,7 @@ class StreamingContext:
                 # As Spark: a step that fails is logged and the others still run, and the
                 # state is STOPPED only at the end, so a stop cut short (KeyboardInterrupt)
                 # can be called again; every step is idempotent.
-                graceful = stopGracefully and self.scheduler.error is None
+                graceful = gracefully and self.scheduler.error is None
                 _logFailure("stopping the scheduler", self.scheduler.stop, graceful)
                 self.scheduler.listenerBus.post(
                     StreamingListenerStreamingStopped(self.clock.getTimeMillis()))

@@ -58,6 +58,8 @@ class DStreamGraph:
         self.zeroTime: int | None = None
         self.startTime: int | None = None
         self.rememberDuration: int | None = None
+        #: The batch time whose jobs are generated now, or were last (None before the first).
+        self.generatingTime: int | None = None
         self._lock = threading.RLock()
 
     def addInputStream(self, stream: InputDStream) -> None:
@@ -132,6 +134,8 @@ class DStreamGraph:
     def generateJobs(self, time: int) -> list[Job]:
         """The jobs of batch ``time``: one per output stream that has an RDD for it."""
         with self._lock:
+            if self.generatingTime is None or time > self.generatingTime:
+                self.generatingTime = time
             jobs = []
             for stream in self.outputStreams:
                 job = stream.generateJob(time)

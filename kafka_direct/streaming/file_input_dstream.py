@@ -13,7 +13,9 @@ its batch runs, and never again, even if it is changed later.
 
 The batch → files mapping of the remembered batches, and the creation time, are the stream's
 checkpoint data: a recovered driver regenerates pending batches with the very same files,
-and the batches of its down time take the files that appeared meanwhile, none twice.
+and the batches of its down time take the files that appeared meanwhile, none twice. The
+earlier remembered batches are read again, with their files, when a recovered stateful or
+windowed stream asks for them (as Spark, which restores them as the stream's RDDs).
 
 The directory is read with Python's file functions, so it must be local (a path or a
 ``file:`` URI); the batch's RDD reads the files with ``sc.textFile`` (lines) or

@@ -8,6 +8,7 @@ may have a RateController (backpressure) that the scheduler subscribes to batch 
 from __future__ import annotations
 
 import collections
+import logging
 from typing import TYPE_CHECKING, Any
 
 from typing_extensions import override
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     from kafka_direct.streaming.rate_controller import RateController
 
 __all__ = ["ConstantInputDStream", "InputDStream", "QueueInputDStream"]
+
+logger = logging.getLogger(__name__)
 
 
 class InputDStream(DStream):
@@ -74,13 +77,34 @@ class InputDStream(DStream):
         return None
 
     def isTimeValid(self, time: int) -> bool:
-        """Valid and not before the last valid time (input must never go backwards)."""
+        """Whether the stream makes a batch for ``time``: any time on its slide grid.
+
+        As Spark's ``InputDStream.isTimeValid``, a time before the latest one the stream
+        computed is valid too (only logged): after a recovery, the first output operation
+        computes the input's batch for the recovered time, and a stateful or windowed stream
+        then asks for the earlier (restored) batches it needs. :attr:`lastValidTime` is the
+        latest time asked for, never lowered; a stream that must not make a batch for an
+        earlier time (the Kafka stream, for a time it never read) overrides this.
+        """
         if not super().isTimeValid(time):
             return False
         if self.lastValidTime is not None and time < self.lastValidTime:
-            return False
-        self.lastValidTime = time
+            logger.warning("%s: isTimeValid called with %d ms whereas the last valid time is "
+                           "%d ms", self.name, time, self.lastValidTime)
+        else:
+            self.lastValidTime = time
         return True
+
+    def isPastBatch(self, time: int) -> bool:
+        """Whether batch ``time`` is before the batch whose jobs the graph generates now.
+
+        Batches are generated in time order (a recovery first regenerates the batches its
+        checkpoint left pending), so the jobs of such a batch were generated already, or it
+        completed before the driver restarted: a job of its own can no longer read what
+        this stream computes for it now (a later batch's window or state does).
+        """
+        generating = self.ssc.graph.generatingTime
+        return generating is not None and time < generating
 
     def reportInfo(self, time: int, numRecords: int, metadata: dict[str, Any] | None = None
                    ) -> None:

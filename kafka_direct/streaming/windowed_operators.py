@@ -9,6 +9,7 @@ or ``StreamingContext.checkpoint(directory)`` (which also makes the stream recov
 
 from __future__ import annotations
 
+import logging
 import operator
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     from kafka_direct.streaming.dstream import DStream
 
 __all__ = ["WindowedOperators"]
+
+logger = logging.getLogger(__name__)
 
 
 class WindowedOperators:
@@ -60,9 +63,11 @@ class WindowedOperators:
                              filterFunc: Callable[[Any], bool] | None = None) -> DStream:
         """Per key, the values of the window reduced with ``func``.
 
-        With ``invFunc`` (undoing ``func``: ``invFunc(func(a, b), b) == a``), each window is
-        computed from the previous one: cheaper for long windows, but it needs
-        checkpointing; ``filterFunc`` then drops pairs (such as counts fallen to zero).
+        With ``invFunc`` (undoing ``func``: ``invFunc(func(a, b), b) == a``), each window of
+        at least five slides is computed from the previous one: cheaper for long windows,
+        but it needs checkpointing. ``filterFunc`` drops pairs (such as counts fallen to
+        zero) when the window adds new batches; as in PySpark it is used only with
+        ``invFunc``, and ignored (with a warning) without.
         """
         from kafka_direct.streaming.windowed_dstream import ReducedWindowedDStream
 
@@ -70,8 +75,10 @@ class WindowedOperators:
         n = self._partitions(numPartitions)
         reduced = self._self().reduceByKey(func, numPartitions)
         if invFunc is None:
-            windowed = reduced.window(windowDuration, slideDuration).reduceByKey(func, n)
-            return windowed.filter(filterFunc) if filterFunc is not None else windowed
+            if filterFunc is not None:
+                logger.warning("reduceByKeyAndWindow ignores filterFunc when invFunc is None "
+                               "(as PySpark): filter the result instead")
+            return reduced.window(windowDuration, slideDuration).reduceByKey(func, n)
 
         def reduce_new(_t: int, previous: Any, new: Any) -> Any:
             new = new.reduceByKey(func, n)
@@ -111,7 +118,14 @@ class WindowedOperators:
 
     def groupByKeyAndWindow(self, windowDuration: float, slideDuration: float | None = None,
                             numPartitions: int | None = None) -> DStream:
-        """``(key, values in the window)``."""
+        """``(key, values in the window)``, the values a ``pyspark.resultiterable.ResultIterable``.
+
+        As PySpark's, it is ``reduceByKeyAndWindow`` with an inverse function: with a window
+        of at least five slides each window is the previous one minus the batches that left
+        it, so a key whose values all left the window stays, with no values (PySpark's
+        ``('a', [])``), as long as the stream runs.
+        """
+        from pyspark.resultiterable import ResultIterable
 
         def extend(a: list[Any], b: list[Any]) -> list[Any]:
             return a + b
@@ -122,7 +136,7 @@ class WindowedOperators:
         listed = self._self().mapValues(lambda v: [v])
         grouped = listed.reduceByKeyAndWindow(extend, drop_oldest, windowDuration,
                                               slideDuration, numPartitions)
-        return grouped.filter(lambda kv: len(kv[1]) > 0)
+        return grouped.mapValues(ResultIterable)
 
     def updateStateByKey(self, updateFunc: Callable[[list[Any], Any], Any],
                          numPartitions: int | None = None, initialRDD: Any = None) -> DStream:

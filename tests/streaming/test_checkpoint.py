@@ -153,3 +153,74 @@ def test_a_killed_driver_process_recovers_every_batch(tmp_path):
     assert interrupted in done_after  # the batch cut off by the kill ran again
     done = sorted({int(line.split()[1]) for line in lines if line.startswith("done")})
     assert done == list(range(done[0], done[-1] + 500, 500))  # no batch lost
+
+
+def build_output_before_state(spark, directory, clock, sink):
+    """An output on the input registered before the stateful and windowed streams reading it.
+
+    The state keeps the default checkpoint interval (10 batches), so no state RDD is saved
+    in the first run's three batches: a recovery must rebuild the state from the input's
+    earlier batches, after the first output already computed the input's newest batch.
+    """
+
+    def setup():
+        ssc = StreamingContext(spark, 1, clock=clock)
+        ssc.checkpoint(str(directory))
+        stream = ScriptedInputDStream(ssc, BATCHES)
+        stream.count().foreachRDD(
+            lambda t, rdd: sink.append(("count", int(t.timestamp() * 1000), rdd.collect())))
+        state = stream.updateStateByKey(lambda values, state: (state or 0) + sum(values))
+        state.foreachRDD(
+            lambda t, rdd: sink.append(("state", int(t.timestamp() * 1000),
+                                        sorted(rdd.collect()))))
+        stream.window(3, 1).foreachRDD(
+            lambda t, rdd: sink.append(("window", int(t.timestamp() * 1000),
+                                        sorted(rdd.collect()))))
+        return ssc
+
+    return setup
+
+
+def test_recovered_state_and_window_read_earlier_batches_after_an_output_read_a_later_one(
+        spark, tmp_path):
+    first_sink = []
+    clock = ManualClock(0)
+    ssc = StreamingContext.getOrCreate(
+        str(tmp_path), build_output_before_state(spark, tmp_path, clock, first_sink))
+    recorder = Recorder()
+    ssc.addStreamingListener(recorder)
+    ssc.start()
+    for t in (1000, 2000, 3000):
+        clock.setTime(t)
+        recorder.wait_completed(t)
+    wait_for(lambda: ssc.scheduler.jobGenerator.lastProcessedBatch == 3000)
+    ssc.stop(stopSparkContext=False)
+    first_states = {t: data for kind, t, data in first_sink if kind == "state"}
+    assert first_states[3000] == [("a", 2), ("b", 1)]
+    second_sink = []
+    clock2 = ManualClock(0)
+    recovered = StreamingContext.getOrCreate(
+        str(tmp_path), build_output_before_state(spark, tmp_path, clock2, second_sink))
+    assert recovered.initialCheckpoint is not None
+    recovered._conf.set("spark.streaming.manualClock.jump", "1500")
+    recorder2 = Recorder()
+    recovered.addStreamingListener(recorder2)
+    recovered.start()
+    try:
+        for t in (3000, 4000):  # the checkpoint's batch again, then the down time
+            recorder2.wait_completed(t)
+        clock2.setTime(5000)
+        recorder2.wait_completed(5000)
+    finally:
+        recovered.stop(stopSparkContext=False)
+    states = {t: data for kind, t, data in second_sink if kind == "state"}
+    windows = {t: data for kind, t, data in second_sink if kind == "window"}
+    counts = {t: data for kind, t, data in second_sink if kind == "count"}
+    assert counts == {3000: [1], 4000: [1], 5000: [1]}
+    # Batches 1 and 2 are read again (for the state and the window), not skipped as "older
+    # than the input's latest batch": the state goes on, it does not restart from empty.
+    assert states == {3000: [("a", 2), ("b", 1)], 4000: [("a", 4), ("b", 1)],
+                      5000: [("a", 4), ("b", 4)]}
+    assert windows == {3000: [("a", 1), ("a", 1), ("b", 1)],
+                       4000: [("a", 1), ("a", 2), ("b", 1)],
+                       5000: [("a", 1), ("a", 2), ("b", 3)]}

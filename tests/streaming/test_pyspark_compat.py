@@ -204,3 +204,47 @@ def test_get_active_or_create(spark, tmp_path):
         StreamingContext.getActiveOrCreate(None, None)
     with pytest.raises(ConfigurationError, match="must return a StreamingContext"):
         StreamingContext.getActiveOrCreate(None, lambda: None)
+
+
+def run_queue(spark, batches, build, n):
+    driver = Driver(spark)
+    out = []
+    build(driver.ssc.queueStream(batches)).foreachRDD(lambda rdd: out.append(rdd.collect()))
+    driver.start()
+    try:
+        driver.run(n)
+    finally:
+        driver.stop()
+    assert not any(b.failed for b in driver.recorder.completed)
+    return out
+
+
+def test_group_by_key_and_window_keeps_keys_that_left_a_long_window_as_pyspark(
+        spark, tmp_path):
+    # PySpark's groupByKeyAndWindow is reduceByKeyAndWindow with an inverse: with a window
+    # of five slides or more, a key whose values all left the window stays, with none.
+    from pyspark.resultiterable import ResultIterable
+
+    spark.setCheckpointDir(str(tmp_path))
+    out = run_queue(spark, [[("a", 1)], [("b", 1)]] + [[]] * 7,
+                    lambda s: s.groupByKeyAndWindow(5, 1), 9)
+    assert all(isinstance(v, ResultIterable) for batch in out for _, v in batch)
+    listed = [sorted((k, list(v)) for k, v in batch) for batch in out]
+    assert listed == ([[("a", [1])]] + [[("a", [1]), ("b", [1])]] * 4
+                      + [[("a", []), ("b", [1])]] + [[("a", []), ("b", [])]] * 3)
+    # A shorter window is reduced afresh every slide: no empty groups.
+    out = run_queue(spark, [[("a", 1)], [("b", 1)], []],
+                    lambda s: s.groupByKeyAndWindow(2, 1), 4)
+    assert [sorted((k, list(v)) for k, v in batch) for batch in out] == [
+        [("a", [1])], [("a", [1]), ("b", [1])], [("b", [1])], []]
+    assert isinstance(out[0][0][1], ResultIterable)
+
+
+def test_reduce_by_key_and_window_ignores_filter_func_without_inverse_as_pyspark(
+        spark, caplog):
+    out = run_queue(spark, [[("a", 1)], [("b", 1)], [("a", 5)], []],
+                    lambda s: s.reduceByKeyAndWindow(operator.add, None, 2, 1,
+                                                     filterFunc=lambda kv: kv[1] > 1), 5)
+    assert [sorted(batch) for batch in out] == [
+        [("a", 1)], [("a", 1), ("b", 1)], [("a", 5), ("b", 1)], [("a", 5)], []]
+    assert "ignores filterFunc when invFunc is None" in caplog.text

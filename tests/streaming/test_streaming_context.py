@@ -243,3 +243,42 @@ def test_concurrent_jobs_run_output_operations_side_by_side(spark):
     driver.run(1)  # with one job thread the barrier would time out and fail the batch
     driver.stop()
     assert not driver.recorder.wait_completed(1000).failed
+
+
+@pytest.mark.parametrize(("args", "kwargs", "graceful"), [
+    ((), {"stopSparkContext": False, "stopGraceFully": True}, True),  # PySpark's spelling
+    ((), {"stopSparkContext": False, "stopGracefully": True}, True),  # Spark's
+    ((False, True), {}, True),  # positional, as both
+    ((False,), {"stopGraceFully": False}, False),
+    ((False,), {"stopGracefully": True, "stopGraceFully": True}, True),
+    ((False,), {}, False),
+])
+def test_stop_takes_pyspark_and_spark_spellings_of_graceful(spark, monkeypatch, args, kwargs,
+                                                            graceful):
+    driver = Driver(spark)
+    driver.ssc.queueStream([[1]]).foreachRDD(lambda rdd: None)
+    driver.start()
+    seen = []
+    real = driver.ssc.scheduler.stop
+
+    def stop(processAllReceivedData, *rest, **more):
+        seen.append(processAllReceivedData)
+        return real(processAllReceivedData, *rest, **more)
+
+    monkeypatch.setattr(driver.ssc.scheduler, "stop", stop)
+    driver.ssc.stop(*args, **kwargs)
+    assert driver.ssc.state == "STOPPED"
+    assert seen == [graceful]
+
+
+def test_stop_refuses_spellings_of_graceful_that_disagree(spark):
+    driver = Driver(spark)
+    driver.ssc.queueStream([[1]]).foreachRDD(lambda rdd: None)
+    driver.start()
+    try:
+        with pytest.raises(ConfigurationError, match="stopGracefully=True and stopGraceFully"
+                                                      "=False, which disagree"):
+            driver.ssc.stop(False, True, stopGraceFully=False)
+        assert driver.ssc.state == "ACTIVE"  # nothing was stopped
+    finally:
+        driver.stop()
