@@ -51,7 +51,7 @@ class Scenario:
             self.kafka.produce(self.topic, values, partition=partition)
         self.produced += per_partition * PARTITIONS
 
-    def start(self, fresh_checkpoint):
+    def start(self, fresh_checkpoint, rate=400):
         self.runs += 1
         if fresh_checkpoint:
             self.freshStarts += 1
@@ -63,7 +63,7 @@ class Scenario:
                 "--bootstrap-servers", self.kafka.bootstrap_servers,
                 "--topic", self.topic, "--group", self.group, "--schema", self.schema,
                 "--table", "events", "--batch-interval", "0.5",
-                "--max-rate-per-partition", "400", "--stop-after-idle", "3",
+                "--max-rate-per-partition", str(rate), "--stop-after-idle", "3",
                 "--checkpoint-dir", str(checkpoint)]
         env = {**os.environ, "KAFKA_DIRECT_PG_DSN": self.postgres.dsn,
                "PYTHONPATH": str(ROOT)}
@@ -93,8 +93,9 @@ class Scenario:
         process.wait(60)
         process.out.close()
 
-    def run_to_end(self, timeout=300):
-        process = self.start(fresh_checkpoint=False)
+    def run_to_end(self, timeout=600):
+        # No cap: the backlog of every round is read in a few batches.
+        process = self.start(fresh_checkpoint=False, rate=0)
         try:
             code = process.wait(timeout)
         finally:
@@ -147,5 +148,5 @@ def test_driver_killed_and_restarted_from_checkpoint_or_postgres(scenario):
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
 def test_many_driver_kills(scenario):
-    kill_repeatedly(scenario, kills=22, seed=2026)
+    kill_repeatedly(scenario, kills=22, seed=2026, per_round=600)
     assert scenario.kills >= 20 and scenario.midStream >= 12
