@@ -80,6 +80,8 @@ def model_for(postgres):
             return rows
 
         def teardown(self):
+            # The level set in __init__ must not outlive the model: later tests read warnings.
+            logging.getLogger("kafka_direct").setLevel(logging.NOTSET)
             self.link.release()
             self.sql(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
 
