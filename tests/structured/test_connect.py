@@ -9,9 +9,7 @@ checkpoint directory is lost resuming from the offsets stored with the rows.
 import pytest
 
 from kafka_direct.sql import register
-from kafka_direct.sql.offset_link import SourceLink
-from tests.structured.test_sink_kafka import run
-from tests.structured.test_sink_stream import execute
+from tests.structured.test_sink_kafka import lost_checkpoint_resumes
 
 
 @pytest.fixture(scope="module")
@@ -43,23 +41,8 @@ def test_batch_read_gives_exact_rows_over_connect(remote, kafka, kafka_topic):
 
 def test_a_lost_checkpoint_resumes_from_postgres_over_connect(remote, kafka, kafka_topic,
                                                               postgres, pg_schema, tmp_path):
-    topic = kafka_topic(partitions=2)
-    execute(postgres, f'CREATE TABLE "{pg_schema}".events (topic text, kafka_partition int, '
-            "kafka_offset bigint, key bytea, value bytea)")
-    for partition in range(2):
-        kafka.produce(topic, [f"{partition}:{i}".encode() for i in range(25)],
-                      partition=partition)
-    assert sum(run(remote, kafka, postgres, pg_schema, topic, tmp_path / "a")) == 50
-    link = SourceLink(postgres.dsn, "ingest", pg_schema)
-    assert link.committed() == {topic: {"0": 25, "1": 25}}
-    for partition in range(2):
-        kafka.produce(topic, [f"{partition}:{i}".encode() for i in range(25, 30)],
-                      partition=partition)
-    assert sum(run(remote, kafka, postgres, pg_schema, topic, tmp_path / "b")) == 10
-    rows = execute(postgres, "SELECT kafka_partition, kafka_offset, value FROM "
-                   f'"{pg_schema}".events ORDER BY 1, 2')
-    assert [(p, o, bytes(v)) for p, o, v in rows] == [
-        (p, o, f"{p}:{o}".encode()) for p in range(2) for o in range(30)]
+    lost_checkpoint_resumes(remote, kafka, kafka_topic(partitions=2), postgres, pg_schema,
+                            tmp_path)
 
 
 def test_a_bad_option_is_named_over_connect(remote, kafka):

@@ -26,23 +26,28 @@ def run(session, kafka, postgres, schema, topic, checkpoint):
     return [p.numInputRows for p in query.recentProgress]
 
 
-def test_a_lost_checkpoint_resumes_from_the_rows_transaction(spark_session, kafka, kafka_topic,
-                                                             postgres, pg_schema, tmp_path):
-    topic = kafka_topic(partitions=2)
+def lost_checkpoint_resumes(session, kafka, topic, postgres, pg_schema, tmp_path):
+    """Two runs on fresh checkpoint directories: the second resumes from PostgreSQL."""
     execute(postgres, f'CREATE TABLE "{pg_schema}".events (topic text, kafka_partition int, '
             "kafka_offset bigint, key bytea, value bytea)")
     for partition in range(2):
         kafka.produce(topic, [f"{partition}:{i}".encode() for i in range(25)],
                       partition=partition)
-    assert sum(run(spark_session, kafka, postgres, pg_schema, topic, tmp_path / "a")) == 50
+    assert sum(run(session, kafka, postgres, pg_schema, topic, tmp_path / "a")) == 50
     link = SourceLink(postgres.dsn, "ingest", pg_schema)
     assert link.committed() == {topic: {"0": 25, "1": 25}}
     for partition in range(2):
         kafka.produce(topic, [f"{partition}:{i}".encode() for i in range(25, 30)],
                       partition=partition)
-    assert sum(run(spark_session, kafka, postgres, pg_schema, topic, tmp_path / "b")) == 10
+    assert sum(run(session, kafka, postgres, pg_schema, topic, tmp_path / "b")) == 10
     assert link.committed() == {topic: {"0": 30, "1": 30}}
     rows = execute(postgres, "SELECT kafka_partition, kafka_offset, value FROM "
                    f'"{pg_schema}".events ORDER BY 1, 2')
     assert [(p, o, bytes(v)) for p, o, v in rows] == [
         (p, o, f"{p}:{o}".encode()) for p in range(2) for o in range(30)]
+
+
+def test_a_lost_checkpoint_resumes_from_the_rows_transaction(spark_session, kafka, kafka_topic,
+                                                             postgres, pg_schema, tmp_path):
+    lost_checkpoint_resumes(spark_session, kafka, kafka_topic(partitions=2), postgres,
+                            pg_schema, tmp_path)
