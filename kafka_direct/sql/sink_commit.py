@@ -9,7 +9,7 @@
    write nothing;
 3. check the staged attempts the messages name: registered, and not emptied by a crash
    of PostgreSQL (unlogged tables are): otherwise refuse the batch, writing nothing;
-4. with an offset store: apply its newest plan (:func:`~kafka_direct.sql.offset_link.
+4. with an offset store: apply its newest plan (:func:`~kafka_direct.sql.sink_link.
    apply_newest_plan`: chained onto the stored offsets or refused);
 5. move exactly the named attempts' rows into the target: ``INSERT ... SELECT`` (append),
    an upsert ``ON CONFLICT (keys) DO UPDATE`` (update), or ``DELETE`` then insert
@@ -33,13 +33,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError, KafkaDirectError, SinkWriteError
-from kafka_direct.sql.offset_link import AppliedPlan, apply_newest_plan
 from kafka_direct.sql.sink_database import (
     database_error,
     drop_cached,
     retry_broken,
     transaction,
 )
+from kafka_direct.sql.sink_link import AppliedPlan, apply_newest_plan
 from kafka_direct.sql.sink_options import SinkOptions
 from kafka_direct.sql.sink_staging import COMMITS_TABLE, STAGED_TABLE, StagedAttempt, drop_staged
 

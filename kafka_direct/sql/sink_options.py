@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.sql.offset_link import SourceLink
 from kafka_direct.sql.sink_database import Database
+from kafka_direct.sql.source_link import SourceLink
 
 __all__ = ["MODES", "SinkOptions", "parse_options"]
 

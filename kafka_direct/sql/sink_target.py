@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.sql.offset_link import PLANS_TABLE, STORES_TABLE, ensure_link_tables
+from kafka_direct.sql.link_tables import PLANS_TABLE, STORES_TABLE, ensure_link_tables
 from kafka_direct.sql.sink_database import database_error, transaction
 from kafka_direct.sql.sink_options import SinkOptions
 from kafka_direct.sql.sink_staging import COMMITS_TABLE, STAGED_TABLE, ensure_sink_tables

@@ -45,8 +45,8 @@ from kafka_direct.kafka_params import executor_params
 from kafka_direct.kafka_rdd import ReadSettings
 from kafka_direct.sql.admission import TriggerDelay, admit, start_of
 from kafka_direct.sql.input_partitions import KafkaInputPartition, plan_ranges
-from kafka_direct.sql.offset_link import SourceLink
 from kafka_direct.sql.partition_reader import PartitionReadSettings, read_task
+from kafka_direct.sql.source_link import SourceLink
 from kafka_direct.sql.source_metadata import SourceMetadata
 from kafka_direct.sql.source_offsets import SourceOffsets, offsets_from_json, offsets_to_json
 from kafka_direct.sql.source_options import SourceOptions, parse_source_options

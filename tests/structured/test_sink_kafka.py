@@ -4,7 +4,7 @@ On the real broker, Spark and PostgreSQL: the query's checkpoint directory is lo
 runs, and the second run resumes from the offsets the sink committed with the rows.
 """
 
-from kafka_direct.sql.offset_link import SourceLink
+from kafka_direct.sql.source_link import SourceLink
 from tests.structured.test_sink_stream import execute
 
 

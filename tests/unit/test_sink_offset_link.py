@@ -14,9 +14,11 @@ from kafka_direct.errors import (
     OffsetMismatchError,
     OffsetStoreError,
 )
-from kafka_direct.sql import offset_link
-from kafka_direct.sql.offset_link import PLANS_TABLE, SourceLink, lock_key, offsets_json
+from kafka_direct.sql import offset_link, source_link, store_lock
+from kafka_direct.sql.link_tables import PLANS_TABLE, lock_key, offsets_json
 from kafka_direct.sql.sink_commit import commit_batch
+from kafka_direct.sql.sink_link import source_holds
+from kafka_direct.sql.source_link import SourceLink
 from tests.unit.test_sink_protocol import make_sink, numbered, query_id, stage, target_rows
 
 
@@ -97,7 +99,7 @@ def test_an_unlinked_source_is_a_configuration_error(link, sink, postgres, caplo
     assert target_rows(postgres, sink) == numbered(0, 1)
     # The same query right after a restart, its first batch reading nothing: accepted,
     # with a warning (the source takes the store with its first plan).
-    with caplog.at_level("WARNING", logger="kafka_direct.sql.offset_link"):
+    with caplog.at_level("WARNING", logger="kafka_direct.sql.sink_link"):
         result = commit(sink, query, 1)
     assert not result.plan.changed and "brought no new plan" in caplog.text
 
@@ -160,7 +162,7 @@ def test_a_fresh_query_resumes_from_the_store(link, sink, postgres):
 
 
 def test_a_second_query_on_the_store_is_refused(link, postgres, monkeypatch):
-    monkeypatch.setattr(offset_link, "LOCK_WAIT_MS", 200)
+    monkeypatch.setattr(store_lock, "LOCK_WAIT_MS", 200)
     other = postgres.connect()
     other.autocommit = True
     try:
@@ -178,23 +180,23 @@ def test_a_second_query_on_the_store_is_refused(link, postgres, monkeypatch):
 
 def test_a_source_whose_session_broke_takes_the_store_again(link, postgres):
     link.record_plan({"t": {"0": 0}}, {"t": {"0": 1}})
-    holder = offset_link._holders[(link.database, link.schema, link.store)]
+    holder = store_lock._holders[(link.database, link.schema, link.store)]
     with postgres.connect() as admin, admin.cursor() as cursor:
         cursor.execute("SELECT pg_terminate_backend(%s)", (holder.connection.get_backend_pid(),))
     admin.close()
     link.record_plan({"t": {"0": 1}}, {"t": {"0": 2}})
     with postgres.connect() as admin, admin.cursor() as cursor:
-        assert offset_link.source_holds(cursor, link.schema, link.store)
+        assert source_holds(cursor, link.schema, link.store)
     admin.close()
 
 
 def test_only_the_newest_plans_are_kept(link, postgres):
-    for n in range(offset_link.KEEP_PLANS + 4):
+    for n in range(source_link.KEEP_PLANS + 4):
         link.record_plan({"t": {"0": n}}, {"t": {"0": n + 1}})
     with postgres.connect() as connection, connection.cursor() as cursor:
         cursor.execute(f'SELECT count(*) FROM "{link.schema}".{PLANS_TABLE} WHERE store = %s',
                        (link.store,))
-        assert cursor.fetchone()[0] == offset_link.KEEP_PLANS
+        assert cursor.fetchone()[0] == source_link.KEEP_PLANS
     connection.close()
 
 
@@ -225,3 +227,11 @@ def test_a_failing_database_is_an_offset_store_error_without_the_password():
         with pytest.raises(OffsetStoreError) as raised:
             call()
         assert secret not in str(raised.value)
+
+
+def test_the_protocol_module_re_exports_the_link():
+    from kafka_direct.sql import link_tables, sink_link
+
+    for name in offset_link.__all__:
+        owners = [m for m in (link_tables, sink_link, source_link) if name in m.__all__]
+        assert [getattr(offset_link, name)] == [getattr(m, name) for m in owners], name

@@ -5,8 +5,8 @@ import pickle
 import pytest
 
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.sql.offset_link import SourceLink
 from kafka_direct.sql.sink_options import parse_options
+from kafka_direct.sql.source_link import SourceLink
 
 FIELDS = ["id", "name", "total"]
 SECRET = "s3cr3t-Pa55"

@@ -7,7 +7,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from kafka_direct import ConfigurationError, TopicPartition
 from kafka_direct.sql.batch_reader import KafkaDirectBatchReader
 from kafka_direct.sql.kafka_source import KafkaDirectSource
-from kafka_direct.sql.offset_link import SourceLink
+from kafka_direct.sql.source_link import SourceLink
 from kafka_direct.sql.source_metadata import SourceMetadata
 from kafka_direct.sql.source_options import parse_source_options
 from kafka_direct.sql.stream_reader import KafkaDirectStreamReader

@@ -1,0 +1,221 @@
+"""The source's side of the offset link: record each batch's plan, read the committed offsets.
+
+:class:`SourceLink` names an offset store (``offsetStore.*`` options). The source records
+each batch's planned offsets through it (:meth:`SourceLink.record_plan`, which holds the
+store: :mod:`kafka_direct.sql.store_lock`) and, started without a checkpoint, resumes from
+:meth:`SourceLink.committed`. The protocol: :mod:`kafka_direct.sql.offset_link`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka_direct.errors import ConfigurationError, OffsetStoreError
+from kafka_direct.sql.link_tables import (
+    PLANS_TABLE,
+    STORES_TABLE,
+    SourceOffsets,
+    ensure_link_tables,
+    grant_fix,
+    normalise_offsets,
+    offsets_json,
+    table_identifier,
+)
+from kafka_direct.sql.sink_database import Database
+from kafka_direct.sql.store_lock import HeldSession, StoreLock
+
+__all__ = ["KEEP_PLANS", "SourceLink"]
+
+logger = logging.getLogger(__name__)
+
+#: Plans kept per store (only the newest counts; a few more help whoever investigates).
+KEEP_PLANS = 5
+
+_OPTION_PREFIX = "offsetstore."
+
+
+@dataclass(frozen=True, slots=True)
+class SourceLink:
+    """Where a source records its plans and finds its committed offsets (PostgreSQL).
+
+    Attributes:
+        dsn: libpq connection string of the sink's database ("" for libpq's environment);
+            never shown.
+        store: The offset store's name (the same on the source and the sink).
+        schema: Schema of the link's tables.
+        password: A password given apart from the DSN (``offsetStore.password``), or None.
+    """
+
+    dsn: str
+    store: str
+    schema: str = "public"
+    password: str | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.dsn, str):
+            raise ConfigurationError("offsetStore.dsn must be a libpq connection string")
+        for name, value in (("offsetStore.name", self.store),
+                            ("offsetStore.schema", self.schema)):
+            if not isinstance(value, str) or not value.strip() or len(value) > 200:
+                raise ConfigurationError(
+                    f"{name} must be a non-empty name of at most 200 characters, got "
+                    f"{value!r}")
+
+    def __repr__(self) -> str:
+        return f"SourceLink(store={self.store!r}, schema={self.schema!r})"  # no DSN
+
+    @property
+    def database(self) -> Database:
+        """The link's database (DSN and password)."""
+        return Database(self.dsn, self.password)
+
+    @staticmethod
+    def from_options(options: Mapping[str, Any], dsn: str | None = None,
+                     password: str | None = None) -> SourceLink | None:
+        """The link the options ask for (``offsetStore.name``/``.dsn``/``.schema``), or None.
+
+        Option names are case-insensitive (Spark lowercases them). ``offsetStore.password``
+        may hold the password apart from the DSN (Spark redacts such options in plans).
+
+        Args:
+            options: The data source's options.
+            dsn: The DSN to use when ``offsetStore.dsn`` is absent (the sink passes its
+                own: its store must live in its database); None makes it required.
+            password: The password to use with ``dsn``.
+
+        Raises:
+            ConfigurationError: ``offsetStore.*`` options without ``offsetStore.name``, or
+                a source's link without ``offsetStore.dsn``.
+        """
+        lowered = {str(k).lower(): v for k, v in options.items()}
+        given = sorted(k for k in lowered if k.startswith(_OPTION_PREFIX))
+        name = lowered.get(_OPTION_PREFIX + "name")
+        if name is None:
+            if given:
+                raise ConfigurationError(
+                    f"options {given} need offsetStore.name: the offset store both the "
+                    "source and the sink use (the same name on both)")
+            return None
+        linkDsn = lowered.get(_OPTION_PREFIX + "dsn")
+        linkPassword = lowered.get(_OPTION_PREFIX + "password")
+        if linkDsn is None:
+            if dsn is None:
+                raise ConfigurationError(
+                    "offsetStore.name needs offsetStore.dsn: the connection string of the "
+                    "sink's database, where the sink commits the offsets with the rows "
+                    "(\"\" for libpq's environment)")
+            linkDsn, linkPassword = dsn, password if linkPassword is None else linkPassword
+        schema = lowered.get(_OPTION_PREFIX + "schema") or "public"
+        return SourceLink(str(linkDsn), str(name), str(schema),
+                          None if linkPassword is None else str(linkPassword))
+
+    # -- the source's side ------------------------------------------------------------------
+
+    def _lock(self) -> StoreLock:
+        """This process's hold on the store (the session holding its advisory lock)."""
+        return StoreLock(self.database, self.schema, self.store)
+
+    def hold(self) -> None:
+        """Take the store's lock for this process now (the first plan would take it).
+
+        Raises:
+            GroupBusyError: Another running query holds the store.
+            OffsetStoreError: The database failed.
+        """
+        self._lock().run("taking", repr(self), lambda cursor, holder: None)
+
+    def release(self) -> None:
+        """Let go of the store (ends the session holding its lock); call from ``stop()``."""
+        self._lock().release()
+
+    def committed(self) -> SourceOffsets | None:
+        """The end offsets of the newest batch the sink committed under this store.
+
+        A read on a connection of its own: it takes no lock (the source takes the store
+        with its first plan, or :meth:`hold`), so monitoring and applications may call it
+        while a query runs.
+
+        Returns:
+            ``{"topic": {"partition": next offset}}``, or None when the sink committed
+            nothing under this store yet (no tables, no row, or no offsets).
+
+        Raises:
+            OffsetStoreError: The database failed.
+        """
+        import psycopg2
+        from psycopg2 import sql
+
+        from offsets.database import table_exists
+
+        try:
+            connection = self.database.connect()
+            try:
+                with connection.cursor() as cursor:
+                    stored = None
+                    if table_exists(cursor, self.schema, STORES_TABLE):
+                        stores = table_identifier(self.schema, STORES_TABLE)
+                        cursor.execute(sql.SQL("SELECT end_offsets FROM {} WHERE store = %s"
+                                               ).format(stores), (self.store,))
+                        row = cursor.fetchone()
+                        stored = None if row is None else row[0]
+                connection.rollback()
+            finally:
+                connection.close()
+        except psycopg2.Error as error:
+            cause = self.database.describe(error)
+            raise OffsetStoreError(
+                f"reading the committed offsets of offset store {self.store!r} (schema "
+                f"{self.schema!r}) failed: {cause}. {grant_fix(error, self.schema, 'source')}",
+                store=repr(self), cause=cause) from error
+        if stored is None:
+            return None
+        return normalise_offsets(stored, f"the committed offsets of store {self.store!r}")
+
+    def record_plan(self, start: SourceOffsets, end: SourceOffsets) -> None:
+        """Record the offsets of the batch being planned (before any task runs).
+
+        Args:
+            start: Where the batch starts reading, for every partition of ``end``.
+            end: Where it stops (exclusive: the next offset to read), per partition.
+
+        Raises:
+            ConfigurationError: Offsets of the wrong shape, a partition of ``end`` missing
+                from ``start``, or an end before its start.
+            GroupBusyError: Another running query holds the store.
+            OffsetStoreError: The database failed.
+        """
+        from psycopg2 import sql
+
+        begin = normalise_offsets(start, "a plan's start")
+        until = normalise_offsets(end, "a plan's end")
+        for topic, partitions in until.items():
+            for partition, offset in partitions.items():
+                first = begin.get(topic, {}).get(partition)
+                if first is None:
+                    raise ConfigurationError(
+                        f"a plan's end has {topic}-{partition} but its start does not: "
+                        "give the start of every partition the batch reads")
+                if offset < first:
+                    raise ConfigurationError(
+                        f"a plan's end {offset} of {topic}-{partition} is before its start "
+                        f"{first}")
+        plans = table_identifier(self.schema, PLANS_TABLE)
+
+        def insert(cursor: Any, holder: HeldSession) -> None:
+            if not holder.tablesReady:
+                ensure_link_tables(cursor, self.schema)
+                holder.tablesReady = True
+            cursor.execute(sql.SQL(
+                "INSERT INTO {} (store, start_offsets, end_offsets) "
+                "VALUES (%s, %s::jsonb, %s::jsonb) RETURNING plan_id").format(plans),
+                (self.store, offsets_json(begin), offsets_json(until)))
+            plan = int(cursor.fetchone()[0])
+            cursor.execute(sql.SQL("DELETE FROM {} WHERE store = %s AND plan_id <= %s").format(
+                plans), (self.store, plan - KEEP_PLANS))
+            logger.debug("offset store %r: plan %d recorded", self.store, plan)
+
+        self._lock().run("recording a plan", repr(self), insert)
+
