@@ -2,7 +2,8 @@
 
 * ``spark.readStream.format("kafka-direct")`` / ``spark.read.format("kafka-direct")``: a
   pure-Python Kafka source with the options and schema of Spark's ``kafka`` source.
-* ``df.writeStream.format("kafka-direct-postgres")``: exactly once into a PostgreSQL table.
+* ``df.writeStream.format("kafka-direct-postgres")``: exactly once into a PostgreSQL table;
+  :func:`foreach_batch_sink` does the same from ``foreachBatch`` (any output mode).
 
 Both need PySpark 4.2 or newer (Python data sources with admission control) and pyarrow
 (``pip install "kafka-direct[structured]"``); :func:`register` makes them available to a
@@ -10,6 +11,7 @@ session, classic or Spark Connect. The DataFrame view (:mod:`kafka_direct.sql.da
 has no such needs.
 """
 
+from kafka_direct.sql.foreach_batch import ForeachBatchSink, foreach_batch_sink
 from kafka_direct.sql.registration import (
     POSTGRES_SINK_FORMAT,
     SOURCE_FORMAT,
@@ -17,4 +19,5 @@ from kafka_direct.sql.registration import (
     register,
 )
 
-__all__ = ["POSTGRES_SINK_FORMAT", "SOURCE_FORMAT", "check_structured_support", "register"]
+__all__ = ["POSTGRES_SINK_FORMAT", "SOURCE_FORMAT", "ForeachBatchSink", "check_structured_support",
+           "foreach_batch_sink", "register"]

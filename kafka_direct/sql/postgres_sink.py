@@ -81,15 +81,19 @@ Limits
 ------
 * Spark 4.3 refuses ``outputMode("update")`` for every Python sink. For aggregations use
   ``outputMode("complete")`` with ``mode=complete`` (the table is replaced each batch) or
-  ``mode=update`` (upsert the whole result on ``keyColumns``), or ``outputMode("append")``
-  with a watermark. ``mode=update`` also upserts plain appended rows on a key.
+  ``mode=update`` (upsert the whole result on ``keyColumns``), ``outputMode("append")``
+  with a watermark, or ``outputMode("update")`` through ``foreachBatch`` with
+  :func:`kafka_direct.sql.foreach_batch_sink` (classic Spark). ``mode=update`` also
+  upserts plain appended rows on a key.
 * Exactly-once is per query id: a fresh checkpoint directory is a new query, which writes
   what it reads again, unless it is linked to an offset store (then it starts after the
   stored offsets).
 * The commit record is the newest batch per (query id, target): a batch id at or below it
   counts as committed. Spark runs batches in order, so that is exact; do not edit a
   checkpoint's logs to run old batches again.
-* A batch write (``df.write``) is atomic but has no id: running the job again writes again.
+* A batch write (``df.write``) is atomic but has no id: running the job again writes again
+  (unless it is a micro-batch's, with options ``microBatch.*``: see
+  :mod:`kafka_direct.sql.foreach_batch`).
 * The role needs USAGE and CREATE on ``stagingSchema`` (staging tables; the sink's own
   record tables there, created on first use when missing, need SELECT, INSERT, UPDATE,
   DELETE), and SELECT and INSERT on the target (UPDATE for ``mode=update``, DELETE for
@@ -216,11 +220,19 @@ class _StreamWriter(DataSourceStreamArrowWriter):
 
 
 class _BatchWriter(DataSourceArrowWriter):
-    """A batch write: every task's staged rows moved in one transaction."""
+    """A batch write: every task's staged rows moved in one transaction.
+
+    A write that is a streaming query's micro-batch (options ``microBatch.*``, set by
+    :func:`kafka_direct.sql.foreach_batch_sink`) stages under the query's id and batch id
+    and commits as :class:`_StreamWriter` does: once per (query, batch).
+    """
 
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
-        self.writeId = f"write:{uuid.uuid4().hex}"
+        if options.microBatch is None:
+            self.writeId, self.batchId = f"write:{uuid.uuid4().hex}", 0
+        else:
+            self.writeId, self.batchId = options.microBatch
 
     def __repr__(self) -> str:
         return f"PostgresSink writer ({self.options.target})"
@@ -228,15 +240,21 @@ class _BatchWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[Any]) -> SinkCommitMessage:
         """Stage this task attempt's rows under the write's id."""
         return _carried(lambda: SinkCommitMessage(stage_rows(
-            _target(self.options), self.writeId, 0, _task_context().partitionId(), iterator)))
+            _target(self.options), self.writeId, self.batchId, _task_context().partitionId(),
+            iterator)))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Move every task's staged rows into the target, in one transaction."""
-        _carried(lambda: commit_write(self.options, _attempts(messages)))
+        if self.options.microBatch is None:
+            _carried(lambda: commit_write(self.options, _attempts(messages)))
+            return
+        result: CommitResult = _carried(lambda: commit_batch(
+            self.options, self.batchId, _attempts(messages), queryId=self.writeId))
+        logger.debug("%r: %s", self, result)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Drop the write's staged rows."""
-        abort_batch(self.options, 0, _attempts(messages))
+        abort_batch(self.options, self.batchId, _attempts(messages))
 
 
 class PostgresSink(DataSource):
@@ -261,7 +279,16 @@ class PostgresSink(DataSource):
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
         """The micro-batch writer (options checked, target prepared, before any task)."""
-        return _carried(lambda: _StreamWriter(self._options(schema, overwrite)))
+        return _carried(lambda: _StreamWriter(self._stream_options(schema, overwrite)))
+
+    def _stream_options(self, schema: Any, overwrite: bool) -> SinkOptions:
+        options = self._options(schema, overwrite)
+        if options.microBatch is not None:
+            raise ConfigurationError(
+                "options microBatch.queryId / microBatch.batchId are for a batch write "
+                "inside foreachBatch; writeStream commits under Spark's own batch ids: drop "
+                "them", setting="microBatch.queryId")
+        return options
 
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
         """The batch writer of ``df.write`` (``mode("overwrite")`` replaces the rows)."""

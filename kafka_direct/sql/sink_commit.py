@@ -273,13 +273,17 @@ def _attempts(queryId: str | None, batchId: int, messages: Sequence[StagedAttemp
 
 
 def commit_batch(options: SinkOptions, batchId: int,
-                 messages: Sequence[StagedAttempt | None]) -> CommitResult:
+                 messages: Sequence[StagedAttempt | None], *,
+                 queryId: str | None = None) -> CommitResult:
     """Commit micro-batch ``batchId`` exactly once (see the module's steps).
 
     Args:
         options: The sink's prepared options.
         batchId: Spark's batch id.
-        messages: One staged attempt per write task (Spark gives at least one).
+        messages: One staged attempt per write task (a stream's batch has at least one; a
+            ``foreachBatch`` write of no partition has none).
+        queryId: The query's id when the caller knows it (a ``foreachBatch`` write): the
+            messages must name it; needed when there is no message.
 
     Raises:
         SinkWriteError: The database failed (rolled back: nothing written), the COMMIT's
@@ -289,7 +293,7 @@ def commit_batch(options: SinkOptions, batchId: int,
         ConfigurationError: The sink is linked to an offset store the source does not
             record its plans in.
     """
-    queryId, staged = _attempts(None, batchId, messages)
+    queryId, staged = _attempts(queryId, batchId, messages)
     if queryId.startswith("write:"):
         raise ConfigurationError(
             f"batch {batchId}: the write tasks did not run in a streaming query (no query "

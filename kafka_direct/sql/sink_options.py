@@ -26,6 +26,10 @@ option              meaning
 ``offsetStore.name``    link to the kafka-direct source's offset store (same name on both);
                     ``offsetStore.schema`` its tables' schema (default ``public``), in the
                     sink's database
+``microBatch.queryId``  with ``microBatch.batchId``: a batch write (``df.write``) that is
+                    this micro-batch of this streaming query, committed once like a
+                    ``writeStream`` batch (set by :func:`kafka_direct.sql.foreach_batch_sink`
+                    inside ``foreachBatch``; not for ``writeStream``)
 ==================  ======================================================================
 
 Option names are case-insensitive (Spark lowercases them). :class:`SinkOptions` never shows
@@ -43,13 +47,14 @@ from kafka_direct.errors import ConfigurationError
 from kafka_direct.sql.sink_database import Database
 from kafka_direct.sql.source_link import SourceLink
 
-__all__ = ["MODES", "SinkOptions", "parse_options"]
+__all__ = ["MODES", "SinkOptions", "parse_options", "resolve_mode"]
 
 #: The sink's write modes.
 MODES = ("append", "update", "complete")
 _ALIASES = {"upsert": "update", "overwrite": "complete", "replace": "complete"}
 _KNOWN = {"dsn", "password", "table", "schema", "columns", "mode", "keycolumns",
           "createtable", "stagingschema", "statementtimeoutms", "stalestagingminutes",
+          "microbatch.queryid", "microbatch.batchid",
           # Set by Spark itself (writeStream's checkpointLocation, queryName, path).
           "checkpointlocation", "path", "queryname"}
 _LINK_OPTIONS = {"offsetstore.name", "offsetstore.dsn", "offsetstore.schema",
@@ -73,6 +78,8 @@ class SinkOptions:
         statementTimeoutMs: ``statement_timeout`` of the sink's transactions, or None.
         staleStagingMinutes: Age after which unclaimed staged rows are dropped.
         link: The offset store the commits keep the source's offsets in, or None.
+        microBatch: ``(query id, batch id)`` when a batch write is a streaming query's
+            micro-batch (``foreachBatch``): committed once per pair. None otherwise.
     """
 
     database: Database = field(repr=False)
@@ -86,8 +93,20 @@ class SinkOptions:
     statementTimeoutMs: int | None = None
     staleStagingMinutes: int = 1440
     link: SourceLink | None = None
+    microBatch: tuple[str, int] | None = None
 
     def __post_init__(self) -> None:
+        if self.microBatch is not None:
+            queryId, batchId = self.microBatch
+            if not isinstance(queryId, str) or not queryId.strip() or queryId.startswith(
+                    "write:"):
+                raise ConfigurationError(
+                    f"option microBatch.queryId must be the streaming query's id, got "
+                    f"{queryId!r}", setting="microBatch.queryId")
+            if isinstance(batchId, bool) or not isinstance(batchId, int) or batchId < 0:
+                raise ConfigurationError(
+                    f"option microBatch.batchId must be the micro-batch's id (a whole number "
+                    f">= 0), got {batchId!r}", setting="microBatch.batchId")
         for name, value in (("table", self.table), ("schema", self.schema),
                             ("stagingSchema", self.stagingSchema)):
             _check_name(name, value)
@@ -178,6 +197,35 @@ def _names(value: str | None) -> tuple[str, ...]:
     return tuple(part.strip() for part in str(value).split(",") if part.strip())
 
 
+def resolve_mode(rawMode: Any, overwrite: bool) -> str:
+    """The sink's mode from option ``mode`` (any case, aliases allowed) and Spark's overwrite.
+
+    Raises:
+        ConfigurationError: An unknown mode.
+    """
+    mode = (str(rawMode).strip().lower() if rawMode is not None
+            else "complete" if overwrite else "append")
+    mode = _ALIASES.get(mode, mode)
+    if mode not in MODES:
+        raise ConfigurationError(
+            f"option mode {rawMode!r} is unknown: use append, update (upsert on keyColumns) "
+            "or complete (replace the table's rows)", setting="mode", value=str(rawMode))
+    return mode
+
+
+def _micro_batch(lowered: Mapping[str, Any]) -> tuple[str, int] | None:
+    queryId, batchId = lowered.get("microbatch.queryid"), lowered.get("microbatch.batchid")
+    if queryId is None and batchId is None:
+        return None
+    if queryId is None or batchId is None:
+        raise ConfigurationError(
+            "options microBatch.queryId and microBatch.batchId go together (a micro-batch "
+            "of a streaming query): let kafka_direct.sql.foreach_batch_sink set them",
+            setting="microBatch.queryId" if queryId is None else "microBatch.batchId")
+    number = _number(lowered, "microbatch.batchid", "microBatch.batchId")
+    return str(queryId).strip(), -1 if number is None else number
+
+
 def parse_options(options: Mapping[str, Any], fieldNames: Sequence[str], overwrite: bool
                   ) -> SinkOptions:
     """Check the sink's options against the DataFrame's columns.
@@ -219,14 +267,7 @@ def parse_options(options: Mapping[str, Any], fieldNames: Sequence[str], overwri
             f"DataFrame's {len(fieldNames)} columns {list(fieldNames)}: give one target "
             "column per DataFrame column, in order (or select the columns to write first)",
             setting="columns", value=list(columns))
-    rawMode = lowered.get("mode")
-    mode = (str(rawMode).strip().lower() if rawMode is not None
-            else "complete" if overwrite else "append")
-    mode = _ALIASES.get(mode, mode)
-    if mode not in MODES:
-        raise ConfigurationError(
-            f"option mode {rawMode!r} is unknown: use append, update (upsert on keyColumns) "
-            "or complete (replace the table's rows)", setting="mode", value=str(rawMode))
+    mode = resolve_mode(lowered.get("mode"), overwrite)
     if overwrite and mode == "append":
         raise ConfigurationError(
             "Spark asks to overwrite (outputMode complete, or a batch write with "
@@ -253,4 +294,4 @@ def parse_options(options: Mapping[str, Any], fieldNames: Sequence[str], overwri
         keyColumns=keyColumns, createTable=_flag(lowered, "createtable", False),
         stagingSchema=str(lowered.get("stagingschema") or schema),
         statementTimeoutMs=timeout, staleStagingMinutes=1440 if stale is None else stale,
-        link=link)
+        link=link, microBatch=_micro_batch(lowered))

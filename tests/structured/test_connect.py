@@ -52,3 +52,17 @@ def test_a_bad_option_is_named_over_connect(remote, kafka):
     with pytest.raises(Exception, match="subscribe") as raised:
         frame.collect()
     assert "ConfigurationError" in str(raised.value)
+
+
+def test_foreach_batch_sink_says_it_needs_classic_spark_over_connect(remote, postgres,
+                                                                    pg_schema, tmp_path):
+    from kafka_direct.sql import foreach_batch_sink
+
+    sink = foreach_batch_sink(dsn=postgres.dsn, schema=pg_schema, table="target")
+    query = (remote.readStream.format("rate-micro-batch").option("rowsPerBatch", 3).load()
+             .writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "c"))
+             .trigger(availableNow=True).start())
+    with pytest.raises(Exception) as failure:
+        query.awaitTermination(120)
+    assert "needs classic Spark" in str(failure.value)
+    assert postgres.dsn not in str(failure.value)
