@@ -20,6 +20,7 @@ from tests.structured.test_sink_stream import (
     counts,
     execute,
     expected,
+    finish,
     numbers,
     rows_of,
     staging_left,
@@ -31,14 +32,9 @@ ROWS = 10
 
 def run_once(df, sink, checkpoint, output="append"):
     """One availableNow run of ``df`` through ``foreachBatch(sink)``; the finished query."""
-    query = (df.writeStream.outputMode(output).foreachBatch(sink)
-             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
-    try:
-        query.awaitTermination(120)
-    except Exception:  # a failed query: the test looks at query.exception()
-        assert query.exception() is not None
-    assert not query.isActive
-    return query
+    return finish(df.writeStream.outputMode(output).foreachBatch(sink)
+                  .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True)
+                  .start())
 
 
 def commits(postgres, schema):
@@ -46,13 +42,16 @@ def commits(postgres, schema):
                    "kafka_direct_sink_commits")
 
 
-def test_update_output_mode_upserts_each_batch_once(spark_session, postgres, pg_schema,
-                                                    tmp_path):
-    execute(postgres, f'CREATE TABLE "{pg_schema}".target (k bigint PRIMARY KEY, n bigint)')
+@pytest.mark.parametrize(("output", "key"), [("update", "k"), ("complete", None)])
+def test_aggregations_upsert_or_replace_each_batch_once(spark_session, postgres, pg_schema,
+                                                        tmp_path, output, key):
+    primary = " PRIMARY KEY" if key else ""
+    execute(postgres, f'CREATE TABLE "{pg_schema}".target (k bigint{primary}, n bigint)')
+    options = {"keyColumns": key} if key else {}
     sink = foreach_batch_sink(dsn=postgres.dsn, schema=pg_schema, table="target", columns="k,n",
-                              mode="update", keyColumns="k")
+                              mode=output, **options)
     for run in range(2):
-        query = run_once(counts(spark_session), sink, tmp_path / "chk", output="update")
+        query = run_once(counts(spark_session), sink, tmp_path / "chk", output=output)
         assert query.exception() is None
         seen = ROWS * (run + 1)
         assert rows_of(postgres, pg_schema, columns="k, n") == [
@@ -76,18 +75,6 @@ def test_a_batch_run_again_after_a_restart_writes_nothing_twice(spark_session, p
     batches = [p["batchId"] for p in query.recentProgress]
     assert 0 in batches  # Spark really ran batch 0 again
     assert rows_of(postgres, pg_schema) == expected(0, ROWS * len(set(batches)))
-
-
-def test_complete_mode_replaces_the_rows(spark_session, postgres, pg_schema, tmp_path):
-    execute(postgres, f'CREATE TABLE "{pg_schema}".target (k bigint, n bigint)')
-    sink = foreach_batch_sink(dsn=postgres.dsn, schema=pg_schema, table="target", columns="k,n",
-                              mode="complete")
-    for run in range(2):
-        query = run_once(counts(spark_session), sink, tmp_path / "chk", output="complete")
-        assert query.exception() is None
-        seen = ROWS * (run + 1)
-        assert rows_of(postgres, pg_schema, columns="k, n") == [
-            (k, len(range(k, seen, 3))) for k in range(3)]
 
 
 def test_a_lost_checkpoint_resumes_from_the_offset_store(spark_session, postgres, pg_schema,

@@ -63,7 +63,11 @@ def run_once(df, postgres, schema, checkpoint, mode="append", output="append", *
               .option("mode", mode).option("checkpointLocation", str(checkpoint)))
     for key, value in options.items():
         writer = writer.option(key, str(value))
-    query = writer.trigger(availableNow=True).start()
+    return finish(writer.trigger(availableNow=True).start())
+
+
+def finish(query):
+    """``query`` once it ended (an availableNow run); a failure stays in its exception()."""
     try:
         query.awaitTermination(120)
     except Exception:  # a failed query: the test looks at query.exception()
