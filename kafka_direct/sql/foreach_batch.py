@@ -13,21 +13,36 @@ Spark (4.3) refuses ``outputMode("update")`` for every Python streaming sink, th
 Each call writes the micro-batch with ``df.write.format("kafka-direct-postgres")`` under
 the query's id and the batch id (options ``microBatch.queryId`` / ``microBatch.batchId``):
 tasks stage, and the commit moves the rows in one transaction that records (query,
-batch) as ``writeStream`` does. A batch Spark runs again after a restart (its function
-ran, then the driver died before the batch's commit log) finds its record and writes
-nothing. The options are the sink's (:mod:`kafka_direct.sql.sink_options`), offset-store
-link included; ``mode=complete`` writes with ``mode("overwrite")``.
+target, batch) as ``writeStream`` does. A batch Spark runs again after a restart (its
+function ran, then the driver died before the batch's commit log) finds its record and
+writes nothing. The options are the sink's (:mod:`kafka_direct.sql.sink_options`),
+offset-store link included; ``mode`` must be given, because the function cannot see the
+query's output mode: ``update`` (upsert on ``keyColumns``) for ``outputMode("update")``,
+``complete`` (replace the rows, written with ``mode("overwrite")``) for
+``outputMode("complete")``, ``append`` for ``outputMode("append")``.
 
 Limits:
 
-* Classic Spark only: over Spark Connect, ``foreachBatch`` does not see the query's id.
-  Use ``writeStream.format("kafka-direct-postgres")`` there (``append`` or ``complete``).
-* One call per target per batch: the commit record is per (query, target), so a second
-  write of the same batch to the same table is taken for a re-run and writes nothing.
+* Classic Spark only, called on the thread Spark calls the function on: over Spark
+  Connect ``foreachBatch`` does not see the query's id. Use
+  ``writeStream.format("kafka-direct-postgres")`` there (``append`` or ``complete``).
+* One write per table per batch (the commit record is per (query, target), so a second
+  one would be taken for a re-run): a second write of a batch to a table in one run is
+  refused; union the DataFrames first.
+* With ``offsetStore.name``: one linked table per store (the others without the option),
+  and the function must write every batch, empty ones included (a batch not written
+  leaves its offsets unstored and the next batch is refused with OffsetMismatchError).
+  The store restores the source's offsets, not a stateful query's state: after a lost
+  checkpoint, an aggregation starts from empty state (counts start again from the
+  stored offsets).
+* With DEBUG logging on, py4j logs the commands PySpark sends, options included: the DSN
+  and password then reach py4j's log. Give the password through ``PGPASSWORD`` or
+  ``~/.pgpass`` where that matters.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,6 +53,17 @@ from kafka_direct.sql.sink_options import resolve_mode
 __all__ = ["ForeachBatchSink", "foreach_batch_sink"]
 
 _RESERVED = ("microbatch.queryid", "microbatch.batchid")
+_SCALARS = (str, bool, int, float)
+#: Spark's local properties on the thread that runs a micro-batch's foreachBatch function.
+_BATCH_ID_PROPERTY = "streaming.sql.batchId"
+_RUN_ID_PROPERTY = "spark.jobGroup.id"  # the run id: new at every start of the query
+
+# What this process wrote in each run of a query: (run, target) -> the newest batch, and
+# (run, offset store) -> the one target linked to it. A run is one start of the query, so
+# a restart that runs a batch again starts afresh (its commit record then writes nothing).
+_written: dict[tuple[str, str], int] = {}
+_linked: dict[tuple[str, str], str] = {}
+_mutex = threading.Lock()
 
 
 class ForeachBatchSink:
@@ -47,43 +73,83 @@ class ForeachBatchSink:
     the password.
     """
 
-    __slots__ = ("_options", "_saveMode")
+    __slots__ = ("_options", "_saveMode", "_store", "_target")
 
     def __init__(self, options: Mapping[str, Any]) -> None:
-        lowered = {str(k).lower(): v for k, v in options.items()}
+        given = {str(k): _option_text(str(k), v) for k, v in options.items() if v is not None}
+        lowered = {k.lower(): v for k, v in given.items()}
         taken = [k for k in _RESERVED if k in lowered]
         if taken:
             raise ConfigurationError(
                 f"foreach_batch_sink sets option {taken[0]} itself for each batch: drop it",
                 setting=taken[0])
-        if lowered.get("table") is None or not str(lowered["table"]).strip():
+        if not lowered.get("table", "").strip():
             raise ConfigurationError(
                 "foreach_batch_sink needs option table: the target table's name (and option "
                 "schema for its schema)", setting="table")
-        mode = resolve_mode(lowered.get("mode"), overwrite=False)
-        self._options = {str(k): str(v) for k, v in options.items()}
+        if "mode" not in lowered:
+            raise ConfigurationError(
+                "foreach_batch_sink needs option mode, as it cannot see the query's output "
+                "mode: update (upsert on keyColumns) for outputMode('update'), complete for "
+                "outputMode('complete'), append for outputMode('append')", setting="mode")
+        mode = resolve_mode(lowered["mode"], overwrite=False)
+        self._options = given
         self._saveMode = "overwrite" if mode == "complete" else "append"
+        self._target = f"{lowered.get('schema') or 'public'}.{lowered['table']}"
+        store = lowered.get("offsetstore.name")
+        self._store = (None if store is None else
+                       f"{lowered.get('offsetstore.schema') or 'public'}.{store}")
 
     def __repr__(self) -> str:
-        lowered = {k.lower(): v for k, v in self._options.items()}
-        return (f"foreach_batch_sink({lowered.get('schema') or 'public'}."
-                f"{lowered['table']}, {self._saveMode})")
+        return f"foreach_batch_sink({self._target}, {self._saveMode})"
 
     def __call__(self, batch: Any, batchId: int) -> None:
         """Write ``batch``, micro-batch ``batchId`` of the running query, exactly once.
 
         Raises:
             ConfigurationError: Not called by a streaming query's ``foreachBatch`` on
-                classic Spark (no query id to commit under), or a bad sink option.
+                classic Spark (no query id to commit under), ``batchId`` not the running
+                batch's, a second write of the batch to this table, a second table linked
+                to the offset store, or a bad sink option.
             SinkWriteError: As the sink's commit.
         """
-        queryId = _query_id(batch)
+        queryId, runId = _running(batch, batchId)
+        self._check(runId, batchId)
         (batch.write.format(POSTGRES_SINK_FORMAT).options(**self._options)
          .option("microBatch.queryId", queryId).option("microBatch.batchId", str(batchId))
          .mode(self._saveMode).save())
+        with _mutex:  # only once written: a write that failed may be tried again
+            _written[(runId, self._target)] = batchId
+
+    def _check(self, runId: str, batchId: int) -> None:
+        with _mutex:
+            if _written.get((runId, self._target)) == batchId:
+                raise ConfigurationError(
+                    f"micro-batch {batchId} was written to {self._target} already in this run: "
+                    "a second write of a batch to a table would be taken for a re-run and "
+                    "write nothing; union the DataFrames and write once", setting="table")
+            if self._store is not None:
+                linked = _linked.setdefault((runId, self._store), self._target)
+                if linked != self._target:
+                    raise ConfigurationError(
+                        f"offset store {self._store} is linked to {linked} in this query "
+                        f"already: link one table per store (write {self._target} without "
+                        "offsetStore.name)", setting="offsetStore.name")
 
 
-def _query_id(batch: Any) -> str:
+def _option_text(key: str, value: Any) -> str:
+    if not isinstance(value, _SCALARS):
+        raise ConfigurationError(
+            f"option {key} must be text, a number or a boolean, got "
+            f"{type(value).__name__} (a list of columns is one comma-separated text)",
+            setting=key)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _running(batch: Any, batchId: Any) -> tuple[str, str]:
+    """The running query's id and run id, checking ``batchId`` is the running batch's."""
     # Not at the module's top: importing kafka_direct.sql must not need PySpark >= 4.2.
     from kafka_direct.sql.postgres_sink import QUERY_ID_PROPERTY
 
@@ -98,13 +164,20 @@ def _query_id(batch: Any) -> str:
             "writeStream.format('kafka-direct-postgres') there (outputMode append or "
             "complete)", setting="foreachBatch")
     queryId = context.getLocalProperty(QUERY_ID_PROPERTY)
-    if not queryId:
+    running = context.getLocalProperty(_BATCH_ID_PROPERTY)
+    if not queryId or running is None:
         raise ConfigurationError(
             "foreach_batch_sink runs as a streaming query's foreachBatch function "
-            "(writeStream.foreachBatch(...)): called elsewhere there is no query id to commit "
-            "under; use df.write.format('kafka-direct-postgres') for a batch DataFrame",
+            "(writeStream.foreachBatch(...)), on the thread Spark calls it on: called "
+            "elsewhere (another thread, a batch job) there is no query id to commit under; "
+            "use df.write.format('kafka-direct-postgres') for a batch DataFrame",
             setting="foreachBatch")
-    return str(queryId)
+    if isinstance(batchId, bool) or not isinstance(batchId, int) or str(batchId) != running:
+        raise ConfigurationError(
+            f"foreach_batch_sink was given batch id {batchId!r} while Spark runs micro-batch "
+            f"{running}: pass on the batch id foreachBatch gives the function",
+            setting="batchId")
+    return str(queryId), str(context.getLocalProperty(_RUN_ID_PROPERTY) or queryId)
 
 
 def foreach_batch_sink(options: Mapping[str, Any] | None = None, /,

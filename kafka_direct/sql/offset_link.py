@@ -19,7 +19,8 @@ the rows:
    the offsets stay.
 3. A source started without a checkpoint starts from :meth:`SourceLink.committed`, the end
    offsets of the newest batch the sink committed: nothing lost, nothing repeated. (A read
-   only: applications may call it too.)
+   only: applications may call it too.) The store holds the source's offsets only: a
+   stateful query (an aggregation) restarted so starts from empty state at those offsets.
 
 Micro-batches of a query run one after the other, so at the sink's commit of batch N the
 newest plan of the store is batch N's (or an applied one: batch N read nothing). That holds

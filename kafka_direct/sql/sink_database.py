@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_direct.errors import SinkWriteError
+from kafka_direct.redaction import REDACTED, redact_dsn_pieces
 from offsets.database import (
     CommitOutcomeUnknownError,
     commit_or_unknown,
@@ -87,8 +88,18 @@ class Database:
         return psycopg2.connect(self.dsn)
 
     def describe(self, error: BaseException) -> str:
-        """A driver error on one line, with no piece of the DSN's or the option's password."""
-        return describe_database_error(error, self.effective_dsn())
+        """A driver error on one line, with no piece of the DSN's or the option's password.
+
+        Never raises: a DSN libpq cannot merge with the password is redacted as it is. The
+        pieces of both the DSN as given and the merged one are redacted: merging rewrites a
+        URI, whose unencoded ``@`` in a password then reads as part of the host.
+        """
+        try:
+            merged = self.effective_dsn()
+        except Exception:  # make_dsn refuses the DSN; its own error would quote it
+            merged = self.dsn
+        shown = redact_dsn_pieces(describe_database_error(error, merged), self.dsn)
+        return shown.replace(self.password, REDACTED) if self.password else shown
 
 
 def cached_connection(database: Database) -> Any:

@@ -31,7 +31,7 @@ SECRETS = {
 }
 # The distinctive tails: each must never appear in any output.
 NEEDLES = ["Kv9xQ2", "pass-dsn-kv", "Ur1", "pass-dsn-uri", "Sa7pass", "Ja5pass", "Ss3pass",
-           "Oa2pass", "At8", "pass-at-sign", "Cm6", "pass-comma"]
+           "Oa2pass", "At8", "pass-at-sign", "Cm6", "pass-comma", "Pw4pass"]
 
 BAD_DSNS = [
     f"host=127.0.0.1 user=app password={SECRETS['dsn key=value']} dbname=x",
@@ -87,6 +87,18 @@ def test_database_errors_show_no_piece_of_the_password(dsn, all_logs):
     for sink in (TransactionalPostgresSink(dsn, "t", store, "g"),
                  IdempotentPostgresSink(dsn, "t")):
         assert_clean("a sink's repr", repr(sink))
+
+
+@pytest.mark.parametrize("dsn", BAD_DSNS, ids=["kv-with-space", "uri-bad-percent", "kv-down",
+                                                "uri-raw-at", "kv-comma"])
+def test_the_structured_sinks_errors_show_no_password_given_apart(dsn, all_logs):
+    from kafka_direct.sql.sink_database import Database
+
+    database = Database(dsn, "Pw4pass-option")
+    with pytest.raises(Exception) as raised:
+        database.connect()
+    # A DSN libpq refuses to merge with the password must not make the description raise.
+    assert_clean("the sink's database error", database.describe(raised.value))
 
 
 def refusal(spark, topic, params):

@@ -6,6 +6,7 @@ and PostgreSQL.
 """
 
 import os
+import re
 import uuid
 
 import pytest
@@ -63,7 +64,8 @@ def test_aggregations_upsert_or_replace_each_batch_once(spark_session, postgres,
 def test_a_batch_run_again_after_a_restart_writes_nothing_twice(spark_session, postgres,
                                                                  pg_schema, tmp_path):
     execute(postgres, f'CREATE TABLE "{pg_schema}".target (id bigint, v text)')
-    sink = foreach_batch_sink({"dsn": postgres.dsn, "schema": pg_schema, "table": "target"})
+    sink = foreach_batch_sink({"dsn": postgres.dsn, "schema": pg_schema, "table": "target",
+                               "mode": "append"})
     checkpoint = tmp_path / "chk"
     assert run_once(numbers(spark_session), sink, checkpoint).exception() is None
     assert rows_of(postgres, pg_schema) == expected(0, ROWS)
@@ -82,7 +84,8 @@ def test_a_lost_checkpoint_resumes_from_the_offset_store(spark_session, postgres
     spark_session.dataSource.register(CountingSource)
     execute(postgres, f'CREATE TABLE "{pg_schema}".target (id bigint, v text)')
     link = {"offsetStore.name": "fb", "offsetStore.schema": pg_schema}
-    sink = foreach_batch_sink(dsn=postgres.dsn, schema=pg_schema, table="target", **link)
+    sink = foreach_batch_sink(dsn=postgres.dsn, schema=pg_schema, table="target",
+                              mode="append", **link)
 
     def run(checkpoint, cap):
         reader = (spark_session.readStream.format("sink-test-counter").option("cap", cap)
@@ -105,9 +108,48 @@ def test_a_lost_checkpoint_resumes_from_the_offset_store(spark_session, postgres
 
 
 def test_called_outside_a_streaming_query_it_refuses(spark_session, postgres, pg_schema):
-    sink = foreach_batch_sink(dsn=postgres.dsn, schema=pg_schema, table="target")
+    sink = foreach_batch_sink(dsn=postgres.dsn, schema=pg_schema, table="target",
+                              mode="append")
     with pytest.raises(ConfigurationError, match="foreachBatch"):
         sink(spark_session.range(3), 0)
+
+
+def misuses(postgres, schema):
+    def sink(table="target", **options):
+        return foreach_batch_sink(dsn=postgres.dsn, schema=schema, table=table, mode="append",
+                                  **options)
+
+    def twice(df, batchId):
+        sink()(df.filter("id % 2 = 0"), batchId)
+        sink()(df.filter("id % 2 = 1"), batchId)
+
+    def other_batch(df, batchId):
+        sink()(df, batchId + 1)
+
+    def two_linked(df, batchId):
+        link = {"offsetStore.name": "s", "offsetStore.schema": schema}
+        sink(**link)(df, batchId)
+        sink("other", **link)(df, batchId)
+
+    return {"twice": (twice, "written to .* already in this run"),
+            "other batch": (other_batch, "given batch id 1 while Spark runs micro-batch 0"),
+            "two linked": (two_linked, "is linked to .*target in this query already")}
+
+
+@pytest.mark.parametrize("misuse", ["twice", "other batch", "two linked"])
+def test_misuses_that_would_lose_rows_are_refused(spark_session, postgres, pg_schema,
+                                                  tmp_path, misuse):
+    for table in ("target", "other"):
+        execute(postgres, f'CREATE TABLE "{pg_schema}".{table} (id bigint, v text)')
+    function, message = misuses(postgres, pg_schema)[misuse]
+    df = numbers(spark_session)
+    if misuse == "two linked":  # a source recording its plans in the store
+        spark_session.dataSource.register(CountingSource)
+        df = (spark_session.readStream.format("sink-test-counter").option("cap", 4)
+              .option("offsetStore.dsn", postgres.dsn).option("offsetStore.name", "s")
+              .option("offsetStore.schema", pg_schema).load())
+    query = run_once(df, function, tmp_path / "chk")
+    assert re.search(message, str(query.exception())), str(query.exception())
 
 
 def test_a_write_of_no_partition_records_its_batch(postgres, pg_schema):
