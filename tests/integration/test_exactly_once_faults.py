@@ -202,12 +202,14 @@ def test_kills_across_the_batch_lifecycle_lose_and_duplicate_nothing(scenario):
     assert len(s.kills) >= 2, s.kills  # the job may finish before one moment comes
 
 
+@pytest.mark.slow  # the default set keeps the transactional kills
 def test_idempotent_sink_killed_between_rows_and_offsets(scenario):
     s = scenario("idempotent")
     kill_repeatedly(s, ["commit", "write"], seed=2)
     assert s.kills, "no kill happened"
 
 
+@pytest.mark.slow  # the default set keeps the transactional kills
 def test_aggregation_killed_midway_counts_every_record_once(scenario):
     s = scenario("aggregate")
     kill_repeatedly(s, ["write", "commit"], seed=3)
