@@ -294,11 +294,7 @@ class DirectStreamModel(RuleBasedStateMachine):
             self.read.extend(r for b in batches if b.state == "ok" for r in b.records)
             regenerate = [b for b in batches if b.state != "ok"]
         else:
-            # The new stream reads again whatever the group's offsets do not cover.
-            committed = {tp: o for (_, tp), o in self.cluster.committed.items()}
-            self.read = [r for r in self.read + [r for b in self.prefix_of(batches)
-                                                 for r in b.records]
-                         if r[1] < self.epoch[r[0]] or r[2] < committed.get(r[0], 0)]
+            self.forget_uncommitted(batches)
             regenerate = []
         if any(b.epochs[tp] != self.epoch[tp] for b in regenerate for tp in b.epochs):
             # Its tasks would fail on a log that is not the one it was computed on: its
@@ -319,6 +315,29 @@ class DirectStreamModel(RuleBasedStateMachine):
         for old_batch in regenerate:
             batch = self.compute(old_batch.time, commit=True)
             assert batch is not None and batch.ranges == old_batch.ranges
+
+    def forget_uncommitted(self, batches):
+        """What a stream restarting from the group's offsets reads again is not done."""
+        # An offset beyond the log's end was committed on a log since lost (truncated,
+        # re-created): it covers nothing of this log, which the new stream reads from its
+        # start (or stops, DataLossError).
+        committed = {tp: o for (_, tp), o in self.cluster.committed.items()
+                     if o <= len(self.ids[tp])}
+        done = self.prefix_of(batches)
+        self.read = [r for r in self.read + [r for b in done for r in b.records]
+                     if r[1] < self.epoch[r[0]] or r[2] < committed.get(r[0], 0)]
+        # The other batches' records of a log since lost are gone with it: no stream reads
+        # them again.
+        self.abandoned.extend(r for b in batches if b not in done for r in b.records
+                              if r[1] < self.epoch[r[0]])
+        # A truncation keeps the records below the cut: below the group's offset, those
+        # read before it (on the log of an earlier epoch) are done in this one too. A
+        # record below it that no successful batch read stays missing: skipped.
+        processed = {r[3] for r in self.read}
+        here = {(r[0], r[2]) for r in self.read if r[1] == self.epoch[r[0]]}
+        self.read.extend((tp, self.epoch[tp], offset, self.ids[tp][offset])
+                         for tp, end in committed.items() for offset in range(end)
+                         if (tp, offset) not in here and self.ids[tp][offset] in processed)
 
     @staticmethod
     def prefix_of(batches):
@@ -353,6 +372,49 @@ DirectStreamModel.TestCase.settings = settings(
     max_examples=DEFAULT_EXAMPLES, stateful_step_count=30, deadline=None,
     suppress_health_check=[HealthCheck.too_slow])
 TestDirectStreamModel = DirectStreamModel.TestCase
+
+
+def ok_batch(commit=False):
+    return "batch", {"outcome": "ok", "commit": commit, "gap": None}
+
+
+START = "start", {"failOnDataLoss": False, "strategy": "plain"}
+FROM_GROUP = "restart", {"fromCheckpoint": False}
+
+#: Sequences the model once judged wrongly: restarts from the group after a lost log.
+RESTARTS_AFTER_A_LOST_LOG = {
+    # The group's offset 2 is of a re-created topic's old log; the new log's first record
+    # was read by a batch that committed nothing. The new stream finds 2 beyond the end
+    # (data loss) and reads the new log from its start: that record again.
+    "a commit of a lost log covers nothing of the log after it": [
+        START, ("produce", {"p": 0, "n": 2}), ok_batch(commit=True), ("recreate", {}),
+        ("produce", {"p": 0, "n": 1}), ok_batch(), FROM_GROUP, ok_batch()],
+    # Batch [0, 1) is pending when batch [1, 2) succeeds; the log is truncated to 0 before
+    # any stream read offset 0 again: that offset is gone with the log, not skipped.
+    "a batch that did not succeed on a lost log is lost with it": [
+        START, ("produce", {"p": 0, "n": 1}),
+        ("batch", {"outcome": "pending", "commit": False, "gap": None}),
+        ("produce", {"p": 0, "n": 1}), ok_batch(), ("restart", {"fromCheckpoint": True}),
+        ("truncate", {"p": 0, "keep": 0}), FROM_GROUP],
+    # The group committed 3; the log, read to 5, is truncated to 4: offsets 0-2 are the
+    # records read and committed before. The new stream goes on at 3, read again.
+    "a commit below a truncation covers the records the log kept": [
+        START, ("produce", {"p": 0, "n": 3}), ok_batch(commit=True),
+        ("produce", {"p": 0, "n": 2}), ok_batch(), ("truncate", {"p": 0, "keep": 4}),
+        FROM_GROUP, ok_batch()],
+}
+
+
+@pytest.mark.parametrize("steps", RESTARTS_AFTER_A_LOST_LOG.values(),
+                         ids=list(RESTARTS_AFTER_A_LOST_LOG))
+def test_restarts_from_the_group_after_a_lost_log(steps):
+    model = DirectStreamModel()
+    try:
+        for rule_name, arguments in steps:
+            getattr(model, rule_name)(**arguments)
+            model.successful_batches_read_each_offset_once_from_the_start()
+    finally:
+        model.teardown()
 
 
 @pytest.mark.slow
