@@ -58,7 +58,8 @@ def test_foreach_batch_sink_says_it_needs_classic_spark_over_connect(remote, pos
                                                                     pg_schema, tmp_path):
     from kafka_direct.sql import foreach_batch_sink
 
-    sink = foreach_batch_sink(dsn=postgres.dsn, schema=pg_schema, table="target")
+    sink = foreach_batch_sink(dsn=postgres.dsn, schema=pg_schema, table="target",
+                              mode="append")
     query = (remote.readStream.format("rate-micro-batch").option("rowsPerBatch", 3).load()
              .writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "c"))
              .trigger(availableNow=True).start())
