@@ -36,9 +36,9 @@ import statistics
 import time
 from collections.abc import Callable
 
-from read_throughput import produce, raw_parallel_rate, raw_rate
+from read_throughput import produce, raw_parallel_rate, raw_rate, rdd_rate
 
-from kafka_direct import KafkaUtils, OffsetRange
+from kafka_direct import OffsetRange
 from kafka_direct.testing import kafka_service, spark_context
 
 
@@ -51,16 +51,6 @@ def session(sc):
     spark = SparkSession.builder.getOrCreate()
     kafka_direct.sql.register(spark)
     return spark
-
-
-def rdd_rate(sc, params, ranges):
-    """KafkaRDD: records/s of ``count()`` over ``ranges``."""
-    rdd = KafkaUtils.createRDD(sc, params, ranges)
-    start = time.perf_counter()
-    count = rdd.count()
-    elapsed = time.perf_counter() - start
-    assert count == sum(r.count() for r in ranges), count
-    return count / elapsed
 
 
 def source_batch_rate(spark, bootstrap, topic, records):
