@@ -6,7 +6,8 @@ log before the batch runs and replays a batch from that log after a failure, so 
 below is a function of the offsets it is given:
 
 * :meth:`~KafkaDirectStreamReader.initialOffset` (a new query only): the offset store's
-  committed offsets when the query is linked to one (``offsetStore.name``), then
+  committed offsets when the query is linked to one (``offsetStore.name``) and the store has
+  offsets (partitions it lacks are new: read from offset 0); otherwise
   ``startingTimestamp`` / ``startingOffsetsByTimestamp`` / ``startingOffsets``.
 * :meth:`~KafkaDirectStreamReader.latestOffset` (admission control): the end of the next
   batch: at most ``maxOffsetsPerTrigger`` offsets shared by lag, no batch until
@@ -43,7 +44,7 @@ from pyspark.sql.streaming.datasource import (
 from kafka_direct.errors import KafkaDirectError
 from kafka_direct.kafka_params import executor_params
 from kafka_direct.kafka_rdd import ReadSettings
-from kafka_direct.sql.admission import TriggerDelay, admit, start_of
+from kafka_direct.sql.admission import NEW_PARTITION_START, TriggerDelay, admit, start_of
 from kafka_direct.sql.input_partitions import KafkaInputPartition, plan_ranges
 from kafka_direct.sql.partition_reader import PartitionReadSettings, read_task
 from kafka_direct.sql.source_link import SourceLink
@@ -170,19 +171,28 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
 
     def _from_store(self, committed: SourceOffsets, partitions: set[TopicPartition]
                     ) -> Offsets:
-        """The store's offsets (checked against the logs), the starting options for the rest."""
+        """The store's offsets, checked against the logs: the query's position.
+
+        Once the store has offsets, ``startingOffsets`` no longer applies: a partition the
+        store lacks (added while the query was down, or a topic new to the subscription) is
+        new to the query and is left out, so :meth:`latestOffset` reads it from offset 0
+        with the new-partition data-loss check, as a query resumed from its checkpoint does.
+        """
         metadata = self.metadata
         stored = {tp: offset for tp, offset in offsets_from_json(
             committed, "the offset store's committed offsets").items()
             if self.options.subscription.covers(tp)}
         offsets = dict(stored)
-        offsets.update(metadata.resolve(self.options.starting, partitions - set(stored),
-                                        lenient=True))
         present = set(stored) & partitions
         checked = metadata.behind(stored, metadata.latest(present))
         for tp in present:
             if checked[tp] < stored[tp]:  # the log lost what the store says was read
                 offsets[tp] = checked[tp]
+        new = sorted(partitions - set(stored))
+        if new:
+            logger.info("kafka-direct source (%s): %s not in offset store; read from offset "
+                        "%d as new partitions", self.options.subscription,
+                        ", ".join(str(tp) for tp in new), NEW_PARTITION_START)
         return offsets
 
     def getDefaultReadLimit(self) -> ReadLimit:

@@ -8,11 +8,11 @@ from kafka_direct.sql.source_link import SourceLink
 from tests.structured.test_sink_stream import execute
 
 
-def run(session, kafka, postgres, schema, topic, checkpoint):
+def run(session, kafka, postgres, schema, topic, checkpoint, starting="earliest"):
     link = {"offsetStore.name": "ingest", "offsetStore.schema": schema}
     reader = (session.readStream.format("kafka-direct")
               .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-              .option("subscribe", topic).option("startingOffsets", "earliest")
+              .option("subscribe", topic).option("startingOffsets", starting)
               .option("maxOffsetsPerTrigger", "20").option("offsetStore.dsn", postgres.dsn))
     writer = (reader.options(**link).load()
               .selectExpr("topic", "partition AS kafka_partition", "offset AS kafka_offset",
@@ -51,3 +51,23 @@ def test_a_lost_checkpoint_resumes_from_the_rows_transaction(spark_session, kafk
                                                              postgres, pg_schema, tmp_path):
     lost_checkpoint_resumes(spark_session, kafka, kafka_topic(partitions=2), postgres,
                             pg_schema, tmp_path)
+
+
+def test_a_partition_added_while_the_query_was_down_is_read_whole(spark_session, kafka,
+                                                                  kafka_topic, postgres,
+                                                                  pg_schema, tmp_path):
+    # The store has the query's position: startingOffsets ("latest", the streaming default)
+    # does not apply to a partition added while the query was down and its checkpoint lost.
+    execute(postgres, f'CREATE TABLE "{pg_schema}".events (topic text, kafka_partition int, '
+            "kafka_offset bigint, key bytea, value bytea)")
+    topic = kafka_topic(partitions=1)
+    kafka.produce(topic, [f"0:{i}".encode() for i in range(5)], partition=0)
+    assert sum(run(spark_session, kafka, postgres, pg_schema, topic, tmp_path / "a")) == 5
+    kafka.add_partitions(topic, 2)
+    kafka.produce(topic, [f"1:{i}".encode() for i in range(7)], partition=1)
+    assert sum(run(spark_session, kafka, postgres, pg_schema, topic, tmp_path / "b",
+                   starting="latest")) == 7
+    assert SourceLink(postgres.dsn, "ingest", pg_schema).committed() == {topic: {"0": 5, "1": 7}}
+    rows = execute(postgres, "SELECT kafka_partition, kafka_offset FROM "
+                   f'"{pg_schema}".events ORDER BY 1, 2')
+    assert rows == [(0, o) for o in range(5)] + [(1, o) for o in range(7)]

@@ -153,16 +153,52 @@ def test_an_offset_store_decides_the_start_before_startingOffsets():
     cluster = cluster_with(partitions=3)
     link = FakeLink({"t": {"0": 4}, "gone": {"0": 9}})
     reader = make_reader(cluster, link=link, startingOffsets="latest")
-    # t-0 from the store; t-1 and t-2 as startingOffsets says; a topic the query does not
-    # read is dropped.
-    assert reader.initialOffset() == {"t": {"0": 4, "1": 10, "2": 10}}
-    # JSON offsets need not name what the store has; what neither names starts earliest.
-    json_start = make_reader(cluster, link=FakeLink({"t": {"0": 4}}),
-                             startingOffsets='{"t": {"1": 6}}')
-    assert json_start.initialOffset() == {"t": {"0": 4, "1": 6, "2": 0}}
+    # t-0 from the store; a topic the query does not read is dropped. Partitions the store
+    # lacks are new to the query: left out, read from offset 0 (never at "latest", which
+    # would skip records the store records as read once the next batch commits).
+    start = reader.initialOffset()
+    assert start == {"t": {"0": 4}}
+    assert reader.latestOffset(start, ReadAllAvailable()) == {"t": {"0": 10, "1": 10, "2": 10}}
+    assert ranges_of(reader, start, {"t": {"0": 10, "1": 10, "2": 10}}) == [
+        ("t", 0, 4, 10), ("t", 1, 0, 10), ("t", 2, 0, 10)]
     # An empty store: the options decide.
     assert make_reader(cluster, link=FakeLink(None)).initialOffset() == {
         "t": {"0": 10, "1": 10, "2": 10}}
+
+
+@pytest.mark.parametrize("starting", [
+    "latest", '{"t": {"0": 7, "1": 7}}', '{"t": {"0": -1, "1": -2}}'])
+def test_a_partition_added_while_a_linked_query_was_down_is_read_from_offset_zero(starting):
+    # The query first ran on t-0 and t-1 (JSON naming exactly those); the store has both.
+    # t-2 was added and written while it was down; the checkpoint is lost.
+    cluster = cluster_with(partitions=3)
+    reader = make_reader(cluster, link=FakeLink({"t": {"0": 8, "1": 9}}),
+                         startingOffsets=starting)
+    start = reader.initialOffset()  # JSON no longer checked against the store's partitions
+    assert start == {"t": {"0": 8, "1": 9}}
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert ranges_of(reader, start, end) == [("t", 0, 8, 10), ("t", 1, 9, 10), ("t", 2, 0, 10)]
+
+
+def test_a_by_timestamp_start_does_not_apply_once_the_store_has_offsets():
+    cluster = cluster_with(partitions=2)
+    reader = make_reader(cluster, link=FakeLink({"t": {"0": 3}}),
+                         startingOffsetsByTimestamp='{"t": {"0": 5000}}')
+    start = reader.initialOffset()
+    assert start == {"t": {"0": 3}}
+    assert ranges_of(reader, start, reader.latestOffset(start, ReadAllAvailable())) == [
+        ("t", 0, 3, 10), ("t", 1, 0, 10)]
+
+
+def test_a_partition_new_to_the_store_that_lost_its_first_records_is_data_loss():
+    cluster = cluster_with(partitions=2)
+    cluster.log(T1).start = 4
+    reader = make_reader(cluster, link=FakeLink({"t": {"0": 3}}))
+    start = reader.initialOffset()
+    with pytest.raises(CarriedTaskError) as raised:
+        reader.latestOffset(start, ReadAllAvailable())
+    error = typed(raised)
+    assert isinstance(error, DataLossError) and (error.topic, error.partition) == ("t", 1)
 
 
 def test_a_store_beyond_a_truncated_log_is_data_loss():
