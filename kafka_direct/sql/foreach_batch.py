@@ -47,6 +47,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError
+from kafka_direct.sql.formats import BATCH_ID_PROPERTY, QUERY_ID_PROPERTY
 from kafka_direct.sql.registration import POSTGRES_SINK_FORMAT
 from kafka_direct.sql.sink_options import resolve_mode
 
@@ -55,7 +56,6 @@ __all__ = ["ForeachBatchSink", "foreach_batch_sink"]
 _RESERVED = ("microbatch.queryid", "microbatch.batchid")
 _SCALARS = (str, bool, int, float)
 #: Spark's local properties on the thread that runs a micro-batch's foreachBatch function.
-_BATCH_ID_PROPERTY = "streaming.sql.batchId"
 _RUN_ID_PROPERTY = "spark.jobGroup.id"  # the run id: new at every start of the query
 
 # What this process wrote in each run of a query: (run, target) -> the newest batch, and
@@ -151,7 +151,6 @@ def _option_text(key: str, value: Any) -> str:
 def _running(batch: Any, batchId: Any) -> tuple[str, str]:
     """The running query's id and run id, checking ``batchId`` is the running batch's."""
     # Not at the module's top: importing kafka_direct.sql must not need PySpark >= 4.2.
-    from kafka_direct.sql.postgres_sink import QUERY_ID_PROPERTY
 
     try:
         context = batch.sparkSession.sparkContext
@@ -164,7 +163,7 @@ def _running(batch: Any, batchId: Any) -> tuple[str, str]:
             "writeStream.format('kafka-direct-postgres') there (outputMode append or "
             "complete)", setting="foreachBatch")
     queryId = context.getLocalProperty(QUERY_ID_PROPERTY)
-    running = context.getLocalProperty(_BATCH_ID_PROPERTY)
+    running = context.getLocalProperty(BATCH_ID_PROPERTY)
     if not queryId or running is None:
         raise ConfigurationError(
             "foreach_batch_sink runs as a streaming query's foreachBatch function "

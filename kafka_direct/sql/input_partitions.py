@@ -34,9 +34,12 @@ class KafkaInputPartition(InputPartition):
 
     Attributes:
         offsetRange: ``[fromOffset, untilOffset)`` of one topic-partition.
+        planId: The batch's plan in a linked offset store, which the task binds to its
+            query and batch; None without a store.
     """
 
     offsetRange: OffsetRange
+    planId: int | None = None
 
     def __repr__(self) -> str:
         r = self.offsetRange

@@ -110,10 +110,21 @@ def ensure_link_tables(cursor: Any, schema: str) -> None:
             "CREATE TABLE IF NOT EXISTS {} ("
             "plan_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, store text NOT NULL, "
             "start_offsets jsonb NOT NULL, end_offsets jsonb NOT NULL, "
-            "recorded_at timestamptz NOT NULL DEFAULT now())").format(
-            table_identifier(schema, PLANS_TABLE)))
+            "recorded_at timestamptz NOT NULL DEFAULT now(), query_id text, batch_id bigint)"
+            ).format(table_identifier(schema, PLANS_TABLE)))
         cursor.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (store, plan_id)").format(
             sql.Identifier(f"{PLANS_TABLE}_store"), table_identifier(schema, PLANS_TABLE)))
+    elif not _has_column(cursor, schema, PLANS_TABLE, "batch_id"):
+        # Plans tables made before reads were bound to their batch.
+        cursor.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS query_id text, "
+                               "ADD COLUMN IF NOT EXISTS batch_id bigint").format(
+            table_identifier(schema, PLANS_TABLE)))
+
+
+def _has_column(cursor: Any, schema: str, table: str, column: str) -> bool:
+    cursor.execute("SELECT 1 FROM information_schema.columns WHERE table_schema = %s "
+                   "AND table_name = %s AND column_name = %s", (schema, table, column))
+    return cursor.fetchone() is not None
 
 
 def grant_fix(error: BaseException, schema: str, side: str) -> str:
@@ -128,7 +139,7 @@ def grant_fix(error: BaseException, schema: str, side: str) -> str:
     if code == "42501":
         if side == "source":
             return (f"The role lacks a privilege: GRANT USAGE ON SCHEMA {schema}; GRANT SELECT "
-                    f"ON {schema}.{STORES_TABLE}; GRANT SELECT, INSERT, DELETE ON "
+                    f"ON {schema}.{STORES_TABLE}; GRANT SELECT, INSERT, UPDATE, DELETE ON "
                     f"{schema}.{PLANS_TABLE} (or let a role with CREATE make the tables once)")
         return (f"The role lacks a privilege: GRANT USAGE ON SCHEMA {schema}; GRANT SELECT, "
                 f"INSERT, UPDATE ON {schema}.{STORES_TABLE}; GRANT SELECT ON "

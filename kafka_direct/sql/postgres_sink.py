@@ -128,6 +128,7 @@ from pyspark.sql.datasource import (
 )
 
 from kafka_direct.errors import ConfigurationError, KafkaDirectError
+from kafka_direct.sql.formats import BATCH_ID_PROPERTY, QUERY_ID_PROPERTY
 from kafka_direct.sql.sink_commit import CommitResult, abort_batch, commit_batch, commit_write
 from kafka_direct.sql.sink_options import SinkOptions, parse_options
 from kafka_direct.sql.sink_staging import StagedAttempt, StagingTarget, stage_rows
@@ -139,9 +140,6 @@ logger = logging.getLogger(__name__)
 
 #: The sink's format name.
 FORMAT = "kafka-direct-postgres"
-#: Local properties Spark sets on a micro-batch's tasks.
-QUERY_ID_PROPERTY = "sql.streaming.queryId"
-BATCH_ID_PROPERTY = "streaming.sql.batchId"
 
 T = TypeVar("T")
 

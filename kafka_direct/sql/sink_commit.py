@@ -9,8 +9,8 @@
    write nothing;
 3. check the staged attempts the messages name: registered, and not emptied by a crash
    of PostgreSQL (unlogged tables are): otherwise refuse the batch, writing nothing;
-4. with an offset store: apply its newest plan (:func:`~kafka_direct.sql.sink_link.
-   apply_newest_plan`: chained onto the stored offsets or refused);
+4. with an offset store: apply the batch's plan (:func:`~kafka_direct.sql.sink_link.
+   apply_batch_plan`: chained onto the stored offsets or refused);
 5. move exactly the named attempts' rows into the target: ``INSERT ... SELECT`` (append),
    an upsert ``ON CONFLICT (keys) DO UPDATE`` (update), or ``DELETE`` then insert
    (complete);
@@ -39,7 +39,7 @@ from kafka_direct.sql.sink_database import (
     retry_broken,
     transaction,
 )
-from kafka_direct.sql.sink_link import AppliedPlan, apply_newest_plan
+from kafka_direct.sql.sink_link import AppliedPlan, apply_batch_plan, check_committed_before
 from kafka_direct.sql.sink_options import SinkOptions
 from kafka_direct.sql.sink_staging import COMMITS_TABLE, STAGED_TABLE, StagedAttempt, drop_staged
 
@@ -169,6 +169,9 @@ def _commit_once(options: SinkOptions, queryId: str, batchId: int,
         if record:
             last = _lock_commit_row(cursor, options, queryId)
             if batchId <= last:
+                if options.link is not None:
+                    check_committed_before(cursor, options.link.schema, options.link.store,
+                                           queryId, batchId, last)
                 dropped = drop_staged(cursor, options.stagingSchema,
                                       sql.SQL("query_id = %s AND batch_id <= %s"),
                                       (queryId, batchId))
@@ -180,7 +183,7 @@ def _commit_once(options: SinkOptions, queryId: str, batchId: int,
         _check_staged(cursor, options, queryId, batchId, withRows)
         plan = None
         if options.link is not None and record:
-            plan = apply_newest_plan(cursor, options.link.schema, options.link.store,
+            plan = apply_batch_plan(cursor, options.link.schema, options.link.store,
                                      queryId, batchId)
             if plan.covered:  # another query wrote these offsets' rows: none again
                 cursor.execute(sql.SQL(

@@ -1,8 +1,9 @@
 """The sink's side of the offset link: apply the store's newest plan with a batch's rows.
 
-:func:`apply_newest_plan` runs inside the sink's commit transaction: it checks that the
-store's newest plan chains onto the stored offsets and stores its end offsets with the
-batch's rows, or refuses the batch. The protocol: :mod:`kafka_direct.sql.offset_link`.
+:func:`apply_batch_plan` runs inside the sink's commit transaction: it checks that the
+batch's own plan (the one its read tasks bound) chains onto the stored offsets and stores
+its end offsets with the batch's rows, or refuses the batch. The protocol:
+:mod:`kafka_direct.sql.offset_link`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from kafka_direct.sql.link_tables import (
     table_identifier,
 )
 
-__all__ = ["AppliedPlan", "apply_newest_plan", "source_holds"]
+__all__ = ["AppliedPlan", "apply_batch_plan", "check_committed_before", "source_holds"]
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +34,8 @@ class AppliedPlan:
 
     Attributes:
         store: The store's name.
-        planId: The plan applied (or the one applied before, when ``changed`` is False).
+        planId: The plan applied (or the one applied before, when ``changed`` is False;
+            None when the store has applied none yet).
         start: The batch's start offsets (the stored ones when nothing changed).
         end: The store's end offsets after the commit.
         changed: False when the batch read nothing new (no new plan).
@@ -43,7 +45,7 @@ class AppliedPlan:
     """
 
     store: str
-    planId: int
+    planId: int | None
     start: SourceOffsets
     end: SourceOffsets
     changed: bool
@@ -95,18 +97,120 @@ def _no_new_plan(cursor: Any, schema: str, store: str, queryId: str, batchId: in
         "follows the query", store, batchId, queryId)
 
 
-def apply_newest_plan(cursor: Any, schema: str, store: str, queryId: str, batchId: int
-                      ) -> AppliedPlan:
-    """In the sink's commit transaction: check the store's newest plan and store its end.
+def _mismatch(store: str, schema: str, queryId: str, batchId: int, topic: str,
+              partition: str, was: int, begins: int, until: int) -> OffsetMismatchError:
+    """The refusal of a plan that does not start where the store ends, with its cause."""
+    gap = begins - was
+    if gap < 0 and batchId == 0:
+        cause = ("this new query's source did not start from the store: a query without a "
+                 "checkpoint starts from the store's offsets only when its source has the "
+                 "same offsetStore.name, offsetStore.schema and an offsetStore.dsn reaching "
+                 "the sink's database. Give it those options, or use a new store name")
+    elif gap < 0:
+        cause = (f"this query's checkpoint is behind the store: another run (one without "
+                 f"this checkpoint, or another query on the store) committed {topic}-"
+                 f"{partition} up to {was} since this batch was planned. Delete this query's "
+                 "checkpoint directory (checkpointLocation): without it the query resumes "
+                 "from the store, losing and repeating nothing")
+    else:
+        cause = (f"the store is behind this query's checkpoint: the database was restored "
+                 f"from an older backup, or the store's row was reset or edited, so offsets "
+                 f"[{was}, {begins}) of {topic}-{partition} that earlier batches of this "
+                 "query read are not committed in it (nor, with a restored database, are "
+                 "their rows). Delete this query's checkpoint directory to read them again "
+                 "from the store, or use a new offsetStore.name to go on from the checkpoint")
+    return OffsetMismatchError(
+        f"offset store {store!r} (schema {schema!r}): batch {batchId} of query {queryId} "
+        f"reads {topic}-{partition} from offset {begins}, but the store's offsets end at "
+        f"{was}: committing it would "
+        + (f"skip {gap} records" if gap > 0 else f"repeat {-gap} records")
+        + f". Nothing was written. Cause: {cause}",
+        group=store, topic=topic, partition=int(partition), stored=was, fromOffset=begins,
+        untilOffset=until)
 
-    Locks the store's row (created empty on the first commit) until the transaction ends.
+
+def _read_partitions(start: SourceOffsets, end: SourceOffsets) -> list[tuple[str, str]]:
+    """The partitions a plan reads (start before end), in a stable order."""
+    return [(topic, partition) for topic, partitions in sorted(end.items())
+            for partition in sorted(partitions, key=int)
+            if partitions[partition] != start[topic][partition]]
+
+
+def _bound_plan(cursor: Any, plans: Any, store: str, queryId: str, batchId: int
+                ) -> tuple[int, SourceOffsets, SourceOffsets] | None:
+    """The newest plan the batch's read tasks bound: (id, start, end), or None."""
+    from psycopg2 import sql
+
+    cursor.execute(sql.SQL("SELECT plan_id, start_offsets, end_offsets FROM {} "
+                           "WHERE store = %s AND query_id = %s AND batch_id = %s "
+                           "ORDER BY plan_id DESC LIMIT 1").format(plans),
+                   (store, queryId, batchId))
+    row = cursor.fetchone()
+    if row is None:
+        return None
+    planId = int(row[0])
+    return (planId, normalise_offsets(row[1], f"plan {planId}'s start"),
+            normalise_offsets(row[2], f"plan {planId}'s end"))
+
+
+def check_committed_before(cursor: Any, schema: str, store: str, queryId: str, batchId: int,
+                           last: int) -> None:
+    """A batch the sink committed before may be skipped only if its offsets are stored.
+
+    A query restarted from a checkpoint restored from an older copy plans batch ids it ran
+    before, with other offsets; skipping such a batch as committed would lose the records
+    its new plan reads beyond the store.
 
     Raises:
-        ConfigurationError: The store has no plan, or no new plan while no source holds
-            the store and another query applied the newest plan (the source is not
-            linked).
-        OffsetMismatchError: The newest plan does not chain onto the stored offsets (the
-            source did not start from the store); nothing is written.
+        OffsetMismatchError: The batch's plan reads beyond the stored offsets; nothing is
+            written.
+        psycopg2.Error: The database failed.
+    """
+    from psycopg2 import sql
+
+    bound = _bound_plan(cursor, table_identifier(schema, PLANS_TABLE), store, queryId,
+                        batchId)
+    if bound is None:
+        return
+    _, start, end = bound
+    cursor.execute(sql.SQL("SELECT end_offsets FROM {} WHERE store = %s").format(
+        table_identifier(schema, STORES_TABLE)), (store,))
+    row = cursor.fetchone()
+    stored = normalise_offsets(row[0], f"the stored offsets of store {store!r}") if (
+        row is not None and row[0] is not None) else {}
+    for topic, partition in _read_partitions(start, end):
+        was = stored.get(topic, {}).get(partition, 0)
+        until = end[topic][partition]
+        if until > was:
+            raise OffsetMismatchError(
+                f"offset store {store!r} (schema {schema!r}): batch {batchId} of query "
+                f"{queryId} was committed before (the sink has committed up to batch {last}), "
+                f"but this run planned it again with other offsets: it reads {topic}-"
+                f"{partition} up to {until}, beyond the store's {was}. Skipping it would "
+                "lose those records. Nothing was written. Cause: the query's checkpoint was "
+                "restored from an older copy. Delete the checkpoint directory "
+                "(checkpointLocation): the query then resumes from the store",
+                group=store, topic=topic, partition=int(partition), stored=was,
+                fromOffset=start[topic][partition], untilOffset=until)
+
+
+def apply_batch_plan(cursor: Any, schema: str, store: str, queryId: str, batchId: int
+                     ) -> AppliedPlan:
+    """In the sink's commit transaction: check the batch's own plan and store its end.
+
+    The batch's plan is the newest one its read tasks bound to (``queryId``, ``batchId``)
+    (:meth:`~kafka_direct.sql.source_link.SourceLink.bind_read`), never merely the store's
+    newest: a query whose lock session broke while a second query took the store cannot
+    commit the second one's plan with its own rows. Locks the store's row (created empty on
+    the first commit) until the transaction ends.
+
+    Raises:
+        ConfigurationError: The store has no plan, or the batch read nothing while no
+            source holds the store and another query applied the newest plan (the source
+            is not linked).
+        OffsetMismatchError: The batch's plan does not chain onto the stored offsets (the
+            error names the cause: a checkpoint behind the store, or a store behind the
+            checkpoint); nothing is written.
         psycopg2.Error: The database failed.
     """
     from psycopg2 import sql
@@ -120,58 +224,45 @@ def apply_newest_plan(cursor: Any, schema: str, store: str, queryId: str, batchI
     stored_json, applied, appliedBy = cursor.fetchone()
     stored = None if stored_json is None else normalise_offsets(
         stored_json, f"the stored offsets of store {store!r}")
-    cursor.execute(sql.SQL("SELECT plan_id, start_offsets, end_offsets FROM {} "
-                           "WHERE store = %s ORDER BY plan_id DESC LIMIT 1").format(plans),
-                   (store,))
-    row = cursor.fetchone()
-    if row is None:
-        raise _missing_plan(store, schema, "the store has no plan of the batch's offsets")
-    planId = int(row[0])
-    if applied is not None and planId <= int(applied):
+    bound = _bound_plan(cursor, plans, store, queryId, batchId)
+    if bound is None:
+        # No read task of this batch bound a plan: the batch read nothing from the source.
+        cursor.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE store = %s)").format(
+            plans), (store,))
+        if not cursor.fetchone()[0]:
+            raise _missing_plan(store, schema, "the store has no plan of the batch's offsets")
         _no_new_plan(cursor, schema, store, queryId, batchId, appliedBy)
         current = stored or {}
-        return AppliedPlan(store, int(applied), current, current, False)
-    start = normalise_offsets(row[1], f"plan {planId}'s start")
-    end = normalise_offsets(row[2], f"plan {planId}'s end")
-    if stored is not None and start != end and all(
-            stored.get(topic, {}).get(partition) == offset
-            for topic, partitions in end.items() for partition, offset in partitions.items()):
-        # The newest plan ends where the store does: its offsets were stored already.
+        return AppliedPlan(store, None if applied is None else int(applied), current, current,
+                           False)
+    planId, start, end = bound
+    # Partitions the batch read; the others keep their stored offset (never moved back).
+    read = _read_partitions(start, end)
+    if stored is not None and read and all(
+            stored.get(topic, {}).get(partition) == end[topic][partition]
+            for topic, partition in read):
+        # The plan ends where the store does: another run stored these offsets (this
+        # query's checkpoint was behind the store); their rows are in the target already.
         cursor.execute(sql.SQL("UPDATE {} SET plan_id = %s WHERE store = %s").format(stores),
                        (planId, store))
-        if appliedBy == queryId:
-            # A batch of this query committed before and planned again when the query
-            # restarted (its own commit was then skipped): this batch brought no plan.
-            _no_new_plan(cursor, schema, store, queryId, batchId, appliedBy)
-            return AppliedPlan(store, planId, stored, stored, False)
-        # Another query (a fresh checkpoint) read and stored these offsets after this query's
-        # checkpoint was written: the rows are in the target already; write none again.
         logger.warning(
-            "offset store %r: batch %d of query %s reads %s, which query %s has stored "
-            "already (this query's checkpoint is behind the store): nothing is written",
-            store, batchId, queryId, offsets_json(start), appliedBy)
+            "offset store %r: batch %d of query %s reads %s, which %s stored already (this "
+            "query's checkpoint is behind the store): nothing is written", store, batchId,
+            queryId, offsets_json(start),
+            "it" if appliedBy == queryId else f"query {appliedBy}")
         return AppliedPlan(store, planId, start, stored, False, covered=True)
     if stored is not None:
-        for topic, partitions in sorted(end.items()):
-            for partition in sorted(partitions, key=int):
-                was = stored.get(topic, {}).get(partition)
-                begins = start[topic][partition]
-                if was is not None and was != begins:
-                    gap = begins - was
-                    raise OffsetMismatchError(
-                        f"offset store {store!r} (schema {schema!r}): batch {batchId} of query "
-                        f"{queryId} reads {topic}-{partition} from offset {begins}, but the "
-                        f"store's offsets end at {was}: committing it would "
-                        + (f"skip {gap} records" if gap > 0 else f"repeat {-gap} records")
-                        + ". Nothing was written. The source did not start from the store: "
-                        "give it the same options offsetStore.name, offsetStore.schema and "
-                        "offsetStore.dsn as the sink (with no checkpoint it then starts from "
-                        "the store), or use a new store name",
-                        group=store, topic=topic, partition=int(partition), stored=was,
-                        fromOffset=begins, untilOffset=partitions[partition])
+        for topic, partition in read:
+            was = stored.get(topic, {}).get(partition)
+            begins = start[topic][partition]
+            if was is not None and was != begins:
+                raise _mismatch(store, schema, queryId, batchId, topic, partition, was,
+                                begins, end[topic][partition])
     merged: SourceOffsets = {topic: dict(parts) for topic, parts in (stored or {}).items()}
     for topic, partitions in end.items():
-        merged.setdefault(topic, {}).update(partitions)
+        for partition, offset in partitions.items():
+            if (topic, partition) in read or partition not in merged.get(topic, {}):
+                merged.setdefault(topic, {})[partition] = offset
     merged = normalise_offsets(merged, "the new offsets")
     cursor.execute(sql.SQL(
         "UPDATE {} SET end_offsets = %s::jsonb, plan_id = %s, query_id = %s, batch_id = %s, "

@@ -24,7 +24,7 @@ from kafka_direct.sql.link_tables import (
     offsets_json,
     table_identifier,
 )
-from kafka_direct.sql.sink_database import Database
+from kafka_direct.sql.sink_database import Database, retry_broken, transaction
 from kafka_direct.sql.store_lock import HeldSession, StoreLock
 
 __all__ = ["KEEP_PLANS", "SourceLink"]
@@ -174,12 +174,16 @@ class SourceLink:
             return None
         return normalise_offsets(stored, f"the committed offsets of store {self.store!r}")
 
-    def record_plan(self, start: SourceOffsets, end: SourceOffsets) -> None:
+    def record_plan(self, start: SourceOffsets, end: SourceOffsets) -> int:
         """Record the offsets of the batch being planned (before any task runs).
 
         Args:
             start: Where the batch starts reading, for every partition of ``end``.
             end: Where it stops (exclusive: the next offset to read), per partition.
+
+        Returns:
+            The plan's id: the batch's read tasks bind it to their query and batch
+            (:meth:`bind_read`), so the sink applies the plan its batch read.
 
         Raises:
             ConfigurationError: Offsets of the wrong shape, a partition of ``end`` missing
@@ -204,7 +208,7 @@ class SourceLink:
                         f"{first}")
         plans = table_identifier(self.schema, PLANS_TABLE)
 
-        def insert(cursor: Any, holder: HeldSession) -> None:
+        def insert(cursor: Any, holder: HeldSession) -> int:
             if not holder.tablesReady:
                 ensure_link_tables(cursor, self.schema)
                 holder.tablesReady = True
@@ -216,6 +220,71 @@ class SourceLink:
             cursor.execute(sql.SQL("DELETE FROM {} WHERE store = %s AND plan_id <= %s").format(
                 plans), (self.store, plan - KEEP_PLANS))
             logger.debug("offset store %r: plan %d recorded", self.store, plan)
+            return plan
 
-        self._lock().run("recording a plan", repr(self), insert)
+        return self._lock().run("recording a plan", repr(self), insert)
+
+    def stored_on_held_session(self) -> SourceOffsets | None:
+        """:meth:`committed`, asked on the session holding the store (no new connection).
+
+        Raises:
+            GroupBusyError: Another running query holds the store.
+            OffsetStoreError: The database failed.
+        """
+        from psycopg2 import sql
+
+        stores = table_identifier(self.schema, STORES_TABLE)
+
+        def select(cursor: Any, holder: HeldSession) -> Any:
+            if not holder.tablesReady:
+                ensure_link_tables(cursor, self.schema)
+                holder.tablesReady = True
+            cursor.execute(sql.SQL("SELECT end_offsets FROM {} WHERE store = %s").format(
+                stores), (self.store,))
+            row = cursor.fetchone()
+            return None if row is None else row[0]
+
+        stored = self._lock().run("reading the offsets", repr(self), select)
+        if stored is None:
+            return None
+        return normalise_offsets(stored, f"the committed offsets of store {self.store!r}")
+
+    def bind_read(self, planId: int, queryId: str, batchId: int) -> None:
+        """Record that micro-batch ``batchId`` of query ``queryId`` reads plan ``planId``.
+
+        Called by every read task of a linked source (on executors; idempotent). The sink
+        then applies exactly the plan its batch read, never another query's: a query
+        whose lock session broke while another one took the store cannot commit that
+        one's plan (see :mod:`kafka_direct.sql.offset_link`).
+
+        Raises:
+            OffsetStoreError: The database failed.
+        """
+        import psycopg2
+        from psycopg2 import sql
+
+        from offsets.database import CommitOutcomeUnknownError
+
+        plans = table_identifier(self.schema, PLANS_TABLE)
+        statement = sql.SQL(
+            "UPDATE {} SET query_id = %s, batch_id = %s WHERE plan_id = %s AND store = %s "
+            "AND (query_id IS DISTINCT FROM %s OR batch_id IS DISTINCT FROM %s)").format(plans)
+        values = (queryId, batchId, planId, self.store, queryId, batchId)
+        for attempt in (1, 2):
+            try:
+                with transaction(self.database) as cursor:
+                    cursor.execute(statement, values)
+                return
+            except (psycopg2.Error, CommitOutcomeUnknownError) as error:
+                # The UPDATE is idempotent: a broken connection or an unknown COMMIT
+                # outcome is simply run once more.
+                if attempt == 1 and (isinstance(error, CommitOutcomeUnknownError)
+                                     or retry_broken(self.database, error)):
+                    continue
+                cause = self.database.describe(error)
+                raise OffsetStoreError(
+                    f"binding plan {planId} of offset store {self.store!r} (schema "
+                    f"{self.schema!r}) to batch {batchId} of query {queryId} failed: {cause}. "
+                    f"{grant_fix(error, self.schema, 'source')}",
+                    store=repr(self), cause=cause) from error
 

@@ -41,10 +41,11 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from kafka_direct.errors import KafkaDirectError
+from kafka_direct.errors import ConfigurationError, KafkaDirectError
 from kafka_direct.kafka_params import executor_params
 from kafka_direct.kafka_rdd import ReadSettings
 from kafka_direct.sql.admission import NEW_PARTITION_START, TriggerDelay, admit, start_of
+from kafka_direct.sql.formats import BATCH_ID_PROPERTY, QUERY_ID_PROPERTY
 from kafka_direct.sql.input_partitions import KafkaInputPartition, plan_ranges
 from kafka_direct.sql.partition_reader import PartitionReadSettings, read_task
 from kafka_direct.sql.source_link import SourceLink
@@ -54,14 +55,17 @@ from kafka_direct.sql.source_options import SourceOptions, parse_source_options
 from kafka_direct.task_errors import CarriedTaskError, encode_error
 from kafka_direct.topic_partition import TopicPartition
 
-__all__ = ["KafkaDirectStreamReader", "carried", "plan_offsets", "read_settings"]
+__all__ = ["KafkaDirectStreamReader", "bind_plan", "carried", "catch_up", "plan_offsets",
+           "read_settings"]
 
 logger = logging.getLogger(__name__)
 
 Offsets = dict[TopicPartition, int]
 
-#: Attributes that exist only on the driver: never shipped to executors.
-_DRIVER_ONLY = ("_metadata", "_link", "_delay", "_target", "_latest", "_groupCommitted")
+#: Attributes that exist only on the driver: never shipped to executors. (The link goes:
+#: read tasks bind their batch's plan with it.)
+_DRIVER_ONLY = ("_metadata", "_delay", "_target", "_latest", "_groupCommitted",
+                "_storeChecked")
 
 
 @contextlib.contextmanager
@@ -88,6 +92,59 @@ def plan_offsets(start: Offsets, end: Offsets) -> tuple[SourceOffsets, SourceOff
     until = {tp: offset for tp, offset in end.items() if offset >= start_of(start, tp)}
     return (offsets_to_json({tp: start_of(start, tp) for tp in until}),
             offsets_to_json(until))
+
+
+def _covered(ranges: Sequence[Any], stored: SourceOffsets | None) -> bool:
+    """Whether the store's offsets are at or past the end of every range."""
+    if not stored:
+        return False
+    return all(stored.get(r.topic, {}).get(str(r.partition), -1) >= r.untilOffset
+               for r in ranges)
+
+
+def catch_up(start: Offsets, stored: SourceOffsets | None, subscription: Any
+             ) -> Offsets | None:
+    """The end of a batch that brings a checkpoint behind its offset store up to the store.
+
+    A query restarted from a checkpoint older than its store (another run without that
+    checkpoint moved the store since) would plan from the checkpoint's offsets and be
+    refused by the sink at every batch. Ending the next batch exactly at the stored offsets
+    lets the chain go on: that batch reads and writes nothing (its offsets are committed).
+
+    Returns:
+        The batch's end, or None when the store is nowhere ahead of ``start``, or is behind
+        it somewhere (a store restored from an older backup: the sink refuses the batch and
+        names that cause and the fix).
+    """
+    if not stored:
+        return None
+    known = {tp: offset for tp, offset in offsets_from_json(
+        stored, "the offset store's committed offsets").items()
+        if subscription.covers(tp) and tp in start}
+    if any(offset < start[tp] for tp, offset in known.items()):
+        return None
+    ahead = {tp: offset for tp, offset in known.items() if offset > start[tp]}
+    return {**start, **ahead} if ahead else None
+
+
+def bind_plan(link: SourceLink, planId: int) -> None:
+    """In a read task: bind plan ``planId`` to the running micro-batch (query and batch id).
+
+    Raises:
+        ConfigurationError: The task runs outside a streaming micro-batch.
+        OffsetStoreError: The database failed.
+    """
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    queryId = context.getLocalProperty(QUERY_ID_PROPERTY) if context is not None else None
+    batch = context.getLocalProperty(BATCH_ID_PROPERTY) if context is not None else None
+    if not queryId or batch is None:
+        raise ConfigurationError(
+            "a source linked to an offset store read outside a streaming micro-batch (no "
+            "query id or batch id in the task): read it with readStream and write it with "
+            "the linked sink", setting="offsetStore.name", value=link.store)
+    link.bind_read(planId, str(queryId), int(batch))
 
 
 def read_settings(options: SourceOptions) -> PartitionReadSettings:
@@ -123,6 +180,8 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         self._latest: Offsets | None = None
         #: What was last committed to the group (commitOffsetsToGroup).
         self._groupCommitted: Offsets | None = None
+        #: Whether this run compared its checkpoint with the offset store yet.
+        self._storeChecked = False
 
     @classmethod
     def create(cls, rawOptions: Mapping[str, Any]) -> KafkaDirectStreamReader:
@@ -246,6 +305,21 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         """
         with carried():
             begin = offsets_from_json(start, "the batch's start offset")
+            if self._link is not None and not self._storeChecked:
+                # Once per run, before its first new batch: every batch of the checkpoint
+                # completed, so the store is where this query left it, unless another
+                # run moved it since.
+                self._storeChecked = True
+                end = catch_up(begin, self._link.stored_on_held_session(),
+                               self.options.subscription)
+                if end is not None:
+                    logger.warning(
+                        "kafka-direct source: the checkpoint (at %s) is behind offset store "
+                        "%r (at %s): the next batch ends at the store's offsets and writes "
+                        "nothing (their rows are committed)", offsets_to_json(begin),
+                        self._link.store, offsets_to_json(end))
+                    self._latest = end
+                    return offsets_to_json(end)
             # The engine asks from a start only once every batch up to it completed.
             self._commit_group(begin)
             latest = self._latest_now(begin)
@@ -277,14 +351,29 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             finish = offsets_from_json(end, "the batch's end offset")
             ranges = plan_ranges(begin, finish, self.options.minPartitions,
                                  self.options.maxRecordsPerPartition)
-            if self._link is not None:
-                self._link.record_plan(*plan_offsets(begin, finish))
-            return [KafkaInputPartition(r) for r in ranges]
+            if self._link is None:
+                return [KafkaInputPartition(r) for r in ranges]
+            planId = self._link.record_plan(*plan_offsets(begin, finish))
+            if ranges and _covered(ranges, self._link.stored_on_held_session()):
+                # Another run committed these offsets, rows included (this query's
+                # checkpoint is behind the store): nothing to read, nothing to write again.
+                logger.warning("kafka-direct source: offset store %r has committed %s "
+                               "already (this query's checkpoint is behind the store): the "
+                               "batch reads nothing", self._link.store, offsets_to_json(finish))
+                return []
+            return [KafkaInputPartition(r, planId) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        """The partition's records as ``pyarrow.RecordBatch``es (on an executor)."""
+        """The partition's records as ``pyarrow.RecordBatch``es (on an executor).
+
+        With an offset store, the task first binds the batch's plan to its query and batch
+        (the sink applies the plan its batch read).
+        """
         if not isinstance(partition, KafkaInputPartition):
             return iter(())
+        if partition.planId is not None and self._link is not None:
+            with carried():
+                bind_plan(self._link, partition.planId)
         return read_task(partition.offsetRange, self.settings)
 
     def commit(self, end: SourceOffsets) -> None:

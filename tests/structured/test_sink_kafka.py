@@ -71,3 +71,24 @@ def test_a_partition_added_while_the_query_was_down_is_read_whole(spark_session,
     rows = execute(postgres, "SELECT kafka_partition, kafka_offset FROM "
                    f'"{pg_schema}".events ORDER BY 1, 2')
     assert rows == [(0, o) for o in range(5)] + [(1, o) for o in range(7)]
+
+
+def test_a_checkpoint_behind_its_store_catches_up_and_goes_on(spark_session, kafka, kafka_topic,
+                                                              postgres, pg_schema, tmp_path):
+    # Run 1 with checkpoint a; run 2 without it moves the store; run 3 with checkpoint a
+    # again used to fail at every restart (OffsetMismatchError with the wrong advice).
+    execute(postgres, f'CREATE TABLE "{pg_schema}".events (topic text, kafka_partition int, '
+            "kafka_offset bigint, key bytea, value bytea)")
+    topic = kafka_topic(partitions=2)
+    total = 0
+    for run_dir, count in (("a", 25), ("b", 25), ("a", 10)):
+        for partition in range(2):
+            kafka.produce(topic, [f"{partition}:{total + i}".encode() for i in range(count)],
+                          partition=partition)
+        total += count
+        run(spark_session, kafka, postgres, pg_schema, topic, tmp_path / run_dir)
+    assert SourceLink(postgres.dsn, "ingest", pg_schema).committed() == {
+        topic: {"0": total, "1": total}}
+    rows = execute(postgres, "SELECT kafka_partition, kafka_offset FROM "
+                   f'"{pg_schema}".events ORDER BY 1, 2')
+    assert rows == [(p, o) for p in range(2) for o in range(total)]

@@ -1,8 +1,9 @@
 """The sink keeps a linked source's offsets in PostgreSQL: a lost checkpoint loses nothing.
 
 A trivial counting source stands for the kafka-direct source: its offsets are
-``{"t": {"0": n}}``, it records each batch's plan through SourceLink in ``partitions()``
-and starts from the store's offsets when the query has no checkpoint.
+``{"t": {"0": n}}``, it records each batch's plan through SourceLink in ``partitions()``,
+binds it to the batch in ``read()`` and starts from the store's offsets when the query has
+no checkpoint.
 """
 
 import sys
@@ -14,6 +15,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from kafka_direct.errors import OffsetMismatchError
 from kafka_direct.sql.source_link import SourceLink
+from kafka_direct.sql.stream_reader import bind_plan
 from kafka_direct.task_errors import carried_error
 from tests.structured.test_sink_stream import execute, rows_of
 
@@ -41,11 +43,12 @@ class CountingReader(DataSourceStreamReader):
         return {"t": {"0": min(start["t"]["0"] + STEP, self.cap)}}
 
     def partitions(self, start, end):
-        self.link.record_plan(start, end)
-        return [InputPartition((start["t"]["0"], end["t"]["0"]))]
+        plan = self.link.record_plan(start, end)
+        return [InputPartition((start["t"]["0"], end["t"]["0"], plan))]
 
     def read(self, partition):
-        first, last = partition.value
+        first, last, plan = partition.value
+        bind_plan(self.link, plan)  # the sink applies the plan its batch read
         for i in range(first, last):
             yield (i, f"v{i}")
 

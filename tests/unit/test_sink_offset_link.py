@@ -1,7 +1,7 @@
 """The offset link: the source's plans and the sink's commits keep Kafka offsets in PostgreSQL.
 
 The source's side (SourceLink.record_plan, committed, the store's lock) and the sink's
-(apply_newest_plan inside commit_batch) against the real PostgreSQL.
+(apply_batch_plan inside commit_batch) against the real PostgreSQL.
 """
 
 import uuid
@@ -35,62 +35,72 @@ def sink(postgres, pg_schema, link):
                                              "offsetStore.schema": pg_schema})
 
 
-def commit(sink, query, batch, rows=()):
+def commit(sink, query, batch, rows=(), plan=None):
+    """Commit a batch; ``plan``: the plan its read tasks bound (None: it read nothing)."""
+    if plan is not None:
+        sink.link.bind_read(plan, query, batch)
     return commit_batch(sink, batch, [stage(sink, query, batch, 0, list(rows))])
 
 
 def test_plans_chain_into_the_store_with_the_rows(link, sink, postgres):
     assert link.committed() is None
     query = query_id()
-    link.record_plan({"t": {"0": 5, "1": 0}}, {"t": {"0": 7, "1": 1}})  # any start at first
-    result = commit(sink, query, 0, numbered(0, 3))
+    # Any start at first.
+    plan = link.record_plan({"t": {"0": 5, "1": 0}}, {"t": {"0": 7, "1": 1}})
+    result = commit(sink, query, 0, numbered(0, 3), plan=plan)
     assert result.plan.changed and result.plan.end == {"t": {"0": 7, "1": 1}}
     assert link.committed() == {"t": {"0": 7, "1": 1}}
-    link.record_plan({"t": {"0": 7, "1": 1}, "u": {"0": 40}},
-                     {"t": {"0": 9, "1": 1}, "u": {"0": 41}})  # a new topic starts anywhere
-    commit(sink, query, 1, numbered(3, 3))
+    plan = link.record_plan({"t": {"0": 7, "1": 1}, "u": {"0": 40}},
+                            {"t": {"0": 9, "1": 1}, "u": {"0": 41}})  # a new topic: anywhere
+    commit(sink, query, 1, numbered(3, 3), plan=plan)
     assert link.committed() == {"t": {"0": 9, "1": 1}, "u": {"0": 41}}
-    link.record_plan({"t": {"1": 1}}, {"t": {"1": 4}})  # partitions not read keep their offset
-    commit(sink, query, 2)
+    # Partitions not read keep their offset.
+    plan = link.record_plan({"t": {"1": 1}}, {"t": {"1": 4}})
+    commit(sink, query, 2, plan=plan)
     assert link.committed() == {"t": {"0": 9, "1": 4}, "u": {"0": 41}}
     assert len(target_rows(postgres, sink)) == 6
 
 
 def test_a_plan_that_does_not_chain_is_refused_and_nothing_is_written(link, sink, postgres):
     query = query_id()
-    link.record_plan({"t": {"0": 0}}, {"t": {"0": 10}})
-    commit(sink, query, 0, numbered(0, 2))
-    link.record_plan({"t": {"0": 4}}, {"t": {"0": 12}})  # would repeat 6 records
+    plan = link.record_plan({"t": {"0": 0}}, {"t": {"0": 10}})
+    commit(sink, query, 0, numbered(0, 2), plan=plan)
+    plan = link.record_plan({"t": {"0": 4}}, {"t": {"0": 12}})  # would repeat 6 records
     with pytest.raises(OffsetMismatchError) as raised:
-        commit(sink, query, 1, numbered(10, 2))
+        commit(sink, query, 1, numbered(10, 2), plan=plan)
     error = raised.value
     assert (error.group, error.topic, error.partition, error.stored, error.fromOffset,
             error.untilOffset) == (link.store, "t", 0, 10, 4, 12)
-    assert "repeat 6 records" in str(error) and "offsetStore.name" in str(error)
-    link.record_plan({"t": {"0": 15}}, {"t": {"0": 20}})  # would skip 5
-    with pytest.raises(OffsetMismatchError, match="skip 5 records"):
-        commit(sink, query, 1, numbered(10, 2))
+    assert "repeat 6 records" in str(error)
+    # The cause and the fix, not the old advice to link a source that was linked already.
+    assert "checkpoint is behind the store" in str(error)
+    assert "Delete this query's checkpoint directory" in str(error)
+    plan = link.record_plan({"t": {"0": 15}}, {"t": {"0": 20}})  # would skip 5
+    with pytest.raises(OffsetMismatchError, match="skip 5 records") as raised:
+        commit(sink, query, 1, numbered(10, 2), plan=plan)
+    assert "store is behind this query's checkpoint" in str(raised.value)
+    assert "restored from an older backup" in str(raised.value)
     assert link.committed() == {"t": {"0": 10}}
     assert target_rows(postgres, sink) == numbered(0, 2)
 
 
 def test_a_batch_with_no_new_plan_read_nothing_while_the_source_runs(link, sink):
     query = query_id()
-    link.record_plan({"t": {"0": 0}}, {"t": {"0": 3}})
-    commit(sink, query, 0, numbered(0, 3))
+    plan = link.record_plan({"t": {"0": 0}}, {"t": {"0": 3}})
+    commit(sink, query, 0, numbered(0, 3), plan=plan)
     # A no-data batch (a watermark moved): Spark plans no read; the source still holds.
     result = commit(sink, query, 1, numbered(3, 1))
     assert not result.plan.changed and link.committed() == {"t": {"0": 3}}
-    link.record_plan({"t": {"0": 3}}, {"t": {"0": 3}})  # an empty plan chains too
-    assert commit(sink, query, 2).plan.changed
+    plan = link.record_plan({"t": {"0": 3}}, {"t": {"0": 3}})  # an empty plan chains too
+    assert commit(sink, query, 2, plan=plan).plan.changed
 
 
 def test_an_unlinked_source_is_a_configuration_error(link, sink, postgres, caplog):
     with pytest.raises(ConfigurationError, match="the store has no plan"):
         commit(sink, query_id(), 0, numbered(0, 1))
-    link.record_plan({"t": {"0": 0}}, {"t": {"0": 1}})
+    plan = link.record_plan({"t": {"0": 0}}, {"t": {"0": 1}})
     query = query_id()
-    commit(sink, query, 0, numbered(0, 1))
+    commit(sink, query, 0, numbered(0, 1), plan=plan)
     link.release()  # the source's process ended
     # A fresh checkpoint whose source is not linked: no plan, nobody holds the store.
     with pytest.raises(ConfigurationError, match="no running source holds the store") as raised:
@@ -106,57 +116,57 @@ def test_an_unlinked_source_is_a_configuration_error(link, sink, postgres, caplo
 
 def test_a_batch_committed_before_does_not_consume_a_plan(link, sink):
     query = query_id()
-    link.record_plan({"t": {"0": 0}}, {"t": {"0": 2}})
-    commit(sink, query, 0, numbered(0, 2))
+    plan = link.record_plan({"t": {"0": 0}}, {"t": {"0": 2}})
+    commit(sink, query, 0, numbered(0, 2), plan=plan)
     # The restarted query runs batch 0 again: the source plans it again, the sink skips.
-    link.record_plan({"t": {"0": 0}}, {"t": {"0": 2}})
-    assert commit(sink, query, 0, numbered(0, 2)).skipped
-    link.record_plan({"t": {"0": 2}}, {"t": {"0": 5}})
-    assert commit(sink, query, 1, numbered(2, 3)).plan.end == {"t": {"0": 5}}
+    plan = link.record_plan({"t": {"0": 0}}, {"t": {"0": 2}})
+    assert commit(sink, query, 0, numbered(0, 2), plan=plan).skipped
+    plan = link.record_plan({"t": {"0": 2}}, {"t": {"0": 5}})
+    assert commit(sink, query, 1, numbered(2, 3), plan=plan).plan.end == {"t": {"0": 5}}
 
 
 def test_a_no_data_batch_after_a_replanned_batch_is_not_taken_for_a_new_plan(link, sink):
     query = query_id()
-    link.record_plan({"t": {"0": 0}}, {"t": {"0": 1}})
-    commit(sink, query, 0, numbered(0, 1))
+    plan = link.record_plan({"t": {"0": 0}}, {"t": {"0": 1}})
+    commit(sink, query, 0, numbered(0, 1), plan=plan)
     # The driver died before Spark's commit log: batch 0 is planned again and skipped...
-    link.record_plan({"t": {"0": 0}}, {"t": {"0": 1}})
-    assert commit(sink, query, 0, numbered(0, 1)).skipped
+    plan = link.record_plan({"t": {"0": 0}}, {"t": {"0": 1}})
+    assert commit(sink, query, 0, numbered(0, 1), plan=plan).skipped
     # ...and the next batch reads nothing (no plan of its own): the replanned batch 0 is
     # the newest plan, already applied, not a plan starting behind the store.
     result = commit(sink, query, 1)
     assert not result.plan.changed and link.committed() == {"t": {"0": 1}}
-    link.record_plan({"t": {"0": 1}}, {"t": {"0": 3}})
-    assert commit(sink, query, 2, numbered(1, 2)).plan.end == {"t": {"0": 3}}
+    plan = link.record_plan({"t": {"0": 1}}, {"t": {"0": 3}})
+    assert commit(sink, query, 2, numbered(1, 2), plan=plan).plan.end == {"t": {"0": 3}}
 
 
 def test_a_checkpoint_behind_the_store_writes_nothing_twice(link, sink, postgres):
     old = query_id()
-    link.record_plan({"t": {"0": 0}}, {"t": {"0": 2}})
-    commit(sink, old, 0, numbered(0, 2))
+    plan = link.record_plan({"t": {"0": 0}}, {"t": {"0": 2}})
+    commit(sink, old, 0, numbered(0, 2), plan=plan)
     # The old query planned batch 1 (2 -> 4) in its checkpoint and died before committing.
     # A fresh query then resumed from the store and wrote 2 -> 4 as its batch 0.
-    link.record_plan({"t": {"0": 2}}, {"t": {"0": 4}})
-    commit(sink, query_id(), 0, numbered(2, 2))
+    plan = link.record_plan({"t": {"0": 2}}, {"t": {"0": 4}})
+    commit(sink, query_id(), 0, numbered(2, 2), plan=plan)
     # The old checkpoint comes back: its batch 1 plans 2 -> 4 again. Those rows are in.
-    link.record_plan({"t": {"0": 2}}, {"t": {"0": 4}})
-    result = commit(sink, old, 1, numbered(2, 2))
+    plan = link.record_plan({"t": {"0": 2}}, {"t": {"0": 4}})
+    result = commit(sink, old, 1, numbered(2, 2), plan=plan)
     assert result.skipped and result.plan.covered and link.committed() == {"t": {"0": 4}}
     assert sorted(target_rows(postgres, sink)) == numbered(0, 4)
     assert commit(sink, old, 1, numbered(2, 2)).skipped  # recorded: a rerun skips too
-    link.record_plan({"t": {"0": 4}}, {"t": {"0": 5}})  # and the old query goes on
-    commit(sink, old, 2, numbered(4, 1))
+    plan = link.record_plan({"t": {"0": 4}}, {"t": {"0": 5}})  # and the old query goes on
+    commit(sink, old, 2, numbered(4, 1), plan=plan)
     assert sorted(target_rows(postgres, sink)) == numbered(0, 5)
 
 
 def test_a_fresh_query_resumes_from_the_store(link, sink, postgres):
     old = query_id()
-    link.record_plan({"t": {"0": 0}}, {"t": {"0": 4}})
-    commit(sink, old, 0, numbered(0, 4))
+    plan = link.record_plan({"t": {"0": 0}}, {"t": {"0": 4}})
+    commit(sink, old, 0, numbered(0, 4), plan=plan)
     # The checkpoint is lost: a new query id, batch 0 again, starting from committed().
     start = link.committed()
-    link.record_plan(start, {"t": {"0": 6}})
-    commit(sink, query_id(), 0, numbered(4, 2))
+    plan = link.record_plan(start, {"t": {"0": 6}})
+    commit(sink, query_id(), 0, numbered(4, 2), plan=plan)
     assert link.committed() == {"t": {"0": 6}}
     assert target_rows(postgres, sink) == numbered(0, 6)
 
@@ -235,3 +245,69 @@ def test_the_protocol_module_re_exports_the_link():
     for name in offset_link.__all__:
         owners = [m for m in (link_tables, sink_link, source_link) if name in m.__all__]
         assert [getattr(offset_link, name)] == [getattr(m, name) for m in owners], name
+
+
+def break_session(link, postgres):
+    """PostgreSQL ends the session holding the store's lock (a restart, a cut network)."""
+    holder = store_lock._holders[(link.database, link.schema, link.store)]
+    with postgres.connect() as admin, admin.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", (holder.connection.get_backend_pid(),))
+    admin.close()
+
+
+@pytest.mark.parametrize("first", ["taker", "broken"])
+def test_a_query_whose_lock_session_broke_cannot_commit_the_takers_plan(link, sink, postgres,
+                                                                       first):
+    q1, q2 = query_id(), query_id()
+    plan = link.record_plan({"t": {"0": 0}}, {"t": {"0": 2}})
+    commit(sink, q1, 0, numbered(0, 2), plan=plan)
+    # Q1 plans batch 1 (2 -> 5) and its tasks read it; then its lock session breaks.
+    p1 = link.record_plan({"t": {"0": 2}}, {"t": {"0": 5}})
+    sink.link.bind_read(p1, q1, 1)
+    break_session(link, postgres)
+    # Q2 (a fresh checkpoint) takes the store and plans from the stored offsets: 2 -> 6.
+    p2 = link.record_plan({"t": {"0": 2}}, {"t": {"0": 6}})
+    sink.link.bind_read(p2, q2, 0)
+    if first == "taker":
+        commit(sink, q2, 0, numbered(2, 4))
+        # Q1's batch commits late: its own plan no longer chains; nothing twice.
+        with pytest.raises(OffsetMismatchError, match="repeat 4 records"):
+            commit(sink, q1, 1, numbered(2, 3))
+        assert link.committed() == {"t": {"0": 6}}
+        assert sorted(target_rows(postgres, sink)) == numbered(0, 6)
+    else:
+        # Q1 commits first: its own rows with its own plan (never Q2's plan)...
+        assert commit(sink, q1, 1, numbered(2, 3)).plan.end == {"t": {"0": 5}}
+        assert link.committed() == {"t": {"0": 5}}
+        # ...and Q2's batch, planned from the same start, is refused.
+        with pytest.raises(OffsetMismatchError, match="repeat 3 records"):
+            commit(sink, q2, 0, numbered(2, 4))
+        assert sorted(target_rows(postgres, sink)) == numbered(0, 5)
+
+
+def test_a_batch_that_read_nothing_never_applies_another_batchs_plan(link, sink, postgres):
+    q1 = query_id()
+    plan = link.record_plan({"t": {"0": 0}}, {"t": {"0": 2}})
+    commit(sink, q1, 0, numbered(0, 2), plan=plan)
+    # Q2 planned 2 -> 6 but its tasks have not read yet; Q1 commits a no-data batch.
+    link.record_plan({"t": {"0": 2}}, {"t": {"0": 6}})
+    result = commit(sink, q1, 1)
+    assert not result.plan.changed and link.committed() == {"t": {"0": 2}}
+
+
+def test_a_checkpoint_restored_from_an_older_copy_is_refused_not_skipped(link, sink, postgres):
+    query = query_id()
+    for batch, (first, last) in enumerate([(0, 2), (2, 4), (4, 6)]):
+        plan = link.record_plan({"t": {"0": first}}, {"t": {"0": last}})
+        commit(sink, query, batch, numbered(first, last - first), plan=plan)
+    # The checkpoint comes back from a copy taken after batch 0: batch 1 is planned again,
+    # with other offsets (more records arrived): 2 -> 9. Those up to 6 are committed...
+    plan = link.record_plan({"t": {"0": 2}}, {"t": {"0": 9}})
+    with pytest.raises(OffsetMismatchError, match="restored from an older copy") as raised:
+        commit(sink, query, 1, numbered(2, 7), plan=plan)
+    assert (raised.value.stored, raised.value.untilOffset) == (6, 9)
+    # ...skipping the batch would have lost 6 -> 9. A batch re-run with its own offsets
+    # (within the store) is still skipped.
+    plan = link.record_plan({"t": {"0": 2}}, {"t": {"0": 4}})
+    assert commit(sink, query, 1, numbered(2, 2), plan=plan).skipped
+    assert sorted(target_rows(postgres, sink)) == numbered(0, 6)

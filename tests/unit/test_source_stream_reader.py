@@ -37,6 +37,8 @@ class TimedDriver(FakeDriverConsumer):
 
 
 class FakeLink:
+    store = "fake-store"
+
     def __init__(self, committed=None):
         self.stored = committed
         self.plans = []
@@ -46,10 +48,14 @@ class FakeLink:
     def committed(self):
         return self.stored
 
+    def stored_on_held_session(self):
+        return self.stored
+
     def record_plan(self, start, end):
         if self.fail is not None:
             raise self.fail
         self.plans.append((start, end))
+        return len(self.plans)
 
     def release(self):
         self.released = True
@@ -439,7 +445,9 @@ def test_executors_get_the_read_settings_without_driver_state():
                          kafka__sasl__password="s3cret", kafka__group__id="g")
     reader.initialOffset()
     copy = pickle.loads(pickle.dumps(reader))
-    assert copy._metadata is None and copy._link is None and copy._delay is None
+    assert copy._metadata is None and copy._delay is None
+    # The offset store's link goes: read tasks bind their batch's plan with it.
+    assert isinstance(copy._link, FakeLink)
     assert copy.settings.read.params["group.id"] == "spark-executor-g"
     assert copy.settings.read.params["enable.auto.commit"] is False
     assert copy.settings.read.params["auto.offset.reset"] == "error"
@@ -536,3 +544,37 @@ class SourceContract(RuleBasedStateMachine):
 TestSourceContract = SourceContract.TestCase
 TestSourceContract.settings = settings(max_examples=60, stateful_step_count=25,
                                        deadline=None)
+
+
+# -- a checkpoint behind (or ahead of) its offset store -------------------------------------
+
+
+def test_a_checkpoint_behind_the_store_catches_up_with_one_batch_that_reads_nothing():
+    cluster = cluster_with(partitions=2, records=20)
+    # The checkpoint's query stopped at 4/6; another run (no checkpoint) moved the store on.
+    link = FakeLink({"t": {"0": 12, "1": 6}})
+    reader = make_reader(cluster, link=link, maxOffsetsPerTrigger=5)
+    start = {"t": {"0": 4, "1": 6}}
+    end = reader.latestOffset(start, ReadMaxRows(5))
+    assert end == {"t": {"0": 12, "1": 6}}  # exactly at the store, beyond the limit
+    assert reader.partitions(start, end) == []  # read nothing: the rows are committed
+    assert link.plans == [({"t": {"0": 4, "1": 6}}, {"t": {"0": 12, "1": 6}})]
+    # From there on, batches chain onto the store as usual.
+    assert reader.latestOffset(end, ReadMaxRows(5)) != end
+    assert ranges_of(reader, end, {"t": {"0": 14, "1": 9}}) == [("t", 0, 12, 14),
+                                                                 ("t", 1, 6, 9)]
+
+
+def test_a_store_behind_the_checkpoint_is_left_to_the_sink_to_refuse_with_its_cause():
+    cluster = cluster_with(partitions=2, records=20)
+    link = FakeLink({"t": {"0": 2, "1": 9}})  # restored from an older backup for t-0
+    reader = make_reader(cluster, link=link)
+    start = {"t": {"0": 4, "1": 6}}
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end == {"t": {"0": 20, "1": 20}}  # no catch-up: the sink names the cause
+
+
+def test_a_store_in_step_with_the_checkpoint_changes_nothing():
+    cluster = cluster_with(partitions=1, records=20)
+    reader = make_reader(cluster, link=FakeLink({"t": {"0": 4}}), maxOffsetsPerTrigger=3)
+    assert reader.latestOffset({"t": {"0": 4}}, ReadMaxRows(3)) == {"t": {"0": 7}}
