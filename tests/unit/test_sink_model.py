@@ -50,9 +50,13 @@ def as_json(offsets):
 
 
 class Batch:
-    def __init__(self, batchId, start, end, planned):
-        self.batchId, self.start, self.end, self.planned = batchId, start, end, planned
+    def __init__(self, batchId, start, end, plan):
+        self.batchId, self.start, self.end, self.plan = batchId, start, end, plan
         self.attempts = {}  # partition -> the successful attempt the commit names
+
+    @property
+    def planned(self):
+        return self.plan is not None
 
 
 def model_for(postgres):
@@ -99,16 +103,18 @@ def model_for(postgres):
             if sum(counts) == 0 and self.checkpointEnd is None:
                 counts = (1, 0)  # a query's first batch reads something, or does not run
             end = {p: start[p] + counts[p] for p in PARTS}
-            planned = sum(counts) > 0  # Spark plans no read for a no-data batch
-            if planned:
-                self.link.record_plan(as_json(start), as_json(end))
-            self.inflight = Batch(self.nextBatch, start, end, planned)
+            plan = None  # Spark plans no read for a no-data batch
+            if sum(counts) > 0:
+                plan = self.link.record_plan(as_json(start), as_json(end))
+            self.inflight = Batch(self.nextBatch, start, end, plan)
 
         @precondition(lambda self: self.inflight is not None)
         @rule(partition=st.sampled_from(PARTS),
               outcome=st.sampled_from(["ok", "ok", "fails after staging", "fails before"]))
         def task(self, partition, outcome):
             batch = self.inflight
+            if batch.planned:  # every read task binds the plan first
+                self.link.bind_read(batch.plan, self.query, batch.batchId)
             if outcome == "fails before":
                 return  # its transaction rolled back: nothing staged
             rows = [record(partition, o) for o in range(batch.start[partition],
@@ -117,11 +123,13 @@ def model_for(postgres):
             if outcome == "ok" and partition not in batch.attempts:
                 batch.attempts[partition] = attempt  # later successes: speculative, unused
 
-        @precondition(lambda self: self.inflight is not None
-                      and len(self.inflight.attempts) == len(PARTS))
+        @precondition(lambda self: self.inflight is not None)
         @rule(acknowledged=st.booleans())
         def commit(self, acknowledged):
             batch = self.inflight
+            for partition in PARTS:  # the tasks still running succeed first
+                if partition not in batch.attempts:
+                    self.task(partition, "ok")
             result = commit_batch(self.sink, batch.batchId,
                                   [batch.attempts[p] for p in PARTS])
             before = self.recorded.get(self.query, -1) >= batch.batchId
@@ -154,8 +162,8 @@ def model_for(postgres):
             elif self.inflight is not None:  # Spark runs the planned batch again
                 self.inflight.attempts = {}
                 if self.inflight.planned:
-                    self.link.record_plan(as_json(self.inflight.start),
-                                          as_json(self.inflight.end))
+                    self.inflight.plan = self.link.record_plan(as_json(self.inflight.start),
+                                                               as_json(self.inflight.end))
 
         # -- what must hold ------------------------------------------------------------
 
