@@ -29,7 +29,7 @@ from kafka_direct.app.stop_signals import StopSignals
 from kafka_direct.errors import KafkaDirectError, StreamingQueryFailedError
 from kafka_direct.topic_partition import TopicPartition
 
-__all__ = ["QUERY_NAME", "run_structured_ingest", "stored_offsets"]
+__all__ = ["QUERY_NAME", "run_structured_ingest", "source_options", "stored_offsets"]
 
 logger = logging.getLogger(__name__)
 
@@ -103,24 +103,34 @@ class _Progress:
             self.done.set()
 
 
-def _reader(spark: Any, options: IngestOptions, bootstrapServers: str, dsn: str,
-            kafkaParams: Mapping[str, Any], maxOffsetsPerTrigger: int | None) -> Any:
-    from kafka_direct.sql import SOURCE_FORMAT
+def source_options(options: IngestOptions, bootstrapServers: str, dsn: str,
+                   kafkaParams: Mapping[str, Any], partitionCount: int = 0
+                   ) -> dict[str, str]:
+    """The ``kafka-direct`` source's options for the job (DSN included: never log them).
 
-    reader = spark.readStream.format(SOURCE_FORMAT)
-    for key, value in kafkaParams.items():
-        reader = reader.option(f"kafka.{key}", str(value))
-    reader = reader.option("kafka.bootstrap.servers", bootstrapServers)
+    Args:
+        options: What to read (topics or pattern, starting offsets, rate, group).
+        bootstrapServers: The Kafka cluster.
+        dsn: libpq connection string of the offset store's database.
+        kafkaParams: More librdkafka properties (security settings...).
+        partitionCount: Partitions read (to turn ``maxRatePerPartition`` into a
+            per-trigger cap); 0: unknown, counted as one.
+    """
+    source = {f"kafka.{key}": str(value) for key, value in kafkaParams.items()}
+    source["kafka.bootstrap.servers"] = bootstrapServers
     if options.pattern:
-        reader = reader.option("subscribePattern", options.pattern)
+        source["subscribePattern"] = options.pattern
     else:
-        reader = reader.option("subscribe", ",".join(options.topics))
-    reader = reader.option("startingOffsets", _spark_starting_offsets(options.startingOffsets))
-    if maxOffsetsPerTrigger:
-        reader = reader.option("maxOffsetsPerTrigger", str(maxOffsetsPerTrigger))
-    return (reader.option("offsetStore.name", options.group)
-            .option("offsetStore.dsn", dsn)
-            .option("offsetStore.schema", options.schema))
+        source["subscribe"] = ",".join(options.topics)
+    source["startingOffsets"] = _spark_starting_offsets(options.startingOffsets)
+    perTrigger = (int(options.maxRatePerPartition * options.batchInterval
+                      * max(partitionCount, 1)) if options.maxRatePerPartition else None)
+    if perTrigger:
+        source["maxOffsetsPerTrigger"] = str(perTrigger)
+    source["offsetStore.name"] = options.group
+    source["offsetStore.dsn"] = dsn
+    source["offsetStore.schema"] = options.schema
+    return source
 
 
 def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
@@ -154,7 +164,7 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
     """
     from pyspark.sql import SparkSession
 
-    from kafka_direct.sql import POSTGRES_SINK_FORMAT, register
+    from kafka_direct.sql import POSTGRES_SINK_FORMAT, SOURCE_FORMAT, register
     from kafka_direct.testing.spark import spark_context
 
     ensure_table(dsn, options.schema, options.table)
@@ -167,8 +177,6 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
     loopback = local if options.loopbackDriver is None else options.loopbackDriver
     defaults = {} if local else {"spark.task.maxFailures": str(TASK_ATTEMPTS)}
     defaults["spark.python.worker.reuse"] = "false"
-    perTrigger = (int(options.maxRatePerPartition * options.batchInterval
-                      * max(partitionCount, 1)) if options.maxRatePerPartition else None)
     with tempfile.TemporaryDirectory(prefix="kafka-direct-ingest-") as scratch, spark_context(
             options.master, "kafka-direct-ingest", test_conf=local, loopback=loopback,
             defaults=defaults, own_session=signals is not None) as sc:
@@ -176,8 +184,11 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
             signals.install()
         spark = SparkSession(sc)
         register(spark)
-        source = _reader(spark, options, bootstrapServers, dsn, kafkaParams or {}, perTrigger)
-        rows = source.load().selectExpr("topic", "partition AS kafka_partition",
+        reader = spark.readStream.format(SOURCE_FORMAT)
+        for key, value in source_options(options, bootstrapServers, dsn, kafkaParams or {},
+                                         partitionCount).items():
+            reader = reader.option(key, value)
+        rows = reader.load().selectExpr("topic", "partition AS kafka_partition",
                                         "offset AS kafka_offset", "key", "value")
         location = str(checkpointDir) if checkpointDir else str(Path(scratch) / "checkpoint")
         query = (rows.writeStream.format(POSTGRES_SINK_FORMAT)
