@@ -104,17 +104,19 @@ class _Progress:
 
 
 def source_options(options: IngestOptions, bootstrapServers: str, dsn: str,
-                   kafkaParams: Mapping[str, Any], partitionCount: int = 0
-                   ) -> dict[str, str]:
+                   kafkaParams: Mapping[str, Any]) -> dict[str, str]:
     """The ``kafka-direct`` source's options for the job (DSN included: never log them).
+
+    ``maxRatePerPartition`` becomes the source's ``maxOffsetsPerPartitionPerTrigger``
+    (records per partition and batch interval, at least one as the direct stream's): the
+    source multiplies it by the partitions it sees at each trigger, so partitions a
+    pattern's topics gain while the job runs get their share.
 
     Args:
         options: What to read (topics or pattern, starting offsets, rate, group).
         bootstrapServers: The Kafka cluster.
         dsn: libpq connection string of the offset store's database.
         kafkaParams: More librdkafka properties (security settings...).
-        partitionCount: Partitions read (to turn ``maxRatePerPartition`` into a
-            per-trigger cap); 0: unknown, counted as one.
     """
     source = {f"kafka.{key}": str(value) for key, value in kafkaParams.items()}
     source["kafka.bootstrap.servers"] = bootstrapServers
@@ -123,10 +125,9 @@ def source_options(options: IngestOptions, bootstrapServers: str, dsn: str,
     else:
         source["subscribe"] = ",".join(options.topics)
     source["startingOffsets"] = _spark_starting_offsets(options.startingOffsets)
-    perTrigger = (int(options.maxRatePerPartition * options.batchInterval
-                      * max(partitionCount, 1)) if options.maxRatePerPartition else None)
-    if perTrigger:
-        source["maxOffsetsPerTrigger"] = str(perTrigger)
+    if options.maxRatePerPartition:
+        perPartition = max(int(options.maxRatePerPartition * options.batchInterval), 1)
+        source["maxOffsetsPerPartitionPerTrigger"] = str(perPartition)
     source["offsetStore.name"] = options.group
     source["offsetStore.dsn"] = dsn
     source["offsetStore.schema"] = options.schema
@@ -138,8 +139,7 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
                           kafkaParams: Mapping[str, Any] | None = None,
                           signals: StopSignals | None = None,
                           result: IngestResult | None = None,
-                          checkpointDir: str | Path | None = None,
-                          partitionCount: int = 0) -> IngestResult:
+                          checkpointDir: str | Path | None = None) -> IngestResult:
     """Run the ingest job as a streaming query until stopped, idle long enough, or failed.
 
     Args:
@@ -152,8 +152,6 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
         result: Count into this result.
         checkpointDir: The query's checkpoint location (None: a fresh temporary one; the
             query then starts from the offsets in PostgreSQL).
-        partitionCount: Partitions read (to turn ``maxRatePerPartition`` into a per-trigger
-            cap); 0: unknown, no cap.
 
     Returns:
         What the run did (``result`` when given).
@@ -185,8 +183,8 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
         spark = SparkSession(sc)
         register(spark)
         reader = spark.readStream.format(SOURCE_FORMAT)
-        for key, value in source_options(options, bootstrapServers, dsn, kafkaParams or {},
-                                         partitionCount).items():
+        for key, value in source_options(options, bootstrapServers, dsn,
+                                         kafkaParams or {}).items():
             reader = reader.option(key, value)
         rows = reader.load().selectExpr("topic", "partition AS kafka_partition",
                                         "offset AS kafka_offset", "key", "value")
@@ -207,7 +205,8 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
                 if progress.done.is_set() or stopRequested.is_set():
                     _stop_after_running_batch(query)
                     break
-                query.awaitTermination(0.2)
+                # PySpark takes seconds as a float (its stub says int).
+                query.awaitTermination(0.2)  # type: ignore[arg-type]
             progress.poll(query)
             _raise_failure(query)
         finally:
