@@ -74,6 +74,24 @@ def test_starting_and_ending_offsets(spark_session, kafka, kafka_topic):
     assert len(values(everything)) == 20
 
 
+def test_a_dataframe_keeps_the_offsets_of_its_first_action(spark_session, kafka,
+                                                          kafka_topic):
+    # PySpark plans a Python data source once per DataFrame, at its first action; later
+    # actions on it (and on DataFrames derived from it) reuse those ranges. Spark's own
+    # source resolves earliest / latest again at every action. Documented in the README
+    # (differences from Spark's source): build a new DataFrame to see newer records.
+    topic = kafka_topic()
+    produce_numbered(kafka, topic, 1, 3)
+    df = read(spark_session, kafka, subscribe=topic)  # earliest to latest
+    produce_numbered(kafka, topic, 1, 2, start=3)  # before the first action: counted
+    assert df.count() == 5
+    produce_numbered(kafka, topic, 1, 4, start=5)  # after it: not in this DataFrame
+    assert df.count() == 5
+    assert [r.offset for r in df.collect()] == list(range(5))
+    assert df.filter("offset >= 0").count() == 5
+    assert read(spark_session, kafka, subscribe=topic).count() == 9
+
+
 def test_timestamps_choose_the_first_record_at_or_after_them(spark_session, kafka,
                                                             kafka_topic):
     topic = kafka_topic()
