@@ -238,3 +238,30 @@ def test_a_timestamp_in_nanoseconds_fails_the_query_with_a_record_error(
     assert isinstance(error, RecordError), query.exception()
     assert (error.topic, error.partition, error.offset) == (topic, 1, 0)
     assert batches.all_rows() == []
+
+
+def test_the_per_partition_cap_counts_partitions_added_between_runs(spark_session, kafka,
+                                                                    kafka_topic, tmp_path):
+    topic = kafka_topic()
+    produce_numbered(kafka, topic, 0, 0, 6)
+
+    def run():
+        batches = Batches()
+        query = (stream(spark_session, kafka, subscribePattern=topic,
+                        startingOffsets="earliest", maxOffsetsPerPartitionPerTrigger=2)
+                 .writeStream.foreachBatch(batches)
+                 .option("checkpointLocation", str(tmp_path / "checkpoint"))
+                 .trigger(availableNow=True).start())
+        assert query.awaitTermination(120)
+        assert query.exception() is None
+        return [len(batches.rows[b]) for b in sorted(batches.rows)], batches.all_rows()
+
+    sizes, rows = run()
+    assert sizes == [2, 2, 2] and sorted(rows) == expected(1, 6)
+    kafka.add_partitions(topic, 3)
+    produce_numbered(kafka, topic, 1, 0, 6)
+    produce_numbered(kafka, topic, 2, 0, 6)
+    sizes, rows = run()  # three partitions now: 2 x 3 offsets per trigger
+    assert sizes == [6, 6]
+    assert sorted(rows) == sorted((p, o, f"{p}:{o}".encode()) for p in (1, 2)
+                                  for o in range(6))
