@@ -11,6 +11,7 @@ Every error the library raises on purpose derives from :class:`KafkaDirectError`
     │   ├── DataLossError           records of the range were deleted (retention, delete_records)
     │   ├── OffsetOutOfRangeError   the range ends beyond the log end
     │   └── PollTimeoutError        no progress on the range within the poll timeout
+    ├── RecordError                 a record that cannot become a row (a timestamp overflowing)
     ├── OffsetMismatchError         a stored offset is neither the range's start nor its end
     ├── SinkWriteError              writing a range's results failed; none of them was committed
     ├── OffsetStoreError            an offset store could not be read or written; nothing changed
@@ -42,6 +43,7 @@ __all__ = [
     "OffsetStoreError",
     "PartitionsRevokedError",
     "PollTimeoutError",
+    "RecordError",
     "ServiceError",
     "SinkWriteError",
     "StreamingQueryFailedError",
@@ -185,6 +187,32 @@ class PollTimeoutError(KafkaReadError):
 
     position: int
     timeoutMs: int
+
+
+class RecordError(KafkaDirectError):
+    """A record the source cannot turn into a row as it is.
+
+    Such as a timestamp beyond what Spark's timestamp (microseconds in a 64-bit integer)
+    holds: usually a producer that set nanoseconds (``time.time_ns()``) where Kafka wants
+    milliseconds. Delivering it wrapped around would be silent corruption, so the read fails
+    and names the record.
+
+    Attributes:
+        topic: The record's topic.
+        partition: The record's partition.
+        offset: The record's offset.
+        cause: Why it cannot be a row.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    cause: str
+
+    def __init__(self, message: str, *, topic: str, partition: int, offset: int, cause: str,
+                 **context: Any) -> None:
+        super().__init__(message, topic=topic, partition=partition, offset=offset,
+                         cause=cause, **context)
 
 
 class OffsetMismatchError(KafkaDirectError):

@@ -218,12 +218,10 @@ def run_ingest_command(args: argparse.Namespace, out: TextIO, err: TextIO | None
             if options.api == "structured":
                 from kafka_direct.app.structured_ingest import run_structured_ingest
 
-                counts = cluster.topics()
                 run_structured_ingest(
                     options, cluster.bootstrap_servers, dsn, out,
                     kafkaParams=settings.kafkaParams, signals=signals, result=result,
-                    checkpointDir=settings.checkpointDir,
-                    partitionCount=sum(counts.get(topic, 0) for topic in options.topics))
+                    checkpointDir=settings.checkpointDir)
             else:
                 run_ingest(options, cluster.bootstrap_servers, dsn, out,
                            kafkaParams=settings.kafkaParams, signals=signals, result=result)

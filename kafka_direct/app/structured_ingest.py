@@ -29,7 +29,7 @@ from kafka_direct.app.stop_signals import StopSignals
 from kafka_direct.errors import KafkaDirectError, StreamingQueryFailedError
 from kafka_direct.topic_partition import TopicPartition
 
-__all__ = ["QUERY_NAME", "run_structured_ingest", "stored_offsets"]
+__all__ = ["QUERY_NAME", "run_structured_ingest", "source_options", "stored_offsets"]
 
 logger = logging.getLogger(__name__)
 
@@ -103,24 +103,35 @@ class _Progress:
             self.done.set()
 
 
-def _reader(spark: Any, options: IngestOptions, bootstrapServers: str, dsn: str,
-            kafkaParams: Mapping[str, Any], maxOffsetsPerTrigger: int | None) -> Any:
-    from kafka_direct.sql import SOURCE_FORMAT
+def source_options(options: IngestOptions, bootstrapServers: str, dsn: str,
+                   kafkaParams: Mapping[str, Any]) -> dict[str, str]:
+    """The ``kafka-direct`` source's options for the job (DSN included: never log them).
 
-    reader = spark.readStream.format(SOURCE_FORMAT)
-    for key, value in kafkaParams.items():
-        reader = reader.option(f"kafka.{key}", str(value))
-    reader = reader.option("kafka.bootstrap.servers", bootstrapServers)
+    ``maxRatePerPartition`` becomes the source's ``maxOffsetsPerPartitionPerTrigger``
+    (records per partition and batch interval, at least one as the direct stream's): the
+    source multiplies it by the partitions it sees at each trigger, so partitions a
+    pattern's topics gain while the job runs get their share.
+
+    Args:
+        options: What to read (topics or pattern, starting offsets, rate, group).
+        bootstrapServers: The Kafka cluster.
+        dsn: libpq connection string of the offset store's database.
+        kafkaParams: More librdkafka properties (security settings...).
+    """
+    source = {f"kafka.{key}": str(value) for key, value in kafkaParams.items()}
+    source["kafka.bootstrap.servers"] = bootstrapServers
     if options.pattern:
-        reader = reader.option("subscribePattern", options.pattern)
+        source["subscribePattern"] = options.pattern
     else:
-        reader = reader.option("subscribe", ",".join(options.topics))
-    reader = reader.option("startingOffsets", _spark_starting_offsets(options.startingOffsets))
-    if maxOffsetsPerTrigger:
-        reader = reader.option("maxOffsetsPerTrigger", str(maxOffsetsPerTrigger))
-    return (reader.option("offsetStore.name", options.group)
-            .option("offsetStore.dsn", dsn)
-            .option("offsetStore.schema", options.schema))
+        source["subscribe"] = ",".join(options.topics)
+    source["startingOffsets"] = _spark_starting_offsets(options.startingOffsets)
+    if options.maxRatePerPartition:
+        perPartition = max(int(options.maxRatePerPartition * options.batchInterval), 1)
+        source["maxOffsetsPerPartitionPerTrigger"] = str(perPartition)
+    source["offsetStore.name"] = options.group
+    source["offsetStore.dsn"] = dsn
+    source["offsetStore.schema"] = options.schema
+    return source
 
 
 def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
@@ -128,8 +139,7 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
                           kafkaParams: Mapping[str, Any] | None = None,
                           signals: StopSignals | None = None,
                           result: IngestResult | None = None,
-                          checkpointDir: str | Path | None = None,
-                          partitionCount: int = 0) -> IngestResult:
+                          checkpointDir: str | Path | None = None) -> IngestResult:
     """Run the ingest job as a streaming query until stopped, idle long enough, or failed.
 
     Args:
@@ -142,8 +152,6 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
         result: Count into this result.
         checkpointDir: The query's checkpoint location (None: a fresh temporary one; the
             query then starts from the offsets in PostgreSQL).
-        partitionCount: Partitions read (to turn ``maxRatePerPartition`` into a per-trigger
-            cap); 0: unknown, no cap.
 
     Returns:
         What the run did (``result`` when given).
@@ -154,7 +162,7 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
     """
     from pyspark.sql import SparkSession
 
-    from kafka_direct.sql import POSTGRES_SINK_FORMAT, register
+    from kafka_direct.sql import POSTGRES_SINK_FORMAT, SOURCE_FORMAT, register
     from kafka_direct.testing.spark import spark_context
 
     ensure_table(dsn, options.schema, options.table)
@@ -167,8 +175,6 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
     loopback = local if options.loopbackDriver is None else options.loopbackDriver
     defaults = {} if local else {"spark.task.maxFailures": str(TASK_ATTEMPTS)}
     defaults["spark.python.worker.reuse"] = "false"
-    perTrigger = (int(options.maxRatePerPartition * options.batchInterval
-                      * max(partitionCount, 1)) if options.maxRatePerPartition else None)
     with tempfile.TemporaryDirectory(prefix="kafka-direct-ingest-") as scratch, spark_context(
             options.master, "kafka-direct-ingest", test_conf=local, loopback=loopback,
             defaults=defaults, own_session=signals is not None) as sc:
@@ -176,8 +182,11 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
             signals.install()
         spark = SparkSession(sc)
         register(spark)
-        source = _reader(spark, options, bootstrapServers, dsn, kafkaParams or {}, perTrigger)
-        rows = source.load().selectExpr("topic", "partition AS kafka_partition",
+        reader = spark.readStream.format(SOURCE_FORMAT)
+        for key, value in source_options(options, bootstrapServers, dsn,
+                                         kafkaParams or {}).items():
+            reader = reader.option(key, value)
+        rows = reader.load().selectExpr("topic", "partition AS kafka_partition",
                                         "offset AS kafka_offset", "key", "value")
         location = str(checkpointDir) if checkpointDir else str(Path(scratch) / "checkpoint")
         query = (rows.writeStream.format(POSTGRES_SINK_FORMAT)
@@ -196,7 +205,8 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
                 if progress.done.is_set() or stopRequested.is_set():
                     _stop_after_running_batch(query)
                     break
-                query.awaitTermination(0.2)
+                # PySpark takes seconds as a float (its stub says int).
+                query.awaitTermination(0.2)  # type: ignore[arg-type]
             progress.poll(query)
             _raise_failure(query)
         finally:

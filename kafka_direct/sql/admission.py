@@ -3,7 +3,8 @@
 Pure functions of offsets (and, for the trigger delay, of an injected clock):
 
 * :func:`admit`: the end offsets of a batch from its start and the partitions' latest
-  offsets, at most ``maxRows`` offsets in all, shared over the partitions in proportion to
+  offsets, at most ``maxRows`` offsets in all (and at most ``maxRowsPerPartition`` times
+  the partitions seen at this trigger), shared over the partitions in proportion to
   their lag as the direct stream's ``maxRecordsPerBatch`` shares them
   (:func:`kafka_direct.rate_limit.prorate_total`, here in exact integers:
   :func:`prorate_exact`). Never beyond latest, never before the start.
@@ -26,7 +27,7 @@ from kafka_direct.conf_values import parse_int
 from kafka_direct.topic_partition import TopicPartition
 
 __all__ = ["NEW_PARTITION_START", "TriggerDelay", "admit", "available", "prorate_exact",
-           "start_of"]
+           "start_of", "trigger_limit"]
 
 Offsets = Mapping[TopicPartition, int]
 
@@ -64,8 +65,30 @@ def prorate_exact(latest: Offsets, current: Offsets, maxTotal: int
     return {tp: current.get(tp, latest[tp]) + shares[tp] for tp in latest}
 
 
-def admit(start: Offsets, latest: Offsets, maxRows: int | None = None
-          ) -> dict[TopicPartition, int]:
+def trigger_limit(partitions: int, maxRows: int | None = None,
+                  maxRowsPerPartition: int | None = None) -> int | None:
+    """The most offsets one batch may cover: the smaller of the two caps, or None.
+
+    Args:
+        partitions: How many partitions the source sees at this trigger.
+        maxRows: ``maxOffsetsPerTrigger``, or None.
+        maxRowsPerPartition: ``maxOffsetsPerPartitionPerTrigger``, or None; multiplied by
+            ``partitions`` (at least one, so a source without partitions yet has a cap).
+
+    Raises:
+        ConfigurationError: A cap below 1.
+    """
+    caps = []
+    if maxRows is not None:
+        caps.append(parse_int("maxOffsetsPerTrigger", maxRows, 1))
+    if maxRowsPerPartition is not None:
+        perPartition = parse_int("maxOffsetsPerPartitionPerTrigger", maxRowsPerPartition, 1)
+        caps.append(perPartition * max(partitions, 1))
+    return min(caps) if caps else None
+
+
+def admit(start: Offsets, latest: Offsets, maxRows: int | None = None,
+          maxRowsPerPartition: int | None = None) -> dict[TopicPartition, int]:
     """The end offsets of a batch.
 
     Args:
@@ -76,12 +99,18 @@ def admit(start: Offsets, latest: Offsets, maxRows: int | None = None
             it is: the caller decided the log was truncated or re-created and the query goes
             on from there (the batch reads nothing of that partition).
         maxRows: Most offsets the batch may cover in all, or None for no limit.
+        maxRowsPerPartition: Most offsets per partition of ``latest`` (the partitions seen
+            at this trigger, with or without news), as a cap on the whole batch shared
+            like ``maxRows``; the smaller cap wins. None for no such cap.
 
     Returns:
         Per partition of ``start`` and ``latest``: ``start <= end <= latest`` (except as
-        above), and the sum of ``end - start`` is ``min(maxRows, available)``. A new
+        above), and the sum of ``end - start`` is ``min(limit, available)``. A new
         partition given nothing is left out.
     """
+    # Counted per call: partitions that appear (a pattern's new topics, added
+    # partitions) raise the cap from the next trigger on.
+    limit = trigger_limit(len(latest), maxRows, maxRowsPerPartition)
     end = {tp: position for tp, position in start.items() if tp not in latest}
     forward: dict[TopicPartition, int] = {}
     begin: dict[TopicPartition, int] = {}
@@ -92,9 +121,8 @@ def admit(start: Offsets, latest: Offsets, maxRows: int | None = None
         else:
             forward[tp] = last
             begin[tp] = first
-    if maxRows is not None:
-        parse_int("maxOffsetsPerTrigger", maxRows, 1)
-        forward = prorate_exact(forward, begin, maxRows)
+    if limit is not None:
+        forward = prorate_exact(forward, begin, limit)
     # A new partition that gets nothing this batch stays out of the end: absent means
     # "from offset 0" just the same, and an end that differs only by it would run an empty
     # batch.

@@ -10,6 +10,11 @@ Columns: ``key`` and ``value`` (binary, null when absent), ``topic`` (string), `
 ``timestampType`` (Kafka's numbering: 0 create time, 1 log append time, -1 none) and, with
 ``includeHeaders``, ``headers`` (array of (key string, value binary); null when the record
 has no header, as Spark's source).
+
+Kafka's timestamps are milliseconds in an int64, Spark's microseconds in an int64: a record
+whose milliseconds times 1000 leave the int64 range (a producer that wrote nanoseconds) is a
+:class:`~kafka_direct.errors.RecordError` naming it, as Spark's source fails on it
+(``Math.multiplyExact``), never a timestamp wrapped around.
 """
 
 from __future__ import annotations
@@ -21,7 +26,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafka_direct.sql.dataframe import kafka_source_schema
+from kafka_direct.errors import RecordError
+from kafka_direct.sql.dataframe import (
+    MAX_TIMESTAMP_MS,
+    MIN_TIMESTAMP_MS,
+    timestamp_error,
+)
 
 __all__ = ["RecordBatchBuilder", "arrow_schema", "source_schema"]
 
@@ -32,6 +42,8 @@ _second = itemgetter(1)
 def source_schema(includeHeaders: bool) -> Any:
     """The source's StructType: Spark's Kafka source columns, ``headers`` only if asked."""
     from pyspark.sql.types import StructType
+
+    from kafka_direct.sql.dataframe import kafka_source_schema
 
     full = kafka_source_schema()
     return full if includeHeaders else StructType(full.fields[:7])
@@ -81,6 +93,13 @@ class RecordBatchBuilder:
         millis = pa.array(list(map(_second, stamps)), pa.int64())
         kinds = list(map(_first, stamps))
         first_kind = kinds[0]
+        if first_kind != 0 or kinds.count(0) != count:
+            # One vectorised pass per batch; only a failed check looks at records one by one.
+            # A record without a timestamp has -1 here, always in range.
+            bounds = pc.min_max(millis)
+            if (bounds["min"].as_py() < MIN_TIMESTAMP_MS
+                    or bounds["max"].as_py() > MAX_TIMESTAMP_MS):
+                raise self._out_of_range(messages, millis)
         if kinds.count(first_kind) == count:
             # The common case, one timestamp type throughout: two constant columns instead
             # of a converted list.
@@ -110,6 +129,18 @@ class RecordBatchBuilder:
             headers = [h if h else None for h in map(kind.headers, messages)]
             arrays.append(pa.array(headers, self._headers))
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+    def _out_of_range(self, messages: Sequence[Any], millis: pa.Array) -> RecordError:
+        """The error of the first record whose timestamp Spark cannot hold.
+
+        Only called when the batch's bounds are out of range, so there is such a record
+        (records without a timestamp hold -1, always in range).
+        """
+        outside = pc.or_(pc.less(millis, MIN_TIMESTAMP_MS),
+                         pc.greater(millis, MAX_TIMESTAMP_MS))
+        row = pc.index(outside, True).as_py()
+        return timestamp_error(self.topic, self.partition, messages[row].offset(),
+                               millis[row].as_py())
 
     @staticmethod
     def _offsets(messages: Sequence[Any], kind: Any, count: int) -> pa.Array:

@@ -14,12 +14,18 @@ the fix. The differences:
 * ``commitOffsetsToGroup`` (default false): after each batch, commit its end offsets to
   ``kafka.group.id`` so monitoring tools show the query's lag. Only for them: the query
   resumes from its checkpoint, never from the group.
+* ``maxOffsetsPerPartitionPerTrigger`` (not in Spark): a cap of that many offsets times the
+  partitions the source sees at each trigger (counted again at every trigger, so
+  partitions that appear raise it), shared by lag as ``maxOffsetsPerTrigger``; with
+  ``maxOffsetsPerTrigger`` too, the smaller cap wins. A rate per partition:
+  records per second per partition x trigger interval.
 
 Options (Spark's defaults): ``assign`` | ``subscribe`` | ``subscribePattern`` (exactly one);
 ``startingOffsets`` (streams ``latest``, batch ``earliest``), ``endingOffsets`` (batch only,
 ``latest``), ``startingTimestamp`` > ``startingOffsetsByTimestamp`` > ``startingOffsets``
 in priority (the same for the ending ones), ``startingOffsetsByTimestampStrategy``
-(``error`` | ``latest``), ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``,
+(``error`` | ``latest``), ``maxOffsetsPerTrigger``, ``maxOffsetsPerPartitionPerTrigger``,
+``minOffsetsPerTrigger``,
 ``maxTriggerDelay`` (``15m``), ``failOnDataLoss`` (true), ``includeHeaders`` (false),
 ``groupIdPrefix``, ``minPartitions``, ``maxRecordsPerPartition``,
 ``kafkaConsumer.pollTimeoutMs`` (120000), ``fetchOffset.numRetries`` (3),
@@ -64,6 +70,7 @@ KNOWN_OPTIONS = frozenset({
     "kafkaconsumer.polltimeoutms", "fetchoffset.numretries", "fetchoffset.retryintervalms",
     "maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay", "minpartitions",
     "maxrecordsperpartition", "groupidprefix", "includeheaders", "commitoffsetstogroup",
+    "maxoffsetsperpartitionpertrigger",
 })
 #: Options of other parts of kafka-direct that a source may be given (the offset link).
 _OTHER_PREFIXES = ("offsetstore.",)
@@ -75,7 +82,7 @@ _SPELLING = {name.lower(): name for name in (
     "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "maxOffsetsPerTrigger",
     "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions", "maxRecordsPerPartition",
     "groupIdPrefix", "includeHeaders", "commitOffsetsToGroup", "subscribePattern", "assign",
-    "subscribe")}
+    "subscribe", "maxOffsetsPerPartitionPerTrigger")}
 
 #: Kafka client settings the source decides itself, with what to use instead.
 _REFUSED_KAFKA = {
@@ -194,6 +201,8 @@ class SourceOptions:
         ending: Where a batch query ends (None for streams).
         timestampStrategy: ``error`` or ``latest``: a starting timestamp no record reaches.
         maxOffsetsPerTrigger: Most offsets per micro-batch, or None.
+        maxOffsetsPerPartitionPerTrigger: Most offsets per micro-batch per partition seen
+            at its trigger, or None.
         minOffsetsPerTrigger: Fewest offsets for a micro-batch to run, or None.
         maxTriggerDelayMs: Longest a micro-batch waits for ``minOffsetsPerTrigger``.
         failOnDataLoss: Fail on lost offsets (else warn and go on from the log start).
@@ -215,6 +224,7 @@ class SourceOptions:
     timestampStrategy: str = "error"
     maxOffsetsPerTrigger: int | None = None
     minOffsetsPerTrigger: int | None = None
+    maxOffsetsPerPartitionPerTrigger: int | None = None
     maxTriggerDelayMs: int = 15 * 60_000
     failOnDataLoss: bool = True
     includeHeaders: bool = False
@@ -235,6 +245,7 @@ class SourceOptions:
                 f"ending={self.ending.kind if self.ending else None}, "
                 f"maxOffsetsPerTrigger={self.maxOffsetsPerTrigger}, "
                 f"minOffsetsPerTrigger={self.minOffsetsPerTrigger}, "
+                f"maxOffsetsPerPartitionPerTrigger={self.maxOffsetsPerPartitionPerTrigger}, "
                 f"failOnDataLoss={self.failOnDataLoss}, groupId={self.groupId!r})")
 
 
@@ -419,6 +430,7 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool | None,
         timestampStrategy=strategy,
         maxOffsetsPerTrigger=maximum,
         minOffsetsPerTrigger=minimum,
+        maxOffsetsPerPartitionPerTrigger=_positive(opts, "maxoffsetsperpartitionpertrigger"),
         maxTriggerDelayMs=delay_ms,
         failOnDataLoss=parse_bool("option 'failOnDataLoss'",
                                   opts.get("failondataloss", "true")),

@@ -82,7 +82,10 @@ class StoreLock:
                         f"offset store {self.store!r} (schema {self.schema!r}) is used by "
                         f"another running query (it holds the store's lock, waited "
                         f"{LOCK_WAIT_MS} ms): one query per store. Stop that query, or give "
-                        "this one another offsetStore.name", group=self.store) from busy
+                        "this one another offsetStore.name. (Or by another source of the same "
+                        "query: two load() calls joined or unioned are two sources; link "
+                        "one of them only, or load once and use that DataFrame twice)",
+                        group=self.store) from busy
                 cursor.execute("SET lock_timeout = 0")
         except BaseException:
             with contextlib.suppress(Exception):

@@ -10,7 +10,8 @@ below is a function of the offsets it is given:
   offsets (partitions it lacks are new: read from offset 0); otherwise
   ``startingTimestamp`` / ``startingOffsetsByTimestamp`` / ``startingOffsets``.
 * :meth:`~KafkaDirectStreamReader.latestOffset` (admission control): the end of the next
-  batch: at most ``maxOffsetsPerTrigger`` offsets shared by lag, no batch until
+  batch: at most ``maxOffsetsPerTrigger`` offsets (and ``maxOffsetsPerPartitionPerTrigger``
+  times the partitions seen at this trigger) shared by lag, no batch until
   ``minOffsetsPerTrigger`` offsets or ``maxTriggerDelay``; under ``Trigger.AvailableNow``
   never beyond the offsets seen when the query started. Partitions that appeared start at
   offset 0; a log that went back below the position is data loss.
@@ -61,6 +62,9 @@ __all__ = ["KafkaDirectStreamReader", "bind_plan", "carried", "catch_up", "plan_
 logger = logging.getLogger(__name__)
 
 Offsets = dict[TopicPartition, int]
+
+#: The ReadMaxRows of a per-partition cap alone: Spark's Long.MaxValue, no bound itself.
+_NO_BOUND = 2**63 - 1
 
 #: Attributes that exist only on the driver: never shipped to executors. (The link goes:
 #: read tasks bind their batch's plan with it.)
@@ -259,7 +263,9 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
 
         ``maxOffsetsPerTrigger`` is ReadMaxRows, ``minOffsetsPerTrigger`` ReadMinRows. Both
         together are applied by :meth:`latestOffset` from the options (the Python API has
-        no composite limit).
+        no composite limit), as is ``maxOffsetsPerPartitionPerTrigger``: alone, it is a
+        ReadMaxRows without a bound of its own, so that ``latestOffset`` applies it
+        (ReadAllAvailable means Trigger.Once, which reads everything).
 
         Spark asks this once at every start, in the source's own driver process: the
         moment to take the offset store's lock (a second query on the same store then
@@ -273,6 +279,8 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             return ReadMaxRows(self.options.maxOffsetsPerTrigger)
         if self.options.minOffsetsPerTrigger is not None:
             return ReadMinRows(self.options.minOffsetsPerTrigger)
+        if self.options.maxOffsetsPerPartitionPerTrigger is not None:
+            return ReadMaxRows(_NO_BOUND)
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -300,8 +308,9 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         """The end of the next batch from ``start``, within ``limit``.
 
         ``ReadAllAvailable`` (e.g. ``Trigger.Once``) reads everything; any other limit is
-        the source's own (``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger`` with
-        ``maxTriggerDelay``). Returns ``start`` itself when the batch should not run yet.
+        the source's own (``maxOffsetsPerTrigger``, ``maxOffsetsPerPartitionPerTrigger``,
+        ``minOffsetsPerTrigger`` with ``maxTriggerDelay``). Returns ``start`` itself when
+        the batch should not run yet.
         """
         with carried():
             begin = offsets_from_json(start, "the batch's start offset")
@@ -332,7 +341,8 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                     return offsets_to_json(begin)
                 maxRows = (limit.max_rows if isinstance(limit, ReadMaxRows)
                            else self.options.maxOffsetsPerTrigger)
-                end = admit(begin, latest, maxRows)
+                end = admit(begin, latest, maxRows,
+                            self.options.maxOffsetsPerPartitionPerTrigger)
             if end != begin and self._delay is not None:
                 self._delay.batch_ran()
             return offsets_to_json(end)

@@ -14,6 +14,7 @@ from kafka_direct import (
     OffsetOutOfRangeError,
     OffsetRange,
     PollTimeoutError,
+    RecordError,
     UnknownTopicOrPartitionError,
 )
 from kafka_direct.kafka_data_consumer import ConsumerCache
@@ -227,3 +228,22 @@ def test_to_df_has_the_schema_of_sparks_kafka_source(kafka, kafka_topic, spark, 
     with pytest.raises(ConfigurationError, match="raw records"):
         KafkaUtils.createRDD(spark, params, [OffsetRange(topic, 0, 0, 2)],
                              valueDeserializer=bytes.decode).toDF()
+
+
+def test_to_df_names_a_record_whose_timestamp_python_cannot_hold(kafka, kafka_topic, spark,
+                                                                 params):
+    import time
+
+    from kafka_direct.task_errors import carried_error
+
+    topic = kafka_topic()
+    producer = Producer(kafka.params())
+    producer.produce(topic, value=b"ok", partition=0)
+    producer.produce(topic, value=b"ns", partition=0, timestamp=time.time_ns())
+    assert producer.flush(30) == 0
+    df = KafkaUtils.createRDD(spark, params, [OffsetRange(topic, 0, 0, 2)]).toDF()
+    with pytest.raises(Exception) as raised:
+        df.collect()
+    error = carried_error(raised.value)
+    assert isinstance(error, RecordError), raised.value
+    assert (error.topic, error.partition, error.offset) == (topic, 0, 1)

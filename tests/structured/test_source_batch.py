@@ -5,7 +5,7 @@ import time
 import pytest
 from confluent_kafka import Producer
 
-from kafka_direct import ConfigurationError, DataLossError
+from kafka_direct import ConfigurationError, DataLossError, RecordError
 from kafka_direct.task_errors import carried_error
 
 
@@ -74,6 +74,24 @@ def test_starting_and_ending_offsets(spark_session, kafka, kafka_topic):
     assert len(values(everything)) == 20
 
 
+def test_a_dataframe_keeps_the_offsets_of_its_first_action(spark_session, kafka,
+                                                          kafka_topic):
+    # PySpark plans a Python data source once per DataFrame, at its first action; later
+    # actions on it (and on DataFrames derived from it) reuse those ranges. Spark's own
+    # source resolves earliest / latest again at every action. Documented in the README
+    # (differences from Spark's source): build a new DataFrame to see newer records.
+    topic = kafka_topic()
+    produce_numbered(kafka, topic, 1, 3)
+    df = read(spark_session, kafka, subscribe=topic)  # earliest to latest
+    produce_numbered(kafka, topic, 1, 2, start=3)  # before the first action: counted
+    assert df.count() == 5
+    produce_numbered(kafka, topic, 1, 4, start=5)  # after it: not in this DataFrame
+    assert df.count() == 5
+    assert [r.offset for r in df.collect()] == list(range(5))
+    assert df.filter("offset >= 0").count() == 5
+    assert read(spark_session, kafka, subscribe=topic).count() == 9
+
+
 def test_timestamps_choose_the_first_record_at_or_after_them(spark_session, kafka,
                                                             kafka_topic):
     topic = kafka_topic()
@@ -95,6 +113,30 @@ def test_timestamps_choose_the_first_record_at_or_after_them(spark_session, kafk
     assert "startingOffsetsByTimestampStrategy=latest" in str(raised.value)
     assert read(spark_session, kafka, subscribe=topic, startingTimestamp=base + 60_000,
                 startingOffsetsByTimestampStrategy="latest").count() == 0
+
+
+def test_a_timestamp_in_nanoseconds_is_a_record_error_naming_the_record(
+        spark_session, kafka, kafka_topic):
+    # Nanoseconds where Kafka wants milliseconds: times 1000 it overflows Spark's
+    # microseconds, and used to come back wrapped around, as the year -99483.
+    topic = kafka_topic()
+    producer = Producer(kafka.params())
+    now_ms = int(time.time() * 1000)
+    for i in range(4):
+        producer.produce(topic, value=b"%d" % i, partition=0,
+                         timestamp=time.time_ns() if i == 2 else now_ms)
+    assert producer.flush(30) == 0
+    with pytest.raises(Exception) as raised:
+        read(spark_session, kafka, subscribe=topic).collect()
+    error = carried_error(raised.value)
+    assert isinstance(error, RecordError), raised.value
+    assert (error.topic, error.partition, error.offset) == (topic, 0, 2)
+    assert error.timestamp > 10**18 and "nanoseconds" in error.cause
+    # The fix the message names: start after the record.
+    after = read(spark_session, kafka, subscribe=topic,
+                 startingOffsets=f'{{"{topic}": {{"0": 3}}}}')
+    assert [(r.offset, int(r.timestamp.timestamp() * 1000)) for r in after.collect()] == [
+        (3, now_ms)]
 
 
 def test_aborted_transactions_and_markers_are_gaps_under_read_committed(

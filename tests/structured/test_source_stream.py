@@ -6,11 +6,11 @@ import threading
 import time
 from collections import Counter
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from pyspark.errors import StreamingQueryException
 
-from kafka_direct import DataLossError
+from kafka_direct import DataLossError, RecordError
 from kafka_direct.task_errors import carried_error
 
 
@@ -217,3 +217,51 @@ def test_records_deleted_under_a_stopped_query(spark_session, kafka, kafka_topic
     query, batches = run(failOnDataLoss="false")
     assert query.exception() is None
     assert batches.all_rows() == expected(1, 5, start=15)
+
+
+def test_a_timestamp_in_nanoseconds_fails_the_query_with_a_record_error(
+        spark_session, kafka, kafka_topic, tmp_path):
+    topic = kafka_topic(partitions=2)
+    produce_numbered(kafka, topic, 0, 0, 3)
+    producer = Producer(kafka.params())
+    producer.produce(topic, value=b"1:0", partition=1, timestamp=time.time_ns())
+    assert producer.flush(30) == 0
+    batches = Batches()
+    query = (stream(spark_session, kafka, subscribe=topic, startingOffsets="earliest")
+             .writeStream.foreachBatch(batches)
+             .option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .trigger(availableNow=True).start())
+    with contextlib.suppress(StreamingQueryException):
+        query.awaitTermination(120)
+    assert not query.isActive
+    error = carried_error(query.exception())
+    assert isinstance(error, RecordError), query.exception()
+    assert (error.topic, error.partition, error.offset) == (topic, 1, 0)
+    assert batches.all_rows() == []
+
+
+def test_the_per_partition_cap_counts_partitions_added_between_runs(spark_session, kafka,
+                                                                    kafka_topic, tmp_path):
+    topic = kafka_topic()
+    produce_numbered(kafka, topic, 0, 0, 6)
+
+    def run():
+        batches = Batches()
+        query = (stream(spark_session, kafka, subscribePattern=topic,
+                        startingOffsets="earliest", maxOffsetsPerPartitionPerTrigger=2)
+                 .writeStream.foreachBatch(batches)
+                 .option("checkpointLocation", str(tmp_path / "checkpoint"))
+                 .trigger(availableNow=True).start())
+        assert query.awaitTermination(120)
+        assert query.exception() is None
+        return [len(batches.rows[b]) for b in sorted(batches.rows)], batches.all_rows()
+
+    sizes, rows = run()
+    assert sizes == [2, 2, 2] and sorted(rows) == expected(1, 6)
+    kafka.add_partitions(topic, 3)
+    produce_numbered(kafka, topic, 1, 0, 6)
+    produce_numbered(kafka, topic, 2, 0, 6)
+    sizes, rows = run()  # three partitions now: 2 x 3 offsets per trigger
+    assert sizes == [6, 6]
+    assert sorted(rows) == sorted((p, o, f"{p}:{o}".encode()) for p in (1, 2)
+                                  for o in range(6))

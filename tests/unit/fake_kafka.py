@@ -4,8 +4,9 @@ from confluent_kafka import KafkaError
 
 
 class FakeMessage:
-    def __init__(self, topic, partition, offset, value=None, error=None):
+    def __init__(self, topic, partition, offset, value=None, error=None, ms=None):
         self._t, self._p, self._o, self._v, self._e = topic, partition, offset, value, error
+        self._ms = 1000 + offset if ms is None else ms
 
     def error(self):
         return self._e
@@ -26,7 +27,7 @@ class FakeMessage:
         return self._v
 
     def timestamp(self):
-        return (1, 1000 + self._o)
+        return (1, self._ms)
 
     def headers(self):
         return None
@@ -34,13 +35,15 @@ class FakeMessage:
 
 class FakeLog:
     """Records at ``offsets`` of one partition; offsets below ``high`` without a record are
-    gaps (markers, compaction); ``stuck_at`` simulates an open transaction."""
+    gaps (markers, compaction); ``stuck_at`` simulates an open transaction; ``timestamps``
+    gives records a timestamp (ms) other than the default ``1000 + offset``."""
 
-    def __init__(self, offsets, high=None, low=0, stuck_at=None):
+    def __init__(self, offsets, high=None, low=0, stuck_at=None, timestamps=None):
         self.records = sorted(offsets)
         self.high = high if high is not None else (self.records[-1] + 1 if self.records else 0)
         self.low = low
         self.stuck_at = stuck_at
+        self.timestamps = dict(timestamps or {})
 
 
 class FakeConsumer:
@@ -80,7 +83,8 @@ class FakeConsumer:
             self.pointer = out[-1] + 1
         elif self.pointer < limit:
             self.pointer = limit  # librdkafka steps over control records
-        return [FakeMessage(self.topic, self.partition, o, value=b"v%d" % o) for o in out]
+        return [FakeMessage(self.topic, self.partition, o, value=b"v%d" % o,
+                            ms=self.log.timestamps.get(o)) for o in out]
 
     def position(self, tps):
         from confluent_kafka import TopicPartition

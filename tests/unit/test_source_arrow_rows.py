@@ -3,10 +3,11 @@
 import pyarrow as pa
 import pytest
 
-from kafka_direct import DataLossError, OffsetRange
+from kafka_direct import ConsumerRecord, DataLossError, OffsetRange, RecordError
 from kafka_direct.kafka_data_consumer import ConsumerCache
 from kafka_direct.kafka_rdd import ReadSettings
 from kafka_direct.sql.arrow_rows import RecordBatchBuilder, arrow_schema, source_schema
+from kafka_direct.sql.dataframe import record_to_row
 from kafka_direct.sql.partition_reader import PartitionReadSettings, read_partition
 from kafka_direct.task_errors import CarriedTaskError, carried_error, carry_errors
 from tests.unit.fake_kafka import FakeConsumer, FakeLog
@@ -200,3 +201,67 @@ def test_keyless_records_and_records_without_timestamps_are_null_columns():
     assert batch.column("key").null_count == 5 and batch.column("timestamp").null_count == 5
     assert batch.column("timestampType").to_pylist() == [-1] * 5
     assert batch.column("offset").to_pylist() == [10, 11, 12, 13, 14]
+
+
+#: The largest and smallest Kafka timestamps (ms) whose microseconds fit Spark's int64.
+MAX_MS = (2**63 - 1) // 1000
+MIN_MS = -(2**63 // 1000)
+
+
+@pytest.mark.parametrize("kinds", [[1], [2], [1, 0], [0, 2, 1]])
+@pytest.mark.parametrize("bad", [1_795_680_024_634_000_000, MAX_MS + 1, 2**63 - 1,
+                                 MIN_MS - 1])
+def test_a_timestamp_beyond_sparks_range_is_a_record_error_never_wrapped(kinds, bad):
+    # 1_795_680_024_634_000_000: nanoseconds (time.time_ns()) where Kafka wants
+    # milliseconds; times 1000 it wraps around int64 (to the year -99483).
+    messages = [Message(o, value=b"v", kind=kinds[o % len(kinds)], ms=1_700_000_000_000 + o)
+                for o in range(40, 50)]
+    messages.insert(6, Message(46, value=b"v", kind=1, ms=bad))
+    for later, message in enumerate(messages[7:], 47):
+        message._o = later
+    builder = RecordBatchBuilder("events", 3, includeHeaders=False)
+    with pytest.raises(RecordError) as raised:
+        builder.build(messages)
+    error = raised.value
+    assert (error.topic, error.partition, error.offset) == ("events", 3, 46)
+    assert error.timestamp == bad
+    assert "events-3" in str(error) and "offset 46" in str(error) and str(bad) in str(error)
+    assert "milliseconds" in error.cause
+
+
+def test_the_extreme_timestamps_that_fit_are_delivered_exactly():
+    messages = [Message(0, kind=1, ms=MAX_MS), Message(1, kind=2, ms=MIN_MS),
+                Message(2, kind=0), Message(3, kind=1, ms=0)]
+    batch = RecordBatchBuilder("t", 0, includeHeaders=False).build(messages)
+    # (As integers: Python's datetime ends at the year 9999, Spark's timestamp does not.)
+    assert batch.column("timestamp").cast(pa.int64()).to_pylist() == [
+        MAX_MS * 1000, MIN_MS * 1000, None, 0]
+    uniform = RecordBatchBuilder("t", 0, includeHeaders=False).build(
+        [Message(0, ms=MAX_MS), Message(1, ms=MIN_MS)])
+    assert uniform.column("timestamp").cast(pa.int64()).to_pylist() == [MAX_MS * 1000,
+                                                                          MIN_MS * 1000]
+
+
+def test_a_record_error_reaches_the_driver_as_data_from_a_task():
+    log = FakeLog(range(5), timestamps={3: 2**62})
+    cache, fakes = cache_over(log)
+    with pytest.raises(CarriedTaskError) as raised:
+        list(carry_errors(read_partition(OffsetRange("t", 0, 0, 5), settings(),
+                                         cache=cache)))
+    error = carried_error(raised.value)
+    assert isinstance(error, RecordError)
+    assert (error.topic, error.partition, error.offset, error.timestamp) == ("t", 0, 3, 2**62)
+    assert fakes[0].closed
+
+
+@pytest.mark.parametrize("bad", [1_795_680_024_634_000_000, 253_402_300_800_000])
+def test_the_dataframe_view_of_a_kafka_rdd_names_a_record_whose_timestamp_does_not_fit(bad):
+    # KafkaRDD.toDF() goes through Python's datetime (createDataFrame): years 1 to 9999.
+    record = ConsumerRecord("t", 1, 8, bad, 0, None, b"v")
+    with pytest.raises(RecordError) as raised:
+        record_to_row(record)
+    assert (raised.value.topic, raised.value.partition, raised.value.offset,
+            raised.value.timestamp) == ("t", 1, 8, bad)
+    good = record_to_row(record._replace(timestamp=253_402_300_799_999))
+    assert good[5].isoformat() == "9999-12-31T23:59:59.999000+00:00"
+    assert record_to_row(record._replace(timestamp=-1, timestampType=-1))[5] is None

@@ -104,6 +104,36 @@ def test_new_partitions_start_at_zero_and_stay_out_until_they_get_records():
     assert admit({old: 5}, {old: 15, new: 10}, maxRows=4) == {old: 7, new: 2}
 
 
+def test_the_per_partition_cap_counts_the_partitions_of_each_trigger():
+    one, two, three = (TopicPartition("t", p) for p in range(3))
+    # One partition seen: a cap of 5 offsets for the batch.
+    assert admit({one: 0}, {one: 100}, maxRowsPerPartition=5) == {one: 5}
+    # Two more appeared: 3 x 5 = 15, shared by lag (the new ones count from offset 0).
+    end = admit({one: 5}, {one: 100, two: 100, three: 100}, maxRowsPerPartition=5)
+    assert sum(end[tp] - start for tp, start in ((one, 5), (two, 0), (three, 0))) == 15
+    assert end == {one: 10, two: 5, three: 5}
+    # A partition behind its start or without news still counts as seen.
+    # (3 x 1 = 3 offsets: without two, 2.)
+    assert admit({one: 10, two: 50}, {one: 20, two: 50, three: 10},
+                 maxRowsPerPartition=1) == {one: 12, two: 50, three: 1}
+
+
+def test_the_smaller_of_the_two_caps_wins():
+    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
+    latest = {a: 1000, b: 1000}
+    assert sum(admit({}, latest, maxRows=7, maxRowsPerPartition=100).values()) == 7
+    assert sum(admit({}, latest, maxRows=700, maxRowsPerPartition=100).values()) == 200
+    # Exact integers, however large.
+    huge = {a: 2**62, b: 2**62}
+    assert sum(admit({}, huge, maxRows=2**62, maxRowsPerPartition=2**61 + 1).values()) \
+        == 2**62
+
+
+def test_a_bad_per_partition_cap_is_refused():
+    with pytest.raises(ConfigurationError, match="maxOffsetsPerPartitionPerTrigger"):
+        admit({}, {TopicPartition("t", 0): 5}, maxRowsPerPartition=0)
+
+
 def test_a_bad_limit_is_refused():
     with pytest.raises(ConfigurationError):
         admit({}, {TopicPartition("t", 0): 5}, maxRows=0)

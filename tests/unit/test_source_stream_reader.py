@@ -238,6 +238,28 @@ def test_max_offsets_per_trigger_is_the_default_limit_shared_by_lag():
     assert reader.reportLatestOffset() == {"t": {"0": 10, "1": 40}}
 
 
+def test_the_per_partition_cap_follows_the_partitions_of_each_trigger():
+    cluster = cluster_with(partitions=1, records=100)
+    reader = make_reader(cluster, subscribePattern="t", maxOffsetsPerPartitionPerTrigger=10)
+    limit = reader.getDefaultReadLimit()
+    assert not isinstance(limit, ReadAllAvailable)
+    end = reader.latestOffset({"t": {"0": 0}}, limit)
+    assert end == {"t": {"0": 10}}
+    cluster.add_partitions("t", 2)
+    for p in (1, 2):
+        cluster.produce(TopicPartition("t", p), 100)
+    end = reader.latestOffset(end, limit)
+    assert sum(end["t"].values()) == 10 + 30
+    # With maxOffsetsPerTrigger too, the smaller cap wins.
+    both = make_reader(cluster, subscribePattern="t", maxOffsetsPerTrigger=12,
+                       maxOffsetsPerPartitionPerTrigger=10)
+    start = {"t": {"0": 0, "1": 0, "2": 0}}
+    assert sum(both.latestOffset(start, both.getDefaultReadLimit())["t"].values()) == 12
+    # Trigger.Once: everything available, as for maxOffsetsPerTrigger.
+    assert reader.latestOffset(start, ReadAllAvailable()) == {"t": {"0": 100, "1": 100,
+                                                                     "2": 100}}
+
+
 def test_no_new_offsets_returns_the_start_itself():
     reader = make_reader(cluster_with())
     start = {"t": {"1": 10, "0": 10}}

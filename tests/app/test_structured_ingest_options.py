@@ -1,0 +1,38 @@
+"""The ingest job's options for the kafka-direct source (``--api structured``)."""
+
+import pytest
+
+from kafka_direct.app.ingest_job import IngestOptions
+from kafka_direct.app.structured_ingest import source_options
+
+
+def _options(**given):
+    return IngestOptions(api="structured", **given)
+
+
+@pytest.mark.parametrize("what", [{"pattern": r"events-\d+"}, {"topics": ("a", "b")}])
+def test_the_rate_per_partition_is_the_sources_per_trigger_cap_for_every_partition(what):
+    # 50 records/s per partition over 2 s batches: 100 offsets per partition and trigger,
+    # counted by the source from the partitions it sees at each trigger (a pattern's
+    # partitions are unknown at start, and topics gain partitions).
+    options = source_options(_options(maxRatePerPartition=50, batchInterval=2.0, **what),
+                             "k:9092", "dbname=x", {})
+    assert options["maxOffsetsPerPartitionPerTrigger"] == "100"
+    assert "maxOffsetsPerTrigger" not in options
+
+
+def test_a_rate_below_one_record_per_batch_still_reads():
+    # As the direct stream: at least one record per partition and batch, never "no cap".
+    options = source_options(_options(pattern="e.*", maxRatePerPartition=1,
+                                      batchInterval=0.5), "k:9092", "dbname=x", {})
+    assert options["maxOffsetsPerPartitionPerTrigger"] == "1"
+
+
+def test_no_rate_no_cap_and_the_rest_of_the_mapping():
+    options = source_options(_options(pattern="e.*", group="g", schema="s",
+                                      startingOffsets="latest"),
+                             "k:9092", "dbname=x", {"security.protocol": "SSL"})
+    assert options == {
+        "kafka.security.protocol": "SSL", "kafka.bootstrap.servers": "k:9092",
+        "subscribePattern": "e.*", "startingOffsets": "latest", "offsetStore.name": "g",
+        "offsetStore.dsn": "dbname=x", "offsetStore.schema": "s"}
