@@ -21,13 +21,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.kafka_params import refusal
 from kafka_direct.topic_partition import TopicPartition
 
-__all__ = ["DriverConsumer", "admin_params", "is_cooperative"]
+__all__ = ["DriverConsumer", "TopicListing", "admin_params", "is_cooperative"]
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +42,26 @@ _ADMIN_PREFIXES = ("bootstrap.servers", "metadata.broker.list", "security.", "ss
 #: Kafka's own topics: never part of a pattern's match (as the Java client's
 #: ``exclude.internal.topics=true``, its default).
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+#: librdkafka's code for "the cluster has no such topic or partition" (the broker's answer).
+_UNKNOWN_TOPIC_OR_PART = 3
+
+
+@dataclass(frozen=True, slots=True)
+class TopicListing:
+    """What one metadata answer says of some topics.
+
+    A topic in neither field was not answered for (a transient gap: no leader yet, an
+    error of the moment, a partial listing): nothing can be concluded about it.
+
+    Attributes:
+        counts: Partition counts of the topics that exist.
+        unknown: Topics the cluster says do not exist (deleted, or never created).
+    """
+
+    counts: Mapping[str, int] = field(default_factory=dict)
+    unknown: frozenset[str] = frozenset()
 
 
 def admin_params(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -229,14 +250,43 @@ class DriverConsumer:
 
     def partitionsOf(self, topics: Iterable[str]) -> dict[str, int]:
         """Partition counts of the topics that exist (a missing topic is left out)."""
-        counts = {}
+        return dict(self.listTopics(topics).counts)
+
+    def listTopics(self, topics: Iterable[str]) -> TopicListing:
+        """Partition counts of ``topics``, and which of them the cluster says do not exist.
+
+        Only the broker's "unknown topic or partition" makes a topic unknown; any other
+        error, or a topic left out of the answer, is a gap of the moment.
+        """
+        counts: dict[str, int] = {}
+        unknown: set[str] = set()
         for topic in topics:
             with self._lock:
                 metadata = self._consumer.list_topics(topic, timeout=self.timeout)
             described = metadata.topics.get(topic)
-            if described is not None and described.error is None and described.partitions:
+            if described is None:
+                continue
+            if described.error is None and described.partitions:
                 counts[topic] = len(described.partitions)
-        return counts
+            elif described.error is not None and \
+                    described.error.code() == _UNKNOWN_TOPIC_OR_PART:
+                unknown.add(topic)
+        return TopicListing(counts, frozenset(unknown))
+
+    def listMatching(self, matches: Callable[[str], bool], known: Iterable[str] = ()
+                     ) -> TopicListing:
+        """:meth:`topicsMatching`, and which ``known`` topics the cluster says do not exist.
+
+        A known topic absent from the full listing is asked for by name before it counts as
+        unknown: one listing that misses it is not proof enough that it was deleted.
+        """
+        counts = self.topicsMatching(matches)
+        absent = sorted(set(known) - set(counts))
+        if not absent:
+            return TopicListing(counts)
+        confirmed = self.listTopics(absent)
+        counts.update({topic: n for topic, n in confirmed.counts.items() if matches(topic)})
+        return TopicListing(counts, confirmed.unknown)
 
     def topicsMatching(self, matches: Callable[[str], bool]) -> dict[str, int]:
         """Partition counts of every topic whose name ``matches`` (Kafka's own left out)."""

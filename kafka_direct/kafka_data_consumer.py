@@ -112,7 +112,10 @@ class KafkaDataConsumer:
             DataLossError: Offsets of the range are below the log start (deleted), and
                 ``failOnDataLoss`` is true. Otherwise a warning is logged and reading goes
                 on from the log start.
-            OffsetOutOfRangeError: The range ends beyond the log end.
+            OffsetOutOfRangeError: The range ends beyond the log end, and ``failOnDataLoss``
+                is true. Otherwise (a log that shrank since the range was planned: a
+                re-created topic, a truncation) a warning is logged and the range ends with
+                what exists.
             PollTimeoutError: No progress for ``pollTimeoutMs`` milliseconds.
             UnknownTopicOrPartitionError: The partition does not exist.
         """
@@ -174,9 +177,9 @@ class KafkaDataConsumer:
                     continue
             if progressed:
                 last_progress = time.monotonic()
-            else:
-                self._check_stalled(position, fromOffset, untilOffset, pollTimeoutMs,
-                                    last_progress)
+            elif self._check_stalled(position, fromOffset, untilOffset, pollTimeoutMs,
+                                     last_progress, failOnDataLoss):
+                break
         self._next = untilOffset
         # An idle cached consumer must not keep fetching: dozens of them long-polling the
         # brokers slow every other read down. The next range resumes where this one ended.
@@ -218,10 +221,13 @@ class KafkaDataConsumer:
                     return untilOffset
                 self._assign(low)
                 return low
+            if position >= high and not failOnDataLoss:
+                self._warn_beyond(position, untilOffset, high)
+                return untilOffset
             raise OffsetOutOfRangeError(
                 f"{self.topic}-{self.partition} has no offset {position}: the log holds "
                 f"[{low}, {high}) but the range is [{fromOffset}, {untilOffset})",
-                logEndOffset=high, **context)
+                logStartOffset=low, logEndOffset=high, **context)
         if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION,
                     KafkaError._UNKNOWN_TOPIC):
             raise UnknownTopicOrPartitionError(
@@ -236,23 +242,40 @@ class KafkaDataConsumer:
                        self.topic, self.partition, error.str())
         return None
 
+    def _warn_beyond(self, position: int, untilOffset: int, high: int) -> None:
+        logger.warning(
+            "data loss on %s-%d: offsets [%d, %d) of %s-%d do not exist, the log now ends at "
+            "%d (truncated, or its topic re-created, since the range was planned); the range "
+            "ends with what exists (failOnDataLoss=False)", self.topic, self.partition,
+            position, untilOffset, self.topic, self.partition, high)
+
     def _check_stalled(self, position: int, fromOffset: int, untilOffset: int,
-                       pollTimeoutMs: int, last_progress: float) -> None:
+                       pollTimeoutMs: int, last_progress: float,
+                       failOnDataLoss: bool = True) -> bool:
+        """Fail a read that makes no progress; True when the range ends here instead.
+
+        It ends here when the log now ends at or below the position and ``failOnDataLoss``
+        is false: the rest of the range no longer exists.
+        """
         waited_ms = (time.monotonic() - last_progress) * 1000.0
         context = self._context(fromOffset, untilOffset)
         if waited_ms >= min(1000.0, pollTimeoutMs):
             try:
-                _, high = self._watermarks(
+                low, high = self._watermarks(
                     timeout=max(0.5, (pollTimeoutMs - waited_ms) / 1000.0))
             except Exception as error:
                 logger.debug("cannot read watermarks of %s-%d: %s",
                              self.topic, self.partition, error)
-                high = untilOffset
+                low, high = -1, untilOffset
             if high <= position < untilOffset:
+                if not failOnDataLoss:
+                    self._warn_beyond(position, untilOffset, high)
+                    return True
                 raise OffsetOutOfRangeError(
                     f"range [{fromOffset}, {untilOffset}) of {self.topic}-{self.partition} "
                     f"ends beyond the log end {high}; ask only for offsets below the end "
-                    "offset (high watermark)", logEndOffset=high, **context)
+                    "offset (high watermark)", logStartOffset=low, logEndOffset=high,
+                    **context)
         if waited_ms >= pollTimeoutMs:
             raise PollTimeoutError(
                 f"no progress reading {self.topic}-{self.partition} [{fromOffset}, "
@@ -260,6 +283,7 @@ class KafkaDataConsumer:
                 "transaction holding back read_committed, or an unreachable broker?); raise "
                 "spark.streaming.kafka.consumer.poll.ms if the cluster is just slow",
                 position=position, timeoutMs=pollTimeoutMs, **context)
+        return False
 
     def close(self) -> None:
         """Close the underlying consumer; the object cannot read afterwards."""

@@ -5,7 +5,9 @@ The reading itself is KafkaRDD's: a consumer from the Python worker's cache
 :meth:`~kafka_direct.kafka_data_consumer.KafkaDataConsumer.read_batches`, so offsets without
 a record (transaction markers, aborted transactions under ``read_committed``, compaction)
 are gaps, deleted offsets are a :class:`~kafka_direct.errors.DataLossError` (or, with
-``failOnDataLoss=false``, a warning and a jump to the log start), and a retried task starts
+``failOnDataLoss=false``, a warning and a jump to the log start), so is a range that now ends
+beyond its log's end (or a warning, and the range ends with what exists), and a retried task
+starts
 from a fresh consumer. The consumer's life follows :func:`kafka_direct.kafka_rdd.read_range`:
 a read that fails or is abandoned closes the cached consumer. Our errors travel to the driver
 as data (:func:`kafka_direct.task_errors.carry_errors`).
@@ -17,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_direct.errors import ConfigurationError
+from kafka_direct.errors import ConfigurationError, DataLossError, OffsetOutOfRangeError
 from kafka_direct.kafka_data_consumer import ConsumerCache, KafkaDataConsumer, consumer_cache
 from kafka_direct.kafka_rdd import ReadSettings
 from kafka_direct.offset_range import OffsetRange
@@ -62,8 +64,10 @@ def read_partition(offsetRange: OffsetRange, settings: PartitionReadSettings, *,
         cache: The consumer cache; the worker-wide one by default.
 
     Raises:
-        DataLossError: Offsets of the range were deleted and ``failOnDataLoss`` is true.
-        OffsetOutOfRangeError: The range ends beyond the log end.
+        DataLossError: Offsets of the range were deleted, or the range ends beyond the log
+            end, and ``failOnDataLoss`` is true. The driver planned the range below the end
+            of the log it saw, so a log that ends before it now shrank since (truncated, or
+            its topic re-created): the records are lost, as Spark's source says.
         PollTimeoutError: No progress within the poll timeout.
     """
     if offsetRange.count() == 0:
@@ -89,6 +93,15 @@ def read_partition(offsetRange: OffsetRange, settings: PartitionReadSettings, *,
         if pending:
             yield builder.build(pending)
         ok = True
+    except OffsetOutOfRangeError as error:
+        raise DataLossError(
+            f"offsets of {topic}-{partition} the batch planned no longer exist: {error}. The "
+            "log shrank since the batch was planned (truncated, or its topic re-created) and "
+            "records were lost. Set the source option failOnDataLoss=false to read what "
+            "exists with a warning", topic=topic, partition=partition,
+            fromOffset=offsetRange.fromOffset, untilOffset=offsetRange.untilOffset,
+            logStartOffset=error.context.get("logStartOffset", -1),
+            logEndOffset=error.context.get("logEndOffset", -1)) from error
     finally:
         if not ok and read.useConsumerCache:
             # As read_range: a consumer left mid-range is closed, not reasoned about.

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from kafka_direct.driver_consumer import DriverConsumer
+from kafka_direct.driver_consumer import DriverConsumer, TopicListing
 from kafka_direct.errors import ConfigurationError, DataLossError, UnknownTopicOrPartitionError
 from kafka_direct.retry import Retrier
 from kafka_direct.sql.admission import NEW_PARTITION_START
@@ -88,6 +88,8 @@ class SourceMetadata:
                                  backoffMs=options.retryIntervalMs,
                                  servers=str(options.kafkaParams.get("bootstrap.servers", "")))
         self._warned: set[TopicPartition] = set()
+        #: Partitions missing from the last metadata answers (warned about once a gap).
+        self._gaps: set[TopicPartition] = set()
 
     @property
     def readCommitted(self) -> bool:
@@ -118,15 +120,38 @@ class SourceMetadata:
         subscription = self.options.subscription
         if subscription.kind == "assign":
             return set(subscription.partitions)
+        return self.present(self.listing())
+
+    def listing(self, known: Iterable[str] = ()) -> TopicListing:
+        """The subscription's topics as the cluster lists them now.
+
+        Args:
+            known: Topics the query has positions in: for ``subscribePattern``, those the
+                listing no longer shows are asked for by name, to tell a deleted topic from
+                a gap in the answer.
+        """
+        subscription = self.options.subscription
         driver = self.driver
-        if subscription.kind == "subscribe":
-            counts: dict[str, int] = self._retrying(
-                "listing the subscribed topics' partitions",
-                lambda: driver.partitionsOf(subscription.topics))
-        else:
-            counts = self._retrying("listing the topics matching subscribePattern",
-                                    lambda: driver.topicsMatching(subscription.matches))
-        return {TopicPartition(topic, p) for topic, n in counts.items() for p in range(n)}
+        if subscription.kind == "subscribePattern":
+            names = sorted(set(known))
+            listing: TopicListing = self._retrying(
+                "listing the topics matching subscribePattern",
+                lambda: driver.listMatching(subscription.matches, names))
+            return listing
+        topics = (subscription.topics if subscription.kind == "subscribe"
+                  else sorted({tp.topic for tp in subscription.partitions}))
+        listing = self._retrying("listing the subscribed topics' partitions",
+                                 lambda: driver.listTopics(topics))
+        return listing
+
+    def present(self, listing: TopicListing) -> set[TopicPartition]:
+        """The partitions of ``listing`` the source reads (``assign``: those that exist)."""
+        subscription = self.options.subscription
+        if subscription.kind == "assign":
+            return {tp for tp in subscription.partitions
+                    if tp.partition < listing.counts.get(tp.topic, 0)}
+        return {TopicPartition(topic, p) for topic, n in listing.counts.items()
+                for p in range(n)}
 
     def check_assigned(self) -> None:
         """Fail unless every assigned partition exists (``assign`` only).
@@ -321,6 +346,91 @@ class SourceMetadata:
                            "from its log start %d (failOnDataLoss=false)", tp, end, position,
                            log_start)
             checked[tp] = log_start
+        return checked
+
+    def lost(self, positions: Mapping[TopicPartition, int], listing: TopicListing
+             ) -> set[TopicPartition]:
+        """The partitions of ``positions`` whose topic the cluster says does not exist.
+
+        Spark's source reports a partition that disappears as data loss: what was not read
+        yet is gone, and a topic created again under the name is a new log whose offsets say
+        nothing about the old one. Only the cluster's "unknown topic" counts; a partition
+        missing from an answer for any other reason (no leader, a partial listing) is a gap
+        of the moment and keeps its position (:meth:`note_gaps`).
+
+        Returns:
+            The lost partitions (with ``failOnDataLoss=false``): the caller drops them from
+            the offsets, so that a re-created topic's partitions are new, read from offset 0.
+
+        Raises:
+            DataLossError: With ``failOnDataLoss``, naming the first lost partition.
+        """
+        lost = sorted(tp for tp in positions if tp.topic in listing.unknown)
+        if not lost:
+            return set()
+        tp = lost[0]
+        if self.options.failOnDataLoss:
+            raise DataLossError(
+                f"topic {tp.topic} does not exist any more (deleted) while the query reads "
+                f"{_names(lost)} (at offset {positions[tp]} of {tp}): records it had not read "
+                "are lost, and a topic created again under the name is a new log. Set the "
+                "source option failOnDataLoss=false to drop its partitions and read them from "
+                "offset 0 if the topic is created again", topic=tp.topic,
+                partition=tp.partition, fromOffset=positions[tp], untilOffset=positions[tp])
+        logger.warning("kafka-direct source: topic %s does not exist any more (deleted): "
+                       "dropping %s (positions %s); records not read are lost, and a topic "
+                       "created again is read from offset 0 (failOnDataLoss=false)",
+                       tp.topic, _names(lost), [positions[p] for p in lost])
+        return set(lost)
+
+    def note_gaps(self, positions: Mapping[TopicPartition, int],
+                  present: set[TopicPartition], lost: set[TopicPartition]) -> None:
+        """Warn, once a gap, of partitions the metadata answer left out: they wait."""
+        gaps = set(positions) - present - lost
+        for tp in sorted(gaps - self._gaps):
+            logger.warning("kafka-direct source: %s is missing from the cluster's metadata "
+                           "answer while its topic exists (a transient gap); it keeps its "
+                           "position %d until it is listed again", tp, positions[tp])
+        self._gaps = gaps
+
+    def check_target(self, start: Mapping[TopicPartition, int],
+                     target: Mapping[TopicPartition, int], present: set[TopicPartition]
+                     ) -> Offsets:
+        """``Trigger.AvailableNow``: the target offsets against the logs of now.
+
+        The target was taken when the query started; a log that ends below it since was
+        truncated or re-created (under ``read_committed`` the end is the last stable
+        offset, which never goes back either), so the batches cannot read up to it.
+
+        Returns:
+            The target, with the ends of shrunk logs where ``failOnDataLoss=false`` (a
+            warning): the run goes on with what exists. Partitions missing from ``present``
+            (a gap) keep their target.
+
+        Raises:
+            DataLossError: A log ends below the target, and ``failOnDataLoss`` is true.
+        """
+        asked = sorted(tp for tp in target if tp in present)
+        now = self.latest(asked)
+        checked = dict(target)
+        for tp in asked:
+            end, goal = now.get(tp, target[tp]), target[tp]
+            if end >= goal:
+                continue
+            position = start.get(tp, NEW_PARTITION_START)
+            if self.options.failOnDataLoss:
+                raise DataLossError(
+                    f"the log of {tp} now ends at {end}, below the Trigger.AvailableNow "
+                    f"target {goal} taken when the query started (position {position}): it "
+                    "was truncated or its topic re-created, and records were lost. Set the "
+                    "source option failOnDataLoss=false to read what exists",
+                    topic=tp.topic, partition=tp.partition, fromOffset=position,
+                    untilOffset=goal, logEndOffset=end)
+            logger.warning("kafka-direct source: the log of %s now ends at %d, below the "
+                           "Trigger.AvailableNow target %d (truncated or re-created: records "
+                           "lost); reading up to %d (failOnDataLoss=false)", tp, end, goal,
+                           end)
+            checked[tp] = end
         return checked
 
     def check_new(self, start: Mapping[TopicPartition, int],

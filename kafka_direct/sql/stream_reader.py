@@ -13,8 +13,11 @@ below is a function of the offsets it is given:
   batch: at most ``maxOffsetsPerTrigger`` offsets (and ``maxOffsetsPerPartitionPerTrigger``
   times the partitions seen at this trigger) shared by lag, no batch until
   ``minOffsetsPerTrigger`` offsets or ``maxTriggerDelay``; under ``Trigger.AvailableNow``
-  never beyond the offsets seen when the query started. Partitions that appeared start at
-  offset 0; a log that went back below the position is data loss.
+  never beyond the offsets seen when the query started (a target partition that disappears
+  or whose log ends below the target since is data loss). Partitions that appeared start at
+  offset 0; a log that went back below the position, or a topic the cluster says no longer
+  exists, is data loss (with ``failOnDataLoss=false``: a warning, and a deleted topic's
+  partitions leave the offsets, so a re-created topic is read from offset 0).
 * :meth:`~KafkaDirectStreamReader.partitions`: one input partition per topic-partition with
   records in the batch, split for ``minPartitions`` / ``maxRecordsPerPartition``.
 * :meth:`~KafkaDirectStreamReader.read` (executors): the range's records as Arrow batches,
@@ -294,15 +297,35 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             logger.info("kafka-direct source: Trigger.AvailableNow reads up to %s",
                         offsets_to_json(self._target))
 
-    def _latest_now(self, start: Offsets) -> Offsets:
+    def _latest_now(self, start: Offsets) -> tuple[Offsets, set[TopicPartition]]:
+        """Where each partition ends now, and the partitions lost with their topic.
+
+        Every trigger lists the topics: a topic deleted is data loss even when it is
+        created again before the next trigger (which offsets alone could not tell once the
+        new log grows past the position). Under ``Trigger.AvailableNow`` the target is
+        checked against the logs of now as well.
+
+        Raises:
+            DataLossError: Lost partitions or records, with ``failOnDataLoss``.
+        """
         metadata = self.metadata
+        known = start if self._target is None else {**self._target, **start}
+        listing = metadata.listing({tp.topic for tp in known})
+        present = metadata.present(listing)
+        lost = metadata.lost(known, listing)
+        kept = {tp: offset for tp, offset in start.items() if tp not in lost}
+        metadata.note_gaps(kept, present, lost)
         if self._target is not None:
+            target = {tp: offset for tp, offset in self._target.items() if tp not in lost}
+            # Kept checked: a shrunk log is reported once, and later triggers plan up to
+            # what exists.
+            self._target = metadata.check_target(kept, target, present)
             latest = dict(self._target)
         else:
-            latest = metadata.latest(metadata.partitions())
-        latest = metadata.behind(start, latest)
-        metadata.check_new(start, latest)
-        return latest
+            latest = metadata.latest(present)
+        latest = metadata.behind(kept, latest)
+        metadata.check_new(kept, latest)
+        return latest, lost
 
     def latestOffset(self, start: SourceOffsets, limit: ReadLimit) -> SourceOffsets:
         """The end of the next batch from ``start``, within ``limit``.
@@ -313,37 +336,43 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         the batch should not run yet.
         """
         with carried():
-            begin = offsets_from_json(start, "the batch's start offset")
+            offsets = offsets_from_json(start, "the batch's start offset")
             if self._link is not None and not self._storeChecked:
                 # Once per run, before its first new batch: every batch of the checkpoint
                 # completed, so the store is where this query left it, unless another
                 # run moved it since.
                 self._storeChecked = True
-                end = catch_up(begin, self._link.stored_on_held_session(),
-                               self.options.subscription)
-                if end is not None:
+                caught = catch_up(offsets, self._link.stored_on_held_session(),
+                                  self.options.subscription)
+                if caught is not None:
                     logger.warning(
                         "kafka-direct source: the checkpoint (at %s) is behind offset store "
                         "%r (at %s): the next batch ends at the store's offsets and writes "
-                        "nothing (their rows are committed)", offsets_to_json(begin),
-                        self._link.store, offsets_to_json(end))
-                    self._latest = end
-                    return offsets_to_json(end)
+                        "nothing (their rows are committed)", offsets_to_json(offsets),
+                        self._link.store, offsets_to_json(caught))
+                    self._latest = caught
+                    return offsets_to_json(caught)
             # The engine asks from a start only once every batch up to it completed.
-            self._commit_group(begin)
-            latest = self._latest_now(begin)
+            self._commit_group(offsets)
+            latest, lost = self._latest_now(offsets)
+            # Lost partitions leave the offsets (failOnDataLoss=false): the batch's end,
+            # written to the offset log, no longer has them, so a re-created topic's
+            # partitions are new ones, read from offset 0, and a replay plans the same.
+            begin = {tp: offset for tp, offset in offsets.items() if tp not in lost}
             self._latest = {**begin, **latest}
             if isinstance(limit, ReadAllAvailable):
                 end = admit(begin, latest)
             else:
-                if self._delay is not None and self._target is None and \
+                # Never wait with lost partitions: the drop must reach the offset log
+                # before the topic can come back.
+                if self._delay is not None and self._target is None and not lost and \
                         self._delay.waits(begin, latest):
                     return offsets_to_json(begin)
                 maxRows = (limit.max_rows if isinstance(limit, ReadMaxRows)
                            else self.options.maxOffsetsPerTrigger)
                 end = admit(begin, latest, maxRows,
                             self.options.maxOffsetsPerPartitionPerTrigger)
-            if end != begin and self._delay is not None:
+            if end != offsets and self._delay is not None:
                 self._delay.batch_ran()
             return offsets_to_json(end)
 

@@ -4,7 +4,8 @@ logic without a broker or a SparkContext.
 Each partition's log is ``[start, end)``: ``end`` is the high watermark, ``stable`` the last
 stable offset (below ``end`` while a transaction is open). Re-creating a topic gives it new,
 empty logs and a new ``generation``; ``hidden`` topics are missing from metadata answers (a
-transient gap), as are partitions at or above ``visible_partitions`` of a topic.
+transient gap), as are partitions at or above ``visible_partitions`` of a topic. A ``delete``d
+topic is one the cluster says does not exist.
 """
 
 import threading
@@ -37,6 +38,9 @@ class FakeCluster:
 
     def recreate(self, topic, partitions=None):
         self.create(topic, partitions or len(self.topics[topic]))
+
+    def delete(self, topic):
+        del self.topics[topic]
 
     def log(self, tp):
         return self.topics[tp.topic][tp.partition]
@@ -91,6 +95,18 @@ class FakeDriverConsumer:
 
     def topicsMatching(self, matches):
         return {t: n for t, n in self.cluster.counts().items() if matches(t)}
+
+    def listTopics(self, topics):
+        from kafka_direct.driver_consumer import TopicListing
+
+        unknown = {t for t in topics if t not in self.cluster.topics}
+        return TopicListing(self.partitionsOf(topics), frozenset(unknown))
+
+    def listMatching(self, matches, known=()):
+        from kafka_direct.driver_consumer import TopicListing
+
+        unknown = {t for t in known if t not in self.cluster.topics}
+        return TopicListing(self.topicsMatching(matches), frozenset(unknown))
 
     def leaders(self, partitions):
         return {tp: "localhost" for tp in partitions}

@@ -83,6 +83,20 @@ def test_a_range_beyond_the_log_end_fails_clearly():
         offsets(consumer, 12, 15)
 
 
+def test_fail_on_data_loss_false_skips_what_a_shrunk_log_no_longer_has(caplog):
+    # Ranges planned before the log shrank (a re-created topic, a truncation): what exists
+    # is read, the rest skipped with a warning.
+    consumer, _ = reader(FakeLog(range(10)))
+    with caplog.at_level(logging.WARNING):
+        assert offsets(consumer, 5, 15, failOnDataLoss=False) == list(range(5, 10))
+    assert "offsets [10, 15) of t-0 do not exist" in caplog.text
+    consumer, _ = reader(FakeLog(range(10)))  # the start beyond the new end
+    assert offsets(consumer, 12, 15, failOnDataLoss=False) == []
+    consumer, _ = reader(FakeLog(range(20, 25), low=20))  # below the start and beyond the end
+    assert offsets(consumer, 10, 40, failOnDataLoss=False) == list(range(20, 25))
+    assert offsets(consumer, 40, 45, failOnDataLoss=False) == []  # the next range too
+
+
 def test_no_progress_within_the_poll_timeout_fails_naming_range_and_timeout():
     consumer, _ = reader(FakeLog(range(10), stuck_at=5))  # an open transaction at 5
     with pytest.raises(PollTimeoutError) as info:

@@ -146,6 +146,24 @@ def test_deleted_offsets_are_data_loss_carried_as_data_or_skipped():
     assert offsets(lenient) == list(range(10, 15))
 
 
+@pytest.mark.parametrize("begin", [5, 12])  # the start below or beyond the new end
+def test_a_range_beyond_a_shrunk_log_end_is_data_loss_or_skipped(begin):
+    log = FakeLog(range(10))  # the range was planned when the log reached 15
+    cache, fakes = cache_over(log)
+    with pytest.raises(CarriedTaskError) as raised:
+        list(carry_errors(read_partition(OffsetRange("t", 0, begin, 15), settings(),
+                                         cache=cache)))
+    error = carried_error(raised.value)
+    assert isinstance(error, DataLossError)
+    assert (error.topic, error.partition, error.fromOffset, error.untilOffset,
+            error.logEndOffset) == ("t", 0, begin, 15, 10)
+    assert "failOnDataLoss=false" in str(error)
+    assert fakes[0].closed
+    lenient = list(read_partition(OffsetRange("t", 0, begin, 15),
+                                  settings(failOnDataLoss=False), cache=cache))
+    assert offsets(lenient) == list(range(begin, 10))
+
+
 def test_an_abandoned_read_closes_its_consumer():
     import kafka_direct.sql.partition_reader as module
 
