@@ -110,14 +110,16 @@ def ensure_link_tables(cursor: Any, schema: str) -> None:
             "CREATE TABLE IF NOT EXISTS {} ("
             "plan_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, store text NOT NULL, "
             "start_offsets jsonb NOT NULL, end_offsets jsonb NOT NULL, "
-            "recorded_at timestamptz NOT NULL DEFAULT now(), query_id text, batch_id bigint)"
+            "recorded_at timestamptz NOT NULL DEFAULT now(), query_id text, batch_id bigint, "
+            "reset_offsets jsonb)"
             ).format(table_identifier(schema, PLANS_TABLE)))
         cursor.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (store, plan_id)").format(
             sql.Identifier(f"{PLANS_TABLE}_store"), table_identifier(schema, PLANS_TABLE)))
-    elif not _has_column(cursor, schema, PLANS_TABLE, "batch_id"):
-        # Plans tables made before reads were bound to their batch.
+    elif not _has_column(cursor, schema, PLANS_TABLE, "reset_offsets"):
+        # Plans tables made before reads were bound to their batch and resets were marked.
         cursor.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS query_id text, "
-                               "ADD COLUMN IF NOT EXISTS batch_id bigint").format(
+                               "ADD COLUMN IF NOT EXISTS batch_id bigint, "
+                               "ADD COLUMN IF NOT EXISTS reset_offsets jsonb").format(
             table_identifier(schema, PLANS_TABLE)))
 
 

@@ -137,11 +137,11 @@ def _read_partitions(start: SourceOffsets, end: SourceOffsets) -> list[tuple[str
 
 
 def _bound_plan(cursor: Any, plans: Any, store: str, queryId: str, batchId: int
-                ) -> tuple[int, SourceOffsets, SourceOffsets] | None:
-    """The newest plan the batch's read tasks bound: (id, start, end), or None."""
+                ) -> tuple[int, SourceOffsets, SourceOffsets, SourceOffsets] | None:
+    """The newest plan the batch's read tasks bound: (id, start, end, resets), or None."""
     from psycopg2 import sql
 
-    cursor.execute(sql.SQL("SELECT plan_id, start_offsets, end_offsets FROM {} "
+    cursor.execute(sql.SQL("SELECT plan_id, start_offsets, end_offsets, reset_offsets FROM {} "
                            "WHERE store = %s AND query_id = %s AND batch_id = %s "
                            "ORDER BY plan_id DESC LIMIT 1").format(plans),
                    (store, queryId, batchId))
@@ -150,7 +150,8 @@ def _bound_plan(cursor: Any, plans: Any, store: str, queryId: str, batchId: int
         return None
     planId = int(row[0])
     return (planId, normalise_offsets(row[1], f"plan {planId}'s start"),
-            normalise_offsets(row[2], f"plan {planId}'s end"))
+            normalise_offsets(row[2], f"plan {planId}'s end"),
+            normalise_offsets(row[3] or {}, f"plan {planId}'s resets"))
 
 
 def check_committed_before(cursor: Any, schema: str, store: str, queryId: str, batchId: int,
@@ -172,7 +173,7 @@ def check_committed_before(cursor: Any, schema: str, store: str, queryId: str, b
                         batchId)
     if bound is None:
         return
-    _, start, end = bound
+    _, start, end, _ = bound
     cursor.execute(sql.SQL("SELECT end_offsets FROM {} WHERE store = %s").format(
         table_identifier(schema, STORES_TABLE)), (store,))
     row = cursor.fetchone()
@@ -235,7 +236,7 @@ def apply_batch_plan(cursor: Any, schema: str, store: str, queryId: str, batchId
         current = stored or {}
         return AppliedPlan(store, None if applied is None else int(applied), current, current,
                            False)
-    planId, start, end = bound
+    planId, start, end, resets = bound
     # Partitions the batch read; the others keep their stored offset (never moved back).
     read = _read_partitions(start, end)
     if stored is not None and read and all(
@@ -256,6 +257,11 @@ def apply_batch_plan(cursor: Any, schema: str, store: str, queryId: str, batchId
             was = stored.get(topic, {}).get(partition)
             begins = start[topic][partition]
             if was is not None and was != begins:
+                if resets.get(topic, {}).get(partition) == begins:
+                    logger.warning("offset store %r: %s-%s goes on from %d, not %d: the "
+                                   "source met data loss (failOnDataLoss=false)", store,
+                                   topic, partition, begins, was)
+                    continue
                 raise _mismatch(store, schema, queryId, batchId, topic, partition, was,
                                 begins, end[topic][partition])
     merged: SourceOffsets = {topic: dict(parts) for topic, parts in (stored or {}).items()}

@@ -174,12 +174,16 @@ class SourceLink:
             return None
         return normalise_offsets(stored, f"the committed offsets of store {self.store!r}")
 
-    def record_plan(self, start: SourceOffsets, end: SourceOffsets) -> int:
+    def record_plan(self, start: SourceOffsets, end: SourceOffsets,
+                    resets: SourceOffsets | None = None) -> int:
         """Record the offsets of the batch being planned (before any task runs).
 
         Args:
             start: Where the batch starts reading, for every partition of ``end``.
             end: Where it stops (exclusive: the next offset to read), per partition.
+            resets: Partitions whose start the source moved away from the stored offset
+                on data loss (``failOnDataLoss=false``: the log shrank below it, or lost
+                records after it), with that start: the sink accepts them there.
 
         Returns:
             The plan's id: the batch's read tasks bind it to their query and batch
@@ -213,9 +217,11 @@ class SourceLink:
                 ensure_link_tables(cursor, self.schema)
                 holder.tablesReady = True
             cursor.execute(sql.SQL(
-                "INSERT INTO {} (store, start_offsets, end_offsets) "
-                "VALUES (%s, %s::jsonb, %s::jsonb) RETURNING plan_id").format(plans),
-                (self.store, offsets_json(begin), offsets_json(until)))
+                "INSERT INTO {} (store, start_offsets, end_offsets, reset_offsets) "
+                "VALUES (%s, %s::jsonb, %s::jsonb, %s::jsonb) RETURNING plan_id").format(plans),
+                (self.store, offsets_json(begin), offsets_json(until),
+                 offsets_json(normalise_offsets(resets, "a plan's resets")) if resets
+                 else None))
             plan = int(cursor.fetchone()[0])
             cursor.execute(sql.SQL("DELETE FROM {} WHERE store = %s AND plan_id <= %s").format(
                 plans), (self.store, plan - KEEP_PLANS))

@@ -392,8 +392,10 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                                  self.options.maxRecordsPerPartition)
             if self._link is None:
                 return [KafkaInputPartition(r) for r in ranges]
-            planId = self._link.record_plan(*plan_offsets(begin, finish))
-            if ranges and _covered(ranges, self._link.stored_on_held_session()):
+            stored = self._link.stored_on_held_session()
+            resets = self._resets(ranges, stored)
+            planId = self._link.record_plan(*plan_offsets(begin, finish), resets)
+            if ranges and not resets and _covered(ranges, stored):
                 # Another run committed these offsets, rows included (this query's
                 # checkpoint is behind the store): nothing to read, nothing to write again.
                 logger.warning("kafka-direct source: offset store %r has committed %s "
@@ -401,6 +403,44 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                                "batch reads nothing", self._link.store, offsets_to_json(finish))
                 return []
             return [KafkaInputPartition(r, planId) for r in ranges]
+
+    def _resets(self, ranges: Sequence[Any], stored: SourceOffsets | None
+                ) -> SourceOffsets | None:
+        """Partitions read from where data loss moved them, away from the stored offset.
+
+        With ``failOnDataLoss=false`` a log that shrank below the query's position (a
+        re-created topic, a truncation) is read from its new start, and a log that lost
+        records after the position from its log start; the store still has the old offset.
+        Such a start is marked for the sink (which refuses any other start that does not
+        chain). A start that differs from the store while the log holds the stored offset
+        is no data loss: it is left for the sink to refuse with its cause.
+        """
+        if not stored or self.options.failOnDataLoss:
+            return None
+        moved = {TopicPartition(r.topic, r.partition): r.fromOffset for r in ranges
+                 if str(r.partition) in stored.get(r.topic, {})
+                 and stored[r.topic][str(r.partition)] != r.fromOffset}
+        # Ranges of one partition follow each other: its first range holds its start.
+        firsts: Offsets = {}
+        for r in ranges:
+            tp = TopicPartition(r.topic, r.partition)
+            if tp in moved:
+                firsts[tp] = min(firsts.get(tp, r.fromOffset), r.fromOffset)
+        if not firsts:
+            return None
+        metadata = self.metadata
+        earliest, latest = metadata.earliest(firsts), metadata.latest(firsts)
+        resets: SourceOffsets = {}
+        for tp, first in sorted(firsts.items()):
+            was = stored[tp.topic][str(tp.partition)]
+            shrank = was > latest.get(tp, was) and first < was
+            lost = was < earliest.get(tp, was) and first == earliest[tp]
+            if shrank or lost:
+                logger.warning("kafka-direct source: %s is read from %d, not from offset "
+                               "store %r's %d (data loss, failOnDataLoss=false)", tp, first,
+                               self._link.store if self._link else "", was)
+                resets.setdefault(tp.topic, {})[str(tp.partition)] = first
+        return resets or None
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         """The partition's records as ``pyarrow.RecordBatch``es (on an executor).

@@ -311,3 +311,18 @@ def test_a_checkpoint_restored_from_an_older_copy_is_refused_not_skipped(link, s
     plan = link.record_plan({"t": {"0": 2}}, {"t": {"0": 4}})
     assert commit(sink, query, 1, numbered(2, 2), plan=plan).skipped
     assert sorted(target_rows(postgres, sink)) == numbered(0, 6)
+
+
+def test_a_partition_moved_by_data_loss_goes_on_from_where_the_source_marked_it(link, sink,
+                                                                                postgres):
+    query = query_id()
+    plan = link.record_plan({"t": {"0": 0, "1": 0}}, {"t": {"0": 5, "1": 5}})
+    commit(sink, query, 0, numbered(0, 5), plan=plan)
+    # t-0's topic was re-created (failOnDataLoss=false): the source reads it from 0 again.
+    plan = link.record_plan({"t": {"0": 0, "1": 5}}, {"t": {"0": 2, "1": 6}},
+                            resets={"t": {"0": 0}})
+    assert commit(sink, query, 1, numbered(5, 2), plan=plan).plan.end == {"t": {"0": 2, "1": 6}}
+    # Unmarked, the same start is refused.
+    plan = link.record_plan({"t": {"0": 0, "1": 6}}, {"t": {"0": 3, "1": 6}})
+    with pytest.raises(OffsetMismatchError):
+        commit(sink, query, 2, numbered(7, 1), plan=plan)

@@ -42,6 +42,7 @@ class FakeLink:
     def __init__(self, committed=None):
         self.stored = committed
         self.plans = []
+        self.resets = []
         self.released = False
         self.fail = None
 
@@ -51,10 +52,11 @@ class FakeLink:
     def stored_on_held_session(self):
         return self.stored
 
-    def record_plan(self, start, end):
+    def record_plan(self, start, end, resets=None):
         if self.fail is not None:
             raise self.fail
         self.plans.append((start, end))
+        self.resets.append(resets)
         return len(self.plans)
 
     def release(self):
@@ -600,3 +602,21 @@ def test_a_store_in_step_with_the_checkpoint_changes_nothing():
     cluster = cluster_with(partitions=1, records=20)
     reader = make_reader(cluster, link=FakeLink({"t": {"0": 4}}), maxOffsetsPerTrigger=3)
     assert reader.latestOffset({"t": {"0": 4}}, ReadMaxRows(3)) == {"t": {"0": 7}}
+
+
+def test_a_linked_query_marks_where_data_loss_moved_a_partition_for_the_sink():
+    cluster = cluster_with(partitions=2, records=10)
+    link = FakeLink({"t": {"0": 8, "1": 10}})
+    reader = make_reader(cluster, link=link, failOnDataLoss="false")
+    cluster.recreate("t")  # the topic came back empty, then got 3 records per partition
+    for p in range(2):
+        cluster.produce(TopicPartition("t", p), 3)
+    start = {"t": {"0": 0, "1": 0}}  # where the lost partitions start again
+    assert ranges_of(reader, start, {"t": {"0": 3, "1": 3}}) == [("t", 0, 0, 3), ("t", 1, 0, 3)]
+    assert link.resets[-1] == {"t": {"0": 0, "1": 0}}
+    # A start apart from the store while the log still holds the stored offset is no data
+    # loss: not marked (the sink refuses it, naming its cause).
+    for p in range(2):
+        cluster.produce(TopicPartition("t", p), 10)
+    ranges_of(reader, {"t": {"0": 2, "1": 3}}, {"t": {"0": 4, "1": 4}})
+    assert link.resets[-1] is None
