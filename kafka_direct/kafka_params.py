@@ -160,16 +160,22 @@ def check_with_librdkafka(params: Mapping[str, Any]) -> None:
 
 
 def force_param(params: dict[str, Any], key: str, value: Any, why: str,
-                role: str = "executor") -> None:
-    """Set ``params[key]`` to ``value``; a different user value gets one warning per process."""
+                role: str = "executor", *, expected: bool = False) -> None:
+    """Set ``params[key]`` to ``value``; a different user value gets one warning per process.
+
+    Args:
+        expected: A different value is no mistake (a setting that means something else
+            where the user gave it, such as the driver's ``auto.offset.reset``): DEBUG only.
+    """
     current = params.get(key)
     if key in params and str(current).lower() != str(value).lower():
         with _warned_lock:
             first = (role, key, str(current)) not in _warned
             _warned.add((role, key, str(current)))
         if first:
-            logger.warning("overriding %s to %r for %s (was %r): %s",
-                           key, value, role, current, why)
+            logger.log(logging.DEBUG if expected else logging.WARNING,
+                       "overriding %s to %r for %s (was %r): %s", key, value, role, current,
+                       why)
     params[key] = value
 
 
@@ -194,8 +200,10 @@ def executor_params(params: Mapping[str, Any]) -> dict[str, Any]:
            "executors read exact offset ranges and never commit")
     force_param(fixed, "enable.auto.offset.store", False,
            "executors read exact offset ranges and never store offsets")
+    # The user's auto.offset.reset is the driver's starting policy, no mistake: quiet.
     force_param(fixed, "auto.offset.reset", "error",
-           "a missing offset is reported as data loss instead of jumping silently")
+                "a missing offset is reported as data loss instead of jumping silently",
+                expected=True)
     force_param(fixed, "enable.partition.eof", False,
            "a range ends at its untilOffset, not at the partition end")
     for key, value in _EXECUTOR_DEFAULTS.items():

@@ -4,16 +4,19 @@ On the real broker, Spark and PostgreSQL: the query's checkpoint directory is lo
 runs, and the second run resumes from the offsets the sink committed with the rows.
 """
 
+import time
+
 from kafka_direct.sql.source_link import SourceLink
 from tests.structured.test_sink_stream import execute
 
 
-def run(session, kafka, postgres, schema, topic, checkpoint, starting="earliest"):
+def run(session, kafka, postgres, schema, topic, checkpoint, starting="earliest", **options):
     link = {"offsetStore.name": "ingest", "offsetStore.schema": schema}
     reader = (session.readStream.format("kafka-direct")
               .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
               .option("subscribe", topic).option("startingOffsets", starting)
-              .option("maxOffsetsPerTrigger", "20").option("offsetStore.dsn", postgres.dsn))
+              .option("maxOffsetsPerTrigger", "20").option("offsetStore.dsn", postgres.dsn)
+              .options(**options))
     writer = (reader.options(**link).load()
               .selectExpr("topic", "partition AS kafka_partition", "offset AS kafka_offset",
                           "key", "value")
@@ -92,3 +95,32 @@ def test_a_checkpoint_behind_its_store_catches_up_and_goes_on(spark_session, kaf
     rows = execute(postgres, "SELECT kafka_partition, kafka_offset FROM "
                    f'"{pg_schema}".events ORDER BY 1, 2')
     assert rows == [(p, o) for p in range(2) for o in range(total)]
+
+
+def test_a_recreated_topic_goes_on_from_its_new_start_with_failondataloss_false(
+        spark_session, kafka, kafka_topic, postgres, pg_schema, tmp_path):
+    # The store keeps the old log's offsets; the new log starts at 0 again. With
+    # failOnDataLoss=false the query used to be refused at every batch afterwards.
+    execute(postgres, f'CREATE TABLE "{pg_schema}".events (topic text, kafka_partition int, '
+            "kafka_offset bigint, key bytea, value bytea)")
+    topic = kafka_topic(partitions=1)
+    kafka.produce(topic, [f"old:{i}".encode() for i in range(12)], partition=0)
+    lenient = {"failOnDataLoss": "false"}
+    run(spark_session, kafka, postgres, pg_schema, topic, tmp_path / "a", **lenient)
+    admin = kafka.admin()
+    admin.delete_topics([topic], operation_timeout=30)[topic].result(30)
+    deadline = time.monotonic() + 30
+    while topic in admin.list_topics(timeout=10).topics and time.monotonic() < deadline:
+        time.sleep(0.2)
+    kafka.create_topic(topic, 1)
+    kafka.produce(topic, [f"new:{i}".encode() for i in range(5)], partition=0)
+    for checkpoint in ("a", "b"):  # with its checkpoint, then without (from the store)
+        run(spark_session, kafka, postgres, pg_schema, topic, tmp_path / checkpoint, **lenient)
+        kafka.produce(topic, [b"new:more"], partition=0)
+    run(spark_session, kafka, postgres, pg_schema, topic, tmp_path / "b", **lenient)
+    values = [bytes(v) for (v,) in execute(
+        postgres, f'SELECT value FROM "{pg_schema}".events ORDER BY kafka_offset, value')]
+    assert sorted(values) == sorted([f"old:{i}".encode() for i in range(12)]
+                                    + [f"new:{i}".encode() for i in range(5)]
+                                    + [b"new:more", b"new:more"])
+    assert SourceLink(postgres.dsn, "ingest", pg_schema).committed() == {topic: {"0": 7}}
