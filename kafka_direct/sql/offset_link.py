@@ -23,7 +23,9 @@ the rows:
    bound read nothing: the offsets stay. A plan ending exactly at the stored offsets was
    read and committed by another run (a checkpoint behind the store): its rows are in
    already, and the sink writes none of them. A plan that does not chain is refused with
-   its cause named: a checkpoint behind the store, or a store behind the checkpoint.
+   its cause named: a checkpoint behind the store, or a store behind the checkpoint. The
+   one exception: a partition the source marked in the plan as moved by data loss
+   (``failOnDataLoss=false``: a re-created topic, a truncated log) goes on from there.
 4. A source started without a checkpoint starts from :meth:`SourceLink.committed`, the end
    offsets of the newest batch the sink committed: nothing lost, nothing repeated. (A read
    only: applications may call it too.) The store holds the source's offsets only: a
