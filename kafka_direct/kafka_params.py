@@ -164,6 +164,11 @@ def force_param(params: dict[str, Any], key: str, value: Any, why: str,
     """Set ``params[key]`` to ``value``; a different user value gets one warning per process.
 
     Args:
+        params: The parameters to change.
+        key: The setting.
+        value: Its forced value.
+        why: Why it is forced (for the warning).
+        role: Whom the parameters are for ("executor").
         expected: A different value is no mistake (a setting that means something else
             where the user gave it, such as the driver's ``auto.offset.reset``): DEBUG only.
     """

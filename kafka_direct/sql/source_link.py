@@ -146,7 +146,6 @@ class SourceLink:
             OffsetStoreError: The database failed.
         """
         import psycopg2
-        from psycopg2 import sql
 
         from offsets.database import table_exists
 
@@ -154,13 +153,8 @@ class SourceLink:
             connection = self.database.connect()
             try:
                 with connection.cursor() as cursor:
-                    stored = None
-                    if table_exists(cursor, self.schema, STORES_TABLE):
-                        stores = table_identifier(self.schema, STORES_TABLE)
-                        cursor.execute(sql.SQL("SELECT end_offsets FROM {} WHERE store = %s"
-                                               ).format(stores), (self.store,))
-                        row = cursor.fetchone()
-                        stored = None if row is None else row[0]
+                    stored = (self._select_stored(cursor)
+                              if table_exists(cursor, self.schema, STORES_TABLE) else None)
                 connection.rollback()
             finally:
                 connection.close()
@@ -230,6 +224,15 @@ class SourceLink:
 
         return self._lock().run("recording a plan", repr(self), insert)
 
+    def _select_stored(self, cursor: Any) -> Any:
+        """The store row's end offsets as the database has them (None: no row or none)."""
+        from psycopg2 import sql
+
+        cursor.execute(sql.SQL("SELECT end_offsets FROM {} WHERE store = %s").format(
+            table_identifier(self.schema, STORES_TABLE)), (self.store,))
+        row = cursor.fetchone()
+        return None if row is None else row[0]
+
     def stored_on_held_session(self) -> SourceOffsets | None:
         """:meth:`committed`, asked on the session holding the store (no new connection).
 
@@ -237,18 +240,11 @@ class SourceLink:
             GroupBusyError: Another running query holds the store.
             OffsetStoreError: The database failed.
         """
-        from psycopg2 import sql
-
-        stores = table_identifier(self.schema, STORES_TABLE)
-
         def select(cursor: Any, holder: HeldSession) -> Any:
             if not holder.tablesReady:
                 ensure_link_tables(cursor, self.schema)
                 holder.tablesReady = True
-            cursor.execute(sql.SQL("SELECT end_offsets FROM {} WHERE store = %s").format(
-                stores), (self.store,))
-            row = cursor.fetchone()
-            return None if row is None else row[0]
+            return self._select_stored(cursor)
 
         stored = self._lock().run("reading the offsets", repr(self), select)
         if stored is None:
