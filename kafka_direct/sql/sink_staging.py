@@ -127,6 +127,11 @@ class StagingTarget:
     def __repr__(self) -> str:
         return f"StagingTarget({self.schema}.{self.table})"
 
+    @property
+    def target(self) -> str:
+        """``schema.table``, as the sink's commit records name it."""
+        return f"{self.schema}.{self.table}"
+
 
 def ensure_sink_tables(cursor: Any, stagingSchema: str) -> None:
     """Create the sink's record tables that do not exist (asked first).
@@ -165,6 +170,18 @@ def _stage_once(target: StagingTarget, key: StagedAttempt, stream: CsvStream) ->
     stage = sql.Identifier(target.stagingSchema, key.table)
     columns = sql.SQL(", ").join(sql.Identifier(c) for c in target.columns)
     with transaction(target.database, target.statementTimeoutMs) as cursor:
+        # A zombie attempt (speculative, or outliving its batch) that stages after the
+        # batch committed would leave its table until the age sweep: stage nothing then.
+        # FOR SHARE waits for a commit under way, which then drops what this stages.
+        cursor.execute(sql.SQL("SELECT batch_id FROM {} WHERE query_id = %s AND target = %s "
+                               "FOR SHARE").format(
+            sql.Identifier(target.stagingSchema, COMMITS_TABLE)),
+            (key.queryId, target.target))
+        row = cursor.fetchone()
+        if row is not None and int(row[0]) >= key.batchId:
+            logger.info("partition %d of batch %d of query %s: the batch was committed "
+                        "already; nothing staged", key.partitionId, key.batchId, key.queryId)
+            return 0
         # The staged rows are rebuilt by re-running the batch if lost: no need to wait
         # for the WAL flush of this transaction (its registry row only).
         cursor.execute("SET LOCAL synchronous_commit = off")

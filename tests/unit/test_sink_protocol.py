@@ -114,6 +114,19 @@ def test_a_batch_committed_again_writes_nothing(postgres, pg_schema):
     assert staged_left(postgres, sink) == (0, 0)
 
 
+def test_a_zombie_attempt_staging_after_its_batch_committed_leaves_nothing(postgres,
+                                                                           pg_schema):
+    sink = make_sink(postgres, pg_schema)
+    query = query_id()
+    assert commit_batch(sink, 0, [stage(sink, query, 0, 0, numbered(0, 3))]).rows == 3
+    # A speculative attempt of batch 0 finishing late, after the commit: it stages nothing
+    # (before, its staging table stayed until the age sweep).
+    zombie = stage(sink, query, 0, 0, numbered(0, 3))
+    assert zombie.rows == 0
+    assert staged_left(postgres, sink) == (0, 0)
+    assert target_rows(postgres, sink) == numbered(0, 3)
+
+
 def test_abort_leaves_nothing_and_the_batch_commits_after_a_restart(postgres, pg_schema):
     sink = make_sink(postgres, pg_schema)
     query = query_id()
