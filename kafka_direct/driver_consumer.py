@@ -65,8 +65,15 @@ class TopicListing:
 
 
 def admin_params(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The connection and security properties of ``params`` (what an AdminClient takes)."""
-    return {k: v for k, v in params.items() if k.startswith(_ADMIN_PREFIXES)}
+    """The connection and security properties of ``params`` (what an AdminClient takes).
+
+    Never topic creation: an AdminClient is a producer to librdkafka, whose metadata request
+    for a topic by name would have a broker with ``auto.create.topics.enable`` create it
+    again right after its deletion, hiding the deletion from the stream.
+    """
+    admin = {k: v for k, v in params.items() if k.startswith(_ADMIN_PREFIXES)}
+    admin["allow.auto.create.topics"] = False
+    return admin
 
 
 def is_cooperative(consumer: Any, params: Mapping[str, Any]) -> bool:
