@@ -159,7 +159,8 @@ def read_settings(options: SourceOptions) -> PartitionReadSettings:
     return PartitionReadSettings(
         ReadSettings(executor_params(options.kafkaParams), pollTimeoutMs=options.pollTimeoutMs,
                      failOnDataLoss=options.failOnDataLoss),
-        includeHeaders=options.includeHeaders, impl=driver_impl())
+        includeHeaders=options.includeHeaders,
+        impl=options.reader or driver_impl())
 
 
 class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
