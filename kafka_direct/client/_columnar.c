@@ -318,8 +318,21 @@ Consumer_watermarks(Consumer *self, PyObject *arg)
 static ssize_t
 fetch(Consumer *self, size_t max, int timeout_ms)
 {
-    if (!self->poll_loop)
-        return p_rd_kafka_consume_batch_queue(self->queue, timeout_ms, self->msgs, max);
+    if (!self->poll_loop) {
+        /* What is ready now; else wait for one message and take what came with it. Waiting
+         * for a full batch would leave the fetcher idle while the queue fills. */
+        ssize_t ready = p_rd_kafka_consume_batch_queue(self->queue, 0, self->msgs, max);
+        if (ready != 0 || max == 1)
+            return ready != 0 ? ready
+                              : p_rd_kafka_consume_batch_queue(self->queue, timeout_ms,
+                                                               self->msgs, 1);
+        ready = p_rd_kafka_consume_batch_queue(self->queue, timeout_ms, self->msgs, 1);
+        if (ready <= 0)
+            return ready;
+        ssize_t more = p_rd_kafka_consume_batch_queue(self->queue, 0, self->msgs + 1,
+                                                      max - 1);
+        return more < 0 ? ready : ready + more;
+    }
     size_t count = 0;
     while (count < max) {
         rd_kafka_message_t *m = p_rd_kafka_consumer_poll(self->rk, count ? 0 : timeout_ms);
