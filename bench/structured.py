@@ -7,6 +7,9 @@ partition at a time, so per-partition speed is compared as bench/read_throughput
 * raw: one confluent-kafka consumer reading the partitions one after another (the baseline),
 * KafkaRDD: ``createRDD(...).count()`` of the same records,
 * source, batch: ``spark.read.format("kafka-direct")`` written to Spark's ``noop`` sink,
+  once with each executor reader (option ``reader``: ``c``, the native columnar one, and
+  ``python``), with the CPU each spends per record (Spark's JVM and its Python workers;
+  the raw loop's is its own process's),
 * source, stream: ``readStream`` with ``Trigger.AvailableNow`` into the ``noop`` sink,
 * the ceiling of any Python data source: pre-built record batches, no Kafka, into ``noop``
   (Spark's own per-row cost of a Python source on this machine),
@@ -21,7 +24,8 @@ partition at a time, so per-partition speed is compared as bench/read_throughput
 Then the sink's part (bench/structured_sink.py): the kafka-direct-postgres sink's rate beside
 a plain COPY of the same rows (target >= 0.7x).
 
-Target: the source >= 0.9x raw (per core, the estimate above shows what is reachable).
+Target: the source >= 0.9x raw (per core, the estimate above shows what is reachable);
+with the native reader, >= 1.5x raw per core.
 Each measurement is a function taking what it needs, so further parts (the sink's) append
 their own functions and lines to ``main``.
 
@@ -53,13 +57,61 @@ def session(sc):
     return spark
 
 
-def source_batch_rate(spark, bootstrap, topic, records):
+def source_batch_rate(spark, bootstrap, topic, records, reader=None):
     """The source as a batch read, every row handed to Spark's noop sink: records/s."""
-    df = (spark.read.format("kafka-direct").option("kafka.bootstrap.servers", bootstrap)
-          .option("subscribe", topic).load())
+    reading = (spark.read.format("kafka-direct").option("kafka.bootstrap.servers", bootstrap)
+               .option("subscribe", topic))
+    if reader is not None:
+        reading = reading.option("reader", reader)
+    df = reading.load()
     start = time.perf_counter()
     df.write.format("noop").mode("overwrite").save()
     return records / (time.perf_counter() - start)
+
+
+def _cpu_seconds(root):
+    """CPU seconds of process ``root`` and its descendants: (all, Python processes only)."""
+    parents, stats = {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                text = stat.read()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1:text.rindex(")")]
+        fields = text[text.rindex(")") + 2:].split()
+        parents[int(entry)] = int(fields[1])
+        stats[int(entry)] = (name, (int(fields[11]) + int(fields[12]))
+                             / os.sysconf("SC_CLK_TCK"))
+    tree, changed = {root}, True
+    while changed:
+        grown = tree | {pid for pid, parent in parents.items() if parent in tree}
+        changed, tree = grown != tree, grown
+    total = sum(stats[pid][1] for pid in tree if pid in stats)
+    python = sum(stats[pid][1] for pid in tree if pid in stats and "python" in stats[pid][0])
+    return total, python
+
+
+def source_batch_cost(spark, sc, bootstrap, topic, records, reader):
+    """``source_batch_rate`` and its CPU microseconds per record (Spark's processes, and
+    the Python workers alone)."""
+    jvm = sc._gateway.proc.pid
+    before, before_python = _cpu_seconds(jvm)
+    driver = time.process_time()
+    rate = source_batch_rate(spark, bootstrap, topic, records, reader)
+    after, after_python = _cpu_seconds(jvm)
+    total = after - before + time.process_time() - driver
+    return rate, total * 1e6 / records, (after_python - before_python) * 1e6 / records
+
+
+def raw_cost(kafka, topic, partitions, count):
+    """``raw_rate`` and its CPU microseconds per record (this process, librdkafka's threads
+    included)."""
+    start = time.process_time()
+    rate = raw_rate(kafka, topic, partitions, count)
+    return rate, (time.process_time() - start) * 1e6 / (count * len(partitions))
 
 
 def source_stream_rate(spark, bootstrap, topic, records, checkpoint):
@@ -210,19 +262,30 @@ def source_part(args, kafka):
     every_partition = range(args.partitions)
     raw_rate(kafka, topic, [0], min(per_partition, 50_000))  # warm-up
     raws, rdds, batches, streams, sustained, ceilings = [], [], [], [], [], []
+    raw_cpus = []
+    readers = {"c": ([], [], []), "python": ([], [], [])}  # rates, CPU us, worker CPU us
     # The tests' JVM compiles with C1 only (quick starts); a benchmark wants the full JIT.
     with spark_context("local[1]", "bench-structured",
                        conf={"spark.driver.extraJavaOptions": "-XX:+UseSerialGC"}) as sc:
         spark = session(sc)
         rdd_rate(sc, params, [OffsetRange(topic, 0, 0, min(per_partition, 50_000))])
         for _ in range(2):  # warm-up: the JIT, the Python workers, pyarrow's memory pool
-            source_batch_rate(spark, kafka.bootstrap_servers, topic, records)
+            for reader in readers:
+                source_batch_rate(spark, kafka.bootstrap_servers, topic, records, reader)
             python_source_ceiling(spark, records)
         # Alternating runs, medians compared: drift of the shared machine (the broker runs
         # on the same 2 cores) hits every side alike.
         for run in range(args.repeat):
-            raws.append(raw_rate(kafka, topic, every_partition, per_partition))
+            rate, cpu = raw_cost(kafka, topic, every_partition, per_partition)
+            raws.append(rate)
+            raw_cpus.append(cpu)
             rdds.append(rdd_rate(sc, params, ranges))
+            for reader, (rates, cpus, workers) in readers.items():
+                rate, cpu, worker = source_batch_cost(spark, sc, kafka.bootstrap_servers, topic,
+                                                      records, reader)
+                rates.append(rate)
+                cpus.append(cpu)
+                workers.append(worker)
             batches.append(source_batch_rate(spark, kafka.bootstrap_servers, topic,
                                              records))
             whole, running = source_stream_rate(
@@ -246,10 +309,21 @@ def source_part(args, kafka):
     batch, stream = statistics.median(batches), statistics.median(streams)
     batch_only, ceiling = statistics.median(sustained), statistics.median(ceilings)
     bound = 1.0 / (1.0 / raw + 1.0 / arrow + 1.0 / ceiling)
+    raw_cpu = statistics.median(raw_cpus)
     lines += [
-        f"raw confluent-kafka, 1 reader        : {raw:12,.0f} records/s",
+        f"raw confluent-kafka, 1 reader        : {raw:12,.0f} records/s  "
+        f"(CPU {raw_cpu:.2f} us/record: {1e6 / raw_cpu:,.0f} records per CPU second)",
+    ]
+    for reader, (rates, cpus, workers) in readers.items():
+        rate, cpu, worker = (statistics.median(rates), statistics.median(cpus),
+                             statistics.median(workers))
+        lines.append(
+            f"source, reader={reader:6s}, local[1]   : {rate:12,.0f} records/s  "
+            f"({rate / raw:.2f}x raw; CPU {cpu:.2f} us/record, Python workers {worker:.2f}: "
+            f"{raw_cpu / cpu:.2f}x raw per CPU second)")
+    lines += [
         f"KafkaRDD, local[1]                   : {rdd:12,.0f} records/s  ({rdd / raw:.2f}x raw)",
-        f"source, batch read, local[1]         : {batch:12,.0f} records/s  "
+        f"source, batch read (default reader)  : {batch:12,.0f} records/s  "
         f"({batch / raw:.2f}x raw, target >= 0.9x; {batch / rdd:.2f}x KafkaRDD)",
         f"source, stream AvailableNow, local[1]: {stream:12,.0f} records/s  "
         f"({stream / raw:.2f}x raw, the query's start included; its batches alone "

@@ -75,12 +75,40 @@ class KafkaDataConsumer:
         self.closed = False
 
     def _assign(self, offset: int) -> None:
-        partition = self._tp(self.topic, self.partition, offset)
         if self._paused:  # librdkafka keeps a partition's pause across assignments
-            self._consumer.resume([partition])
+            self._resume()
             self._paused = False
-        self._consumer.assign([partition])
+        self._consumer.assign([self._tp(self.topic, self.partition, offset)])
         self._next = offset
+
+    def _resume(self) -> None:
+        self._consumer.resume([self._tp(self.topic, self.partition)])
+
+    def _pause(self) -> None:
+        self._consumer.pause([self._tp(self.topic, self.partition)])
+
+    def _seek(self, offset: int) -> None:
+        self._consumer.seek(self._tp(self.topic, self.partition, offset))
+
+    def _start(self, fromOffset: int) -> None:
+        """Position the consumer at ``fromOffset``: a seek after the last range, else assign."""
+        if self._next != fromOffset:
+            self._assign(fromOffset)
+        elif self._paused:
+            # Continue where the last range ended. The pause dropped what librdkafka had
+            # prefetched, and a resumed partition would wait about a second before fetching
+            # again: seeking starts the fetch at once.
+            self._resume()
+            self._seek(fromOffset)
+        self._paused = False
+
+    def _finish(self, untilOffset: int) -> None:
+        """After a range: pause the partition, ready to resume at ``untilOffset``."""
+        self._next = untilOffset
+        # An idle cached consumer must not keep fetching: dozens of them long-polling the
+        # brokers slow every other read down. The next range resumes where this one ended.
+        self._pause()
+        self._paused = True
 
     def _watermarks(self, timeout: float = 10.0) -> tuple[int, int]:
         low, high = self._consumer.get_watermark_offsets(
@@ -121,15 +149,7 @@ class KafkaDataConsumer:
         """
         if fromOffset >= untilOffset:
             return
-        if self._next != fromOffset:
-            self._assign(fromOffset)
-        elif self._paused:
-            # Continue where the last range ended. The pause dropped what librdkafka had
-            # prefetched, and a resumed partition would wait about a second before fetching
-            # again: seeking starts the fetch at once.
-            self._consumer.resume([self._tp(self.topic, self.partition)])
-            self._consumer.seek(self._tp(self.topic, self.partition, fromOffset))
-        self._paused = False
+        self._start(fromOffset)
         position = fromOffset
         last_progress = time.monotonic()
         while position < untilOffset:
@@ -180,11 +200,7 @@ class KafkaDataConsumer:
             elif self._check_stalled(position, fromOffset, untilOffset, pollTimeoutMs,
                                      last_progress, failOnDataLoss):
                 break
-        self._next = untilOffset
-        # An idle cached consumer must not keep fetching: dozens of them long-polling the
-        # brokers slow every other read down. The next range resumes where this one ended.
-        self._consumer.pause([self._tp(self.topic, self.partition)])
-        self._paused = True
+        self._finish(untilOffset)
 
     @staticmethod
     def _plain(batch: list[Any], position: int, untilOffset: int) -> bool:
@@ -305,6 +321,9 @@ class ConsumerCache:
         factory: Builds confluent-kafka consumers (injectable for tests).
     """
 
+    #: The consumers this cache makes (a subclass of :class:`KafkaDataConsumer`).
+    consumer_class: type[KafkaDataConsumer] = KafkaDataConsumer
+
     def __init__(self, capacity: int = 64,
                  factory: ConsumerFactory = _confluent_consumer) -> None:
         self.capacity = capacity
@@ -337,7 +356,7 @@ class ConsumerCache:
             if cached is None:
                 logger.debug("new executor consumer for %s-%d (%s)", topic, partition,
                              redact(params).get("group.id"))
-                cached = KafkaDataConsumer(topic, partition, params, self.factory)
+                cached = self.consumer_class(topic, partition, params, self.factory)
                 self.created += 1
             self._entries[key] = cached
             self._in_use.add(key)
@@ -356,7 +375,7 @@ class ConsumerCache:
 
     def _uncached(self, topic: str, partition: int, params: Mapping[str, Any]
                   ) -> tuple[KafkaDataConsumer, Callable[[], None]]:
-        consumer = KafkaDataConsumer(topic, partition, params, self.factory)
+        consumer = self.consumer_class(topic, partition, params, self.factory)
         self.created += 1
         return consumer, consumer.close
 

@@ -33,7 +33,7 @@ from kafka_direct.sql.dataframe import (
     timestamp_error,
 )
 
-__all__ = ["RecordBatchBuilder", "arrow_schema", "source_schema"]
+__all__ = ["ChunkBatchBuilder", "RecordBatchBuilder", "arrow_schema", "source_schema"]
 
 _first = itemgetter(0)
 _second = itemgetter(1)
@@ -155,3 +155,73 @@ class RecordBatchBuilder:
             return pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), count),
                                      start=pa.scalar(first - 1, pa.int64()))
         return pa.array(list(map(kind.offset, messages)), pa.int64())
+
+
+class ChunkBatchBuilder:
+    """Turns the native reader's chunks into record batches, wrapping its buffers.
+
+    The chunk's bytes become the arrays' buffers as they are (no copy); only the constant
+    ``topic`` and ``partition`` columns are made here. Same schema and values as
+    :class:`RecordBatchBuilder`.
+
+    Args:
+        topic: The chunks' topic.
+        partition: The chunks' partition.
+        includeHeaders: Whether to build the ``headers`` column (the chunks must carry it).
+    """
+
+    def __init__(self, topic: str, partition: int, includeHeaders: bool) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.includeHeaders = includeHeaders
+        self.schema = arrow_schema(includeHeaders)
+        self._timestamp = self.schema.field("timestamp").type
+        self._headers = self.schema.field("headers").type if includeHeaders else None
+        self._topic = pa.scalar(topic, pa.string())
+        self._partition = pa.scalar(partition, pa.int32())
+
+    def build(self, chunk: Any) -> pa.RecordBatch:
+        """One record batch of a :class:`~kafka_direct.client.columnar.Chunk`.
+
+        Raises:
+            RecordError: A record's timestamp does not fit Spark's (the chunk's
+                ``badIndex``, found by the reader against this module's bounds).
+        """
+        from kafka_direct.client import columnar as c
+
+        count, b = chunk.count, chunk.buffers
+        wrap = pa.py_buffer
+        if chunk.badIndex >= 0:
+            offset = int.from_bytes(b[c.OFFSETS][8 * chunk.badIndex:8 * chunk.badIndex + 8],
+                                    "little", signed=True)
+            raise timestamp_error(self.topic, self.partition, offset, chunk.badMillis)
+
+        def validity(index: int) -> Any:
+            return None if b[index] is None else wrap(b[index])
+
+        arrays = [
+            pa.Array.from_buffers(pa.binary(), count, [
+                validity(c.KEY_VALID), wrap(b[c.KEY_OFFSETS]), wrap(b[c.KEY_DATA])]),
+            pa.Array.from_buffers(pa.binary(), count, [
+                validity(c.VALUE_VALID), wrap(b[c.VALUE_OFFSETS]), wrap(b[c.VALUE_DATA])]),
+            pa.repeat(self._topic, count),
+            pa.repeat(self._partition, count),
+            pa.Array.from_buffers(pa.int64(), count, [None, wrap(b[c.OFFSETS])]),
+            pa.Array.from_buffers(self._timestamp, count, [
+                validity(c.STAMPS_VALID), wrap(b[c.STAMPS])]),
+            pa.Array.from_buffers(pa.int32(), count, [None, wrap(b[c.TYPES])]),
+        ]
+        if self._headers is not None:
+            total = len(b[c.HKEY_OFFSETS]) // 4 - 1
+            entry = self._headers.value_type
+            pairs = pa.StructArray.from_arrays([
+                pa.Array.from_buffers(pa.string(), total, [
+                    None, wrap(b[c.HKEY_OFFSETS]), wrap(b[c.HKEY_DATA])]),
+                pa.Array.from_buffers(pa.binary(), total, [
+                    validity(c.HVALUE_VALID), wrap(b[c.HVALUE_OFFSETS]),
+                    wrap(b[c.HVALUE_DATA])]),
+            ], fields=list(entry))
+            arrays.append(pa.Array.from_buffers(
+                self._headers, count, [validity(c.HEADER_VALID), wrap(b[c.HEADER_OFFSETS])],
+                children=[pairs]))
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)

@@ -15,15 +15,27 @@ as data (:func:`kafka_direct.task_errors.carry_errors`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+
+from kafka_direct.client.columnar import (
+    IMPL_ENV,
+    ColumnarDataConsumer,
+    UnsupportedConfigError,
+    choose_impl,
+    columnar_cache,
+    native_config,
+)
 from kafka_direct.errors import ConfigurationError, DataLossError, OffsetOutOfRangeError
 from kafka_direct.kafka_data_consumer import ConsumerCache, KafkaDataConsumer, consumer_cache
 from kafka_direct.kafka_rdd import ReadSettings
 from kafka_direct.offset_range import OffsetRange
-from kafka_direct.sql.arrow_rows import RecordBatchBuilder
+from kafka_direct.sql.arrow_rows import ChunkBatchBuilder, RecordBatchBuilder
+from kafka_direct.sql.dataframe import MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS
 from kafka_direct.task_errors import carry_errors
 
 __all__ = ["ROWS_PER_BATCH", "PartitionReadSettings", "read_partition", "read_task"]
@@ -42,15 +54,38 @@ class PartitionReadSettings:
     Attributes:
         read: KafkaRDD's read settings (executor parameters, poll timeout, failOnDataLoss).
         includeHeaders: Whether batches carry the ``headers`` column.
+        impl: The reader, ``"c"`` (native columnar) or ``"python"``; None: the executor's
+            ``KAFKA_DIRECT_IMPL``, else the native one when it loads (see
+            :func:`kafka_direct.client.columnar.choose_impl`).
     """
 
     read: ReadSettings
     includeHeaders: bool = False
+    impl: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.read, ReadSettings):
             raise ConfigurationError(f"PartitionReadSettings needs ReadSettings, got "
                                      f"{type(self.read).__name__}")
+
+
+def driver_impl() -> str | None:
+    """The driver's ``KAFKA_DIRECT_IMPL``, shipped with the reads (None when unset)."""
+    return os.environ.get(IMPL_ENV) or None
+
+
+def _native(settings: PartitionReadSettings) -> bool:
+    """Whether this read uses the native columnar reader."""
+    impl = choose_impl(settings.impl)
+    if impl != "c":
+        return False
+    try:
+        native_config(settings.read.params)
+    except UnsupportedConfigError:
+        if (settings.impl or os.environ.get(IMPL_ENV) or "").strip().lower() == "c":
+            raise
+        return False  # callbacks in the parameters: only the Python reader applies them
+    return True
 
 
 def read_partition(offsetRange: OffsetRange, settings: PartitionReadSettings, *,
@@ -61,7 +96,9 @@ def read_partition(offsetRange: OffsetRange, settings: PartitionReadSettings, *,
         offsetRange: The range to read.
         settings: How to read.
         attempt: The task attempt; a retry never reuses a cached consumer.
-        cache: The consumer cache; the worker-wide one by default.
+        cache: The consumer cache; by default the worker-wide one of the chosen reader. A
+            cache of :class:`~kafka_direct.client.columnar.ColumnarDataConsumer`s reads
+            with the native reader, any other with the Python one.
 
     Raises:
         DataLossError: Offsets of the range were deleted, or the range ends beyond the log
@@ -74,24 +111,23 @@ def read_partition(offsetRange: OffsetRange, settings: PartitionReadSettings, *,
         return
     read = settings.read
     topic, partition = offsetRange.topic, offsetRange.partition
-    cache = cache if cache is not None else consumer_cache
+    if cache is None:
+        native = _native(settings)
+        cache = columnar_cache if native else consumer_cache
+    else:
+        native = issubclass(cache.consumer_class, ColumnarDataConsumer)
+    consumer: KafkaDataConsumer
     if read.useConsumerCache:
         consumer, release = cache.acquire(topic, partition, read.params, attempt=attempt)
     else:
-        consumer = KafkaDataConsumer(topic, partition, read.params)
+        consumer = cache.consumer_class(topic, partition, read.params, cache.factory)
         release = consumer.close
-    builder = RecordBatchBuilder(topic, partition, settings.includeHeaders)
     ok = False
     try:
-        pending: list[Any] = []
-        for messages in consumer.read_batches(offsetRange.fromOffset, offsetRange.untilOffset,
-                                              read.pollTimeoutMs, read.failOnDataLoss):
-            pending.extend(messages)
-            if len(pending) >= ROWS_PER_BATCH:
-                yield builder.build(pending)
-                pending = []
-        if pending:
-            yield builder.build(pending)
+        if isinstance(consumer, ColumnarDataConsumer):
+            yield from _columnar_batches(consumer, offsetRange, settings)
+        else:
+            yield from _message_batches(consumer, offsetRange, settings)
         ok = True
     except OffsetOutOfRangeError as error:
         raise DataLossError(
@@ -107,6 +143,54 @@ def read_partition(offsetRange: OffsetRange, settings: PartitionReadSettings, *,
             # As read_range: a consumer left mid-range is closed, not reasoned about.
             cache.discard(topic, partition, read.params)
         release()
+
+
+def _message_batches(consumer: KafkaDataConsumer, offsetRange: OffsetRange,
+                     settings: PartitionReadSettings) -> Iterator[Any]:
+    """The Python reader: confluent-kafka messages, Arrow built from them."""
+    read = settings.read
+    builder = RecordBatchBuilder(offsetRange.topic, offsetRange.partition,
+                                 settings.includeHeaders)
+    pending: list[Any] = []
+    for messages in consumer.read_batches(offsetRange.fromOffset, offsetRange.untilOffset,
+                                          read.pollTimeoutMs, read.failOnDataLoss):
+        pending.extend(messages)
+        if len(pending) >= ROWS_PER_BATCH:
+            yield builder.build(pending)
+            pending = []
+    if pending:
+        yield builder.build(pending)
+
+
+def _columnar_batches(consumer: ColumnarDataConsumer, offsetRange: OffsetRange,
+                      settings: PartitionReadSettings) -> Iterator[Any]:
+    """The native reader: record batches over the chunks' buffers, small ones joined."""
+    read = settings.read
+    builder = ChunkBatchBuilder(offsetRange.topic, offsetRange.partition,
+                                settings.includeHeaders)
+    pending: list[Any] = []
+    rows = 0
+    for chunk in consumer.read_chunks(offsetRange.fromOffset, offsetRange.untilOffset,
+                                      read.pollTimeoutMs, read.failOnDataLoss,
+                                      settings.includeHeaders,
+                                      (MIN_TIMESTAMP_MS, MAX_TIMESTAMP_MS)):
+        batch = builder.build(chunk)
+        if not pending and batch.num_rows >= ROWS_PER_BATCH:
+            yield batch  # the common case: a full chunk, handed on as it is
+            continue
+        pending.append(batch)
+        rows += batch.num_rows
+        if rows >= ROWS_PER_BATCH:
+            yield _joined(pending)
+            pending, rows = [], 0
+    if pending:
+        yield _joined(pending)
+
+
+def _joined(batches: list[Any]) -> Any:
+    if len(batches) == 1:
+        return batches[0]
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
 
 def _attempt() -> int:

@@ -30,6 +30,10 @@ in priority (the same for the ending ones), ``startingOffsetsByTimestampStrategy
 ``groupIdPrefix``, ``minPartitions``, ``maxRecordsPerPartition``,
 ``kafkaConsumer.pollTimeoutMs`` (120000), ``fetchOffset.numRetries`` (3),
 ``fetchOffset.retryIntervalMs`` (1000).
+
+kafka-direct's own: ``reader`` (``c`` | ``python``): which executor reader builds the record
+batches, the native columnar one or the Python one; unset, the environment variable
+``KAFKA_DIRECT_IMPL`` decides, else the native one whenever it loads.
 """
 
 from __future__ import annotations
@@ -82,7 +86,7 @@ _SPELLING = {name.lower(): name for name in (
     "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "maxOffsetsPerTrigger",
     "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions", "maxRecordsPerPartition",
     "groupIdPrefix", "includeHeaders", "commitOffsetsToGroup", "subscribePattern", "assign",
-    "subscribe", "maxOffsetsPerPartitionPerTrigger")}
+    "subscribe", "maxOffsetsPerPartitionPerTrigger", "reader")}
 
 #: Kafka client settings the source decides itself, with what to use instead.
 _REFUSED_KAFKA = {
@@ -215,6 +219,8 @@ class SourceOptions:
         numRetries: Retries of a driver-side Kafka question.
         retryIntervalMs: Pause between those retries.
         commitOffsetsToGroup: Commit each batch's end to ``kafka.group.id`` (monitoring).
+        reader: The executors' reader, ``c`` or ``python``; None: ``KAFKA_DIRECT_IMPL``, else
+            the native one when it loads.
     """
 
     kafkaParams: dict[str, Any]
@@ -236,6 +242,7 @@ class SourceOptions:
     numRetries: int = 3
     retryIntervalMs: int = 1000
     commitOffsetsToGroup: bool = False
+    reader: str | None = None
 
     def __repr__(self) -> str:
         from kafka_direct.redaction import redact_params
@@ -354,6 +361,14 @@ def _offset_spec(opts: Mapping[str, str], which: str, default: str, streaming: b
     return OffsetSpec(option, "offsets", offsets=offsets)
 
 
+def _reader(opts: Mapping[str, str]) -> str | None:
+    value = opts.get("reader", "").strip().lower()
+    if value not in ("", "c", "python"):
+        raise ConfigurationError(f"option 'reader' must be 'c' or 'python', not {value!r}",
+                                 setting="reader", value=value)
+    return value or None
+
+
 def _warn_unknown(opts: Mapping[str, str]) -> None:
     for key in sorted(opts):
         if key.startswith("kafka.") or key.startswith(_OTHER_PREFIXES) or key in KNOWN_OPTIONS:
@@ -436,6 +451,7 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool | None,
                                   opts.get("failondataloss", "true")),
         includeHeaders=parse_bool("option 'includeHeaders'", opts.get("includeheaders",
                                                                        "false")),
+        reader=_reader(opts),
         groupId=group,
         groupGiven=group_given,
         minPartitions=_positive(opts, "minpartitions"),

@@ -51,7 +51,7 @@ from kafka_direct.kafka_rdd import ReadSettings
 from kafka_direct.sql.admission import NEW_PARTITION_START, TriggerDelay, admit, start_of
 from kafka_direct.sql.formats import BATCH_ID_PROPERTY, QUERY_ID_PROPERTY
 from kafka_direct.sql.input_partitions import KafkaInputPartition, plan_ranges
-from kafka_direct.sql.partition_reader import PartitionReadSettings, read_task
+from kafka_direct.sql.partition_reader import PartitionReadSettings, driver_impl, read_task
 from kafka_direct.sql.source_link import SourceLink
 from kafka_direct.sql.source_metadata import SourceMetadata
 from kafka_direct.sql.source_offsets import SourceOffsets, offsets_from_json, offsets_to_json
@@ -159,7 +159,8 @@ def read_settings(options: SourceOptions) -> PartitionReadSettings:
     return PartitionReadSettings(
         ReadSettings(executor_params(options.kafkaParams), pollTimeoutMs=options.pollTimeoutMs,
                      failOnDataLoss=options.failOnDataLoss),
-        includeHeaders=options.includeHeaders)
+        includeHeaders=options.includeHeaders,
+        impl=options.reader or driver_impl())
 
 
 class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

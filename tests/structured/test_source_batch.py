@@ -6,12 +6,25 @@ import pytest
 from confluent_kafka import Producer
 
 from kafka_direct import ConfigurationError, DataLossError, RecordError
+from kafka_direct.client.columnar import native_status
 from kafka_direct.task_errors import carried_error
+
+#: The executor reader of the test running (both run every test of this module).
+READER = {"name": None}
+
+
+@pytest.fixture(autouse=True, params=["c", "python"])
+def executor_reader(request):
+    if request.param == "c" and not native_status()[0]:
+        pytest.skip(f"no native reader: {native_status()[1]}")
+    READER["name"] = request.param
+    yield request.param
+    READER["name"] = None
 
 
 def read(spark_session, kafka, **options):
     reader = spark_session.read.format("kafka-direct").option(
-        "kafka.bootstrap.servers", kafka.bootstrap_servers)
+        "kafka.bootstrap.servers", kafka.bootstrap_servers).option("reader", READER["name"])
     for key, value in options.items():
         reader = reader.option(key, str(value))
     return reader.load()

@@ -97,3 +97,105 @@ class FakeConsumer:
 
     def close(self):
         self.closed = True
+
+
+class FakeNativeConsumer:
+    """The native reader's consumer (``_columnar.Consumer``) over a :class:`FakeConsumer`.
+
+    ``consume`` scans as ``_columnar.c`` does (records below the position skipped, a stop at
+    the first record at or past the range's end and at the first error, whose followers
+    stay for the next call) and returns the same tuple, its buffers built with pyarrow.
+    """
+
+    def __init__(self, log, topic="t", partition=0):
+        self.inner = FakeConsumer(log, topic, partition)
+        self.pending = []
+
+    def __getattr__(self, name):  # assigns, seeks, closed, paused
+        return getattr(self.inner, name)
+
+    def _tp(self, offset=-1001):
+        from confluent_kafka import TopicPartition
+
+        return TopicPartition(self.inner.topic, self.inner.partition, offset)
+
+    def assign(self, offset):
+        self.pending = []
+        self.inner.assign([self._tp(offset)])
+
+    def pause(self):
+        self.inner.pause([self._tp()])
+
+    def resume(self):
+        self.inner.resume([self._tp()])
+
+    def seek(self, offset, timeout_ms):
+        self.pending = []
+        self.inner.seek(self._tp(offset))
+
+    def position(self):
+        return self.inner.position([self._tp()])[0].offset
+
+    def watermarks(self, timeout_ms):
+        return self.inner.get_watermark_offsets(self._tp())
+
+    def close(self):
+        self.inner.close()
+
+    def consume(self, max_records, timeout_ms, position, until, headers, low_ms, high_ms):
+        import pyarrow as pa
+
+        if not self.pending:
+            self.pending = self.inner.consume(max_records, timeout_ms / 1000.0)
+        received = bool(self.pending)
+        taken, error, reached, index = [], None, False, 0
+        while index < len(self.pending) and len(taken) < max_records:
+            message = self.pending[index]
+            if message.error() is not None:
+                error = (message.error().code(), message.offset(), message.error().str())
+                index += 1
+                break
+            if message.offset() >= until:
+                reached = True
+                break
+            if message.offset() >= position:
+                taken.append(message)
+            index += 1
+        self.pending = [] if reached else self.pending[index:]
+        if not taken:
+            return (0, received, -1, reached, error, None, -1, 0)
+
+        def raw(buffer):
+            return None if buffer is None else buffer.to_pybytes()
+
+        def binary(values):
+            valid, offsets, data = pa.array(values, pa.binary()).buffers()
+            return raw(valid), raw(offsets), raw(data) or b""
+
+        stamps, kinds, valid_stamps, bad = [], [], [], (-1, 0)
+        for row, message in enumerate(taken):
+            kind, ms = message.timestamp()
+            kinds.append(kind - 1)
+            valid_stamps.append(None if kind == 0 else 0)
+            outside = kind != 0 and not low_ms <= ms <= high_ms
+            if outside and bad[0] < 0:
+                bad = (row, ms)
+            stamps.append(ms * 1000 if kind != 0 and not outside else 0)
+        key_valid, key_offsets, key_data = binary([m.key() for m in taken])
+        value_valid, value_offsets, value_data = binary([m.value() for m in taken])
+        stamp_valid = pa.array(valid_stamps, pa.int64()).buffers()[0]
+        buffers = [key_offsets, key_data, key_valid, value_offsets, value_data, value_valid,
+                   raw(pa.array([m.offset() for m in taken], pa.int64()).buffers()[1]),
+                   raw(pa.array(stamps, pa.int64()).buffers()[1]), raw(stamp_valid),
+                   raw(pa.array(kinds, pa.int32()).buffers()[1])] + [None] * 7
+        if headers:
+            kind = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+            pairs = [[{"key": k, "value": v} for k, v in (m.headers() or [])] or None
+                     for m in taken]
+            (list_valid, list_offsets, _, _, hkey_offsets, hkey_data, hvalue_valid,
+             hvalue_offsets, hvalue_data) = pa.array(pairs, kind).buffers()
+            buffers[10:] = [raw(list_offsets), raw(list_valid), raw(hkey_offsets),
+                            raw(hkey_data) or b"", raw(hvalue_offsets),
+                            raw(hvalue_data) or b"", raw(hvalue_valid)]
+        return (len(taken), received, taken[-1].offset(), reached, error, tuple(buffers),
+                bad[0], bad[1])

@@ -4,13 +4,14 @@ import pyarrow as pa
 import pytest
 
 from kafka_direct import ConsumerRecord, DataLossError, OffsetRange, RecordError
+from kafka_direct.client.columnar import ColumnarConsumerCache
 from kafka_direct.kafka_data_consumer import ConsumerCache
 from kafka_direct.kafka_rdd import ReadSettings
 from kafka_direct.sql.arrow_rows import RecordBatchBuilder, arrow_schema, source_schema
 from kafka_direct.sql.dataframe import record_to_row
 from kafka_direct.sql.partition_reader import PartitionReadSettings, read_partition
 from kafka_direct.task_errors import CarriedTaskError, carried_error, carry_errors
-from tests.unit.fake_kafka import FakeConsumer, FakeLog
+from tests.unit.fake_kafka import FakeConsumer, FakeLog, FakeNativeConsumer
 
 PARAMS = {"bootstrap.servers": "fake:1", "group.id": "spark-executor-g"}
 
@@ -89,13 +90,21 @@ def settings(failOnDataLoss=True, includeHeaders=False):
                                  includeHeaders=includeHeaders)
 
 
-def cache_over(log):
+@pytest.fixture(params=["python", "c"])
+def reader(request):
+    """Both executor readers: the Python one and the native one's loop over a fake."""
+    return request.param
+
+
+def cache_over(log, reader="python"):
     fakes = []
 
     def factory(params):
-        fakes.append(FakeConsumer(log))
+        fakes.append(FakeConsumer(log) if reader == "python" else FakeNativeConsumer(log))
         return fakes[-1]
 
+    if reader == "c":
+        return ColumnarConsumerCache(factory=factory), fakes
     return ConsumerCache(factory=factory), fakes
 
 
@@ -103,9 +112,9 @@ def offsets(batches):
     return [o for b in batches for o in b.column("offset").to_pylist()]
 
 
-def test_a_range_with_gaps_reads_its_records_and_reuses_the_consumer():
+def test_a_range_with_gaps_reads_its_records_and_reuses_the_consumer(reader):
     log = FakeLog([0, 1, 2, 4, 5, 7, 8, 9], high=12)  # 3, 6, 10, 11: markers
-    cache, fakes = cache_over(log)
+    cache, fakes = cache_over(log, reader)
     first = list(read_partition(OffsetRange("t", 0, 1, 8), settings(), cache=cache))
     assert offsets(first) == [1, 2, 4, 5, 7]
     assert offsets(read_partition(OffsetRange("t", 0, 8, 12), settings(), cache=cache)) == [
@@ -131,9 +140,9 @@ def test_small_consumer_batches_are_joined_into_bigger_record_batches(monkeypatc
     assert offsets(batches) == list(range(25))
 
 
-def test_deleted_offsets_are_data_loss_carried_as_data_or_skipped():
+def test_deleted_offsets_are_data_loss_carried_as_data_or_skipped(reader):
     log = FakeLog(range(10, 20), low=10)
-    cache, fakes = cache_over(log)
+    cache, fakes = cache_over(log, reader)
     with pytest.raises(CarriedTaskError) as raised:
         list(carry_errors(read_partition(OffsetRange("t", 0, 5, 15), settings(),
                                          cache=cache)))
@@ -147,9 +156,9 @@ def test_deleted_offsets_are_data_loss_carried_as_data_or_skipped():
 
 
 @pytest.mark.parametrize("begin", [5, 12])  # the start below or beyond the new end
-def test_a_range_beyond_a_shrunk_log_end_is_data_loss_or_skipped(begin):
+def test_a_range_beyond_a_shrunk_log_end_is_data_loss_or_skipped(begin, reader):
     log = FakeLog(range(10))  # the range was planned when the log reached 15
-    cache, fakes = cache_over(log)
+    cache, fakes = cache_over(log, reader)
     with pytest.raises(CarriedTaskError) as raised:
         list(carry_errors(read_partition(OffsetRange("t", 0, begin, 15), settings(),
                                          cache=cache)))
@@ -164,11 +173,11 @@ def test_a_range_beyond_a_shrunk_log_end_is_data_loss_or_skipped(begin):
     assert offsets(lenient) == list(range(begin, 10))
 
 
-def test_an_abandoned_read_closes_its_consumer():
+def test_an_abandoned_read_closes_its_consumer(reader):
     import kafka_direct.sql.partition_reader as module
 
     log = FakeLog(range(100))
-    cache, fakes = cache_over(log)
+    cache, fakes = cache_over(log, reader)
     reading = read_partition(OffsetRange("t", 0, 0, 100), settings(), cache=cache)
     original = module.ROWS_PER_BATCH
     try:
@@ -260,9 +269,9 @@ def test_the_extreme_timestamps_that_fit_are_delivered_exactly():
                                                                           MIN_MS * 1000]
 
 
-def test_a_record_error_reaches_the_driver_as_data_from_a_task():
+def test_a_record_error_reaches_the_driver_as_data_from_a_task(reader):
     log = FakeLog(range(5), timestamps={3: 2**62})
-    cache, fakes = cache_over(log)
+    cache, fakes = cache_over(log, reader)
     with pytest.raises(CarriedTaskError) as raised:
         list(carry_errors(read_partition(OffsetRange("t", 0, 0, 5), settings(),
                                          cache=cache)))
