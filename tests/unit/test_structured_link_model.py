@@ -156,12 +156,14 @@ class Engine:
             inFlight()
         if crashAt == "after staging":
             raise Crash
-        commit_batch(self.sink, batch, messages)
+        result = commit_batch(self.sink, batch, messages)
         if crashAt == "after sink commit":
             raise Crash
         query.commits.add(batch)
         reader.commit(end)
-        note_outcome("batch committed")
+        note_outcome("batch covered by the store" if result.plan and result.plan.covered
+                     else "batch skipped as committed" if result.skipped
+                     else "batch committed")
         return batch
 
 
@@ -280,15 +282,14 @@ def model_for(postgres):
         def restart_with_old_checkpoint(self, which):
             self.restart_query(self.saved[which % len(self.saved)])
 
-        @precondition(lambda self: (self.link.database, self.link.schema, self.link.store)
-                      in store_lock._holders)
         @rule()
         def break_lock_session(self):
-            holder = store_lock._holders[(self.link.database, self.link.schema,
-                                          self.link.store)]
-            if holder.connection is None or holder.connection.closed:
+            holder = store_lock._holders.get((self.link.database, self.link.schema,
+                                              self.link.store))
+            if holder is None or holder.connection is None or holder.connection.closed:
                 return
             self.sql("SELECT pg_terminate_backend(%s)", holder.connection.get_backend_pid())
+            note_outcome("lock session broken")
 
         @precondition(lambda self: self.query.reader is not None)
         @rule(limit=st.none() | st.integers(1, 4), breaks=st.booleans(),
@@ -305,7 +306,8 @@ def model_for(postgres):
                 other = Query(str(uuid.uuid4()))
                 try:
                     self.engine.start(other)
-                    self.engine.run_batch(other, limit)
+                    if self.engine.run_batch(other, limit) is not None:
+                        note_outcome("second query's batch committed in flight")
                 except Exception as error:
                     typed = stopping_error(error)
                     if typed is None:
@@ -365,6 +367,7 @@ def test_the_linked_query_model(postgres):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_the_linked_query_model_many_examples(postgres):
     OUTCOMES.clear()
     run_state_machine_as_test(model_for(postgres), settings=settings(
