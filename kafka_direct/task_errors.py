@@ -31,6 +31,7 @@ from kafka_direct.errors import KafkaDirectError
 
 __all__ = [
     "CarriedTaskError",
+    "carried",
     "carried_error",
     "carry_errors",
     "decode_error",
@@ -142,12 +143,26 @@ def decode_error(text: str) -> KafkaDirectError | None:
     return None
 
 
+@contextlib.contextmanager
+def carried() -> Iterator[None]:
+    """Our errors leave the block as :class:`CarriedTaskError`: their type kept as data.
+
+    The one wrapper of code Spark runs (tasks, a data source's driver-side methods): Spark
+    shows only an error's text, and :func:`carried_error` rebuilds the original from it.
+    The chain is cut (``from None``): our message and context are redacted, while a
+    driver library's error below them (psycopg2, librdkafka) may quote a password, and
+    PySpark's traceback, which Spark shows, prints the whole chain.
+    """
+    try:
+        yield
+    except KafkaDirectError as error:
+        raise CarriedTaskError(encode_error(error)) from None
+
+
 def carry_errors(records: Iterator[T]) -> Iterator[T]:
     """Yield from ``records``; a KafkaDirectError becomes a :class:`CarriedTaskError`."""
-    try:
+    with carried():
         yield from records
-    except KafkaDirectError as error:
-        raise CarriedTaskError(encode_error(error)) from error
 
 
 def _failure_text(error: BaseException) -> str:

@@ -18,7 +18,8 @@ from kafka_direct.sql.input_partitions import KafkaInputPartition, plan_ranges
 from kafka_direct.sql.partition_reader import read_task
 from kafka_direct.sql.source_metadata import SourceMetadata
 from kafka_direct.sql.source_options import OffsetSpec, SourceOptions
-from kafka_direct.sql.stream_reader import carried, read_settings
+from kafka_direct.sql.stream_reader import read_settings
+from kafka_direct.task_errors import carried
 
 __all__ = ["KafkaDirectBatchReader"]
 

@@ -59,7 +59,7 @@ class KafkaDirectSource(DataSource):
         """
         from kafka_direct.sql.arrow_rows import source_schema
         from kafka_direct.sql.source_options import parse_source_options
-        from kafka_direct.sql.stream_reader import carried
+        from kafka_direct.task_errors import carried
 
         check_structured_support()
         with carried():
@@ -70,7 +70,7 @@ class KafkaDirectSource(DataSource):
         """The batch reader (``spark.read``)."""
         from kafka_direct.sql.batch_reader import KafkaDirectBatchReader
         from kafka_direct.sql.source_options import parse_source_options
-        from kafka_direct.sql.stream_reader import carried
+        from kafka_direct.task_errors import carried
 
         check_structured_support()
         with carried():
@@ -80,7 +80,8 @@ class KafkaDirectSource(DataSource):
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         """The stream reader (``spark.readStream``), linked to an offset store if asked."""
-        from kafka_direct.sql.stream_reader import KafkaDirectStreamReader, carried
+        from kafka_direct.sql.stream_reader import KafkaDirectStreamReader
+        from kafka_direct.task_errors import carried
 
         check_structured_support()
         with carried():

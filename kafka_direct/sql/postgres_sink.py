@@ -127,12 +127,13 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from kafka_direct.errors import ConfigurationError, KafkaDirectError
+from kafka_direct.errors import ConfigurationError
 from kafka_direct.sql.formats import BATCH_ID_PROPERTY, QUERY_ID_PROPERTY
 from kafka_direct.sql.sink_commit import CommitResult, abort_batch, commit_batch, commit_write
 from kafka_direct.sql.sink_options import SinkOptions, parse_options
 from kafka_direct.sql.sink_staging import StagedAttempt, StagingTarget, stage_rows
 from kafka_direct.sql.sink_target import prepare_target
+from kafka_direct.task_errors import carried
 
 __all__ = ["FORMAT", "PostgresSink", "SinkCommitMessage"]
 
@@ -146,12 +147,8 @@ T = TypeVar("T")
 
 def _carried(work: Callable[[], T]) -> T:
     """Run ``work``; a KafkaDirectError leaves as text that keeps its type across Spark."""
-    from kafka_direct.task_errors import CarriedTaskError, encode_error
-
-    try:
+    with carried():
         return work()
-    except KafkaDirectError as error:
-        raise CarriedTaskError(encode_error(error)) from error
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,6 @@ a copy of the reader without its driver state (consumer, link, clocks).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -56,10 +55,10 @@ from kafka_direct.sql.source_link import SourceLink
 from kafka_direct.sql.source_metadata import SourceMetadata
 from kafka_direct.sql.source_offsets import SourceOffsets, offsets_from_json, offsets_to_json
 from kafka_direct.sql.source_options import SourceOptions, parse_source_options
-from kafka_direct.task_errors import CarriedTaskError, encode_error
+from kafka_direct.task_errors import carried
 from kafka_direct.topic_partition import TopicPartition
 
-__all__ = ["KafkaDirectStreamReader", "bind_plan", "carried", "catch_up", "plan_offsets",
+__all__ = ["KafkaDirectStreamReader", "bind_plan", "catch_up", "plan_offsets",
            "read_settings"]
 
 logger = logging.getLogger(__name__)
@@ -73,20 +72,6 @@ _NO_BOUND = 2**63 - 1
 #: read tasks bind their batch's plan with it.)
 _DRIVER_ONLY = ("_metadata", "_delay", "_target", "_latest", "_groupCommitted",
                 "_storeChecked")
-
-
-@contextlib.contextmanager
-def carried() -> Iterator[None]:
-    """Our errors leave the block with their type as data (Spark shows only their text).
-
-    Spark turns what a Python data source raises into text; the text of a
-    :class:`~kafka_direct.task_errors.CarriedTaskError` holds the original error, which
-    :func:`kafka_direct.task_errors.carried_error` rebuilds from the query's exception.
-    """
-    try:
-        yield
-    except KafkaDirectError as error:
-        raise CarriedTaskError(encode_error(error)) from error
 
 
 def plan_offsets(start: Offsets, end: Offsets) -> tuple[SourceOffsets, SourceOffsets]:

@@ -95,3 +95,24 @@ def test_a_decoded_error_lacking_promised_attributes_reads_them_as_none():
     body = json.dumps({"type": "SinkWriteError", "message": "m", "context": {}})
     error = decode_error(f"[kafka-direct-error:{base64.b64encode(body.encode()).decode()}]")
     assert isinstance(error, SinkWriteError) and error.table is None and error.cause is None
+
+
+def test_a_carried_error_never_chains_the_library_error_below_it():
+    # A driver library's error may quote a password (libpq quotes a DSN it cannot parse);
+    # our error above it is redacted, and PySpark's traceback prints the whole chain.
+    import traceback
+
+    from kafka_direct.errors import OffsetStoreError
+    from kafka_direct.task_errors import CarriedTaskError, carried, carried_error
+
+    secret = "Sw0rd%fish"
+    with pytest.raises(CarriedTaskError) as raised:
+        with carried():
+            try:
+                raise ValueError(f"invalid dsn: postgresql://app:{secret}@db/x")
+            except ValueError as library:
+                raise OffsetStoreError("reading the store failed: invalid DSN",
+                                       store="s", cause="invalid DSN") from library
+    shown = "".join(traceback.format_exception(raised.value))
+    assert secret not in shown
+    assert isinstance(carried_error(raised.value), OffsetStoreError)
