@@ -76,15 +76,22 @@ def _no_new_plan(cursor: Any, schema: str, store: str, queryId: str, batchId: in
     """Accept a batch without a new plan as one that read nothing, or refuse it.
 
     A batch reads nothing from the source when Spark runs it for a moved watermark (no
-    ``partitions()`` call, so no plan). A running linked source holds the store's lock;
-    right after a restart it may not yet (its first plan takes it), so a batch of the query
-    that applied the newest plan is accepted too, with a warning. A batch of another query
-    (a fresh checkpoint) with no plan means the source is not linked: refused.
+    ``partitions()`` call, so no plan). Accepted for the query that applied the store's
+    newest plan (with a warning when no source holds the store: right after a restart its
+    source may not have taken it yet), or, before any plan was applied, while a source
+    holds the store. A batch of another query is refused: its source is not linked, or
+    another query took the store over (it would write rows the store does not follow).
 
     Raises:
-        ConfigurationError: No source holds the store and another query applied its plan.
+        ConfigurationError: The batch's query is not the one the store follows.
     """
-    if source_holds(cursor, schema, store):
+    holds = source_holds(cursor, schema, store)
+    if appliedBy is not None and appliedBy != queryId:
+        raise _missing_plan(store, schema, f"batch {batchId} of query {queryId} read "
+                            f"nothing from a linked source while the store follows query "
+                            f"{appliedBy} (its offsets were last committed by that query; "
+                            "if that query took the store over, stop this one)")
+    if holds:
         logger.debug("offset store %r: batch %d read nothing new", store, batchId)
         return
     if appliedBy != queryId:
@@ -101,7 +108,15 @@ def _mismatch(store: str, schema: str, queryId: str, batchId: int, topic: str,
               partition: str, was: int, begins: int, until: int) -> OffsetMismatchError:
     """The refusal of a plan that does not start where the store ends, with its cause."""
     gap = begins - was
-    if gap < 0 and batchId == 0:
+    if gap < 0 and begins == 0:
+        cause = (f"{topic}-{partition} is new to this query (read from offset 0) while the "
+                 f"store has it read up to {was}: either the topic was deleted and "
+                 "re-created (a new log: start a new query with a new offsetStore.name, or "
+                 "run with failOnDataLoss=false while the query sees the deletion), or "
+                 "this query's checkpoint predates the partition while another run read it "
+                 "(delete this query's checkpoint directory: it then resumes from the "
+                 "store)")
+    elif gap < 0 and batchId == 0:
         cause = ("this new query's source did not start from the store: a query without a "
                  "checkpoint starts from the store's offsets only when its source has the "
                  "same offsetStore.name, offsetStore.schema and an offsetStore.dsn reaching "
@@ -239,13 +254,16 @@ def apply_batch_plan(cursor: Any, schema: str, store: str, queryId: str, batchId
     planId, start, end, resets = bound
     # Partitions the batch read; the others keep their stored offset (never moved back).
     read = _read_partitions(start, end)
-    if stored is not None and read and all(
+    if stored is not None and read and not resets and all(
+            start[topic][partition] > 0 and
             stored.get(topic, {}).get(partition) == end[topic][partition]
             for topic, partition in read):
         # The plan ends where the store does: another run stored these offsets (this
         # query's checkpoint was behind the store); their rows are in the target already.
-        cursor.execute(sql.SQL("UPDATE {} SET plan_id = %s WHERE store = %s").format(stores),
-                       (planId, store))
+        # The store follows this query from here on (its later no-data batches pass).
+        cursor.execute(sql.SQL("UPDATE {} SET plan_id = %s, query_id = %s, batch_id = %s "
+                               "WHERE store = %s").format(stores),
+                       (planId, queryId, batchId, store))
         logger.warning(
             "offset store %r: batch %d of query %s reads %s, which %s stored already (this "
             "query's checkpoint is behind the store): nothing is written", store, batchId,

@@ -47,6 +47,7 @@ from pyspark.sql.streaming.datasource import (
 from kafka_direct.errors import ConfigurationError, KafkaDirectError
 from kafka_direct.kafka_params import executor_params
 from kafka_direct.kafka_rdd import ReadSettings
+from kafka_direct.offset_range import OffsetRange
 from kafka_direct.sql.admission import NEW_PARTITION_START, TriggerDelay, admit, start_of
 from kafka_direct.sql.formats import BATCH_ID_PROPERTY, QUERY_ID_PROPERTY
 from kafka_direct.sql.input_partitions import KafkaInputPartition, plan_ranges
@@ -71,7 +72,7 @@ _NO_BOUND = 2**63 - 1
 #: Attributes that exist only on the driver: never shipped to executors. (The link goes:
 #: read tasks bind their batch's plan with it.)
 _DRIVER_ONLY = ("_metadata", "_delay", "_target", "_latest", "_groupCommitted",
-                "_storeChecked")
+                "_storeChecked", "_lost")
 
 
 def plan_offsets(start: Offsets, end: Offsets) -> tuple[SourceOffsets, SourceOffsets]:
@@ -86,11 +87,17 @@ def plan_offsets(start: Offsets, end: Offsets) -> tuple[SourceOffsets, SourceOff
             offsets_to_json(until))
 
 
-def _covered(ranges: Sequence[Any], stored: SourceOffsets | None) -> bool:
-    """Whether the store's offsets are at or past the end of every range."""
+def _covered(ranges: Sequence[Any], start: Offsets, stored: SourceOffsets | None) -> bool:
+    """Whether the store's offsets are at or past the end of every range.
+
+    Only for partitions the batch's start knows at a position past 0: a partition new to
+    the query (a re-created topic, read from 0 again) may end where the old log's stored
+    offset was without being the same records.
+    """
     if not stored:
         return False
-    return all(stored.get(r.topic, {}).get(str(r.partition), -1) >= r.untilOffset
+    return all(start.get(TopicPartition(r.topic, r.partition), NEW_PARTITION_START) > 0
+               and stored.get(r.topic, {}).get(str(r.partition), -1) >= r.untilOffset
                for r in ranges)
 
 
@@ -175,6 +182,9 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         self._groupCommitted: Offsets | None = None
         #: Whether this run compared its checkpoint with the offset store yet.
         self._storeChecked = False
+        #: Partitions this run saw lost with their topic (failOnDataLoss=false): read from
+        #: offset 0 once back, away from the store's old offset.
+        self._lost: set[TopicPartition] = set()
 
     @classmethod
     def create(cls, rawOptions: Mapping[str, Any]) -> KafkaDirectStreamReader:
@@ -341,6 +351,7 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             # The engine asks from a start only once every batch up to it completed.
             self._commit_group(offsets)
             latest, lost = self._latest_now(offsets)
+            self._lost.update(lost)
             # Lost partitions leave the offsets (failOnDataLoss=false): the batch's end,
             # written to the offset log, no longer has them, so a re-created topic's
             # partitions are new ones, read from offset 0, and a replay plans the same.
@@ -379,27 +390,34 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             if self._link is None:
                 return [KafkaInputPartition(r) for r in ranges]
             stored = self._link.stored_on_held_session()
-            resets = self._resets(ranges, stored)
+            resets = self._resets(ranges, begin, stored)
             planId = self._link.record_plan(*plan_offsets(begin, finish), resets)
-            if ranges and not resets and _covered(ranges, stored):
+            if ranges and not resets and _covered(ranges, begin, stored):
                 # Another run committed these offsets, rows included (this query's
                 # checkpoint is behind the store): nothing to read, nothing to write again.
                 logger.warning("kafka-direct source: offset store %r has committed %s "
                                "already (this query's checkpoint is behind the store): the "
                                "batch reads nothing", self._link.store, offsets_to_json(finish))
-                return []
+                # One empty task binds the plan, so the sink sees the batch is this
+                # query's and follows it from there.
+                first = ranges[0]
+                return [KafkaInputPartition(OffsetRange(first.topic, first.partition,
+                                                        first.untilOffset, first.untilOffset),
+                                            planId)]
             return [KafkaInputPartition(r, planId) for r in ranges]
 
-    def _resets(self, ranges: Sequence[Any], stored: SourceOffsets | None
+    def _resets(self, ranges: Sequence[Any], start: Offsets, stored: SourceOffsets | None
                 ) -> SourceOffsets | None:
         """Partitions read from where data loss moved them, away from the stored offset.
 
         With ``failOnDataLoss=false`` a log that shrank below the query's position (a
-        re-created topic, a truncation) is read from its new start, and a log that lost
-        records after the position from its log start; the store still has the old offset.
-        Such a start is marked for the sink (which refuses any other start that does not
-        chain). A start that differs from the store while the log holds the stored offset
-        is no data loss: it is left for the sink to refuse with its cause.
+        re-created topic, a truncation) is read from its new start, a log that lost
+        records after the position from its log start, and a partition of a topic this
+        run saw deleted, once it is back, from offset 0 (its new log may have outgrown the
+        old position); the store still has the old offset. Such a start is marked for the
+        sink (which refuses any other start that does not chain). A start that differs
+        from the store while the log holds the stored offset is no data loss: it is left
+        for the sink to refuse with its cause.
         """
         if not stored or self.options.failOnDataLoss:
             return None
@@ -421,7 +439,8 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             was = stored[tp.topic][str(tp.partition)]
             shrank = was > latest.get(tp, was) and first < was
             lost = was < earliest.get(tp, was) and first == earliest[tp]
-            if shrank or lost:
+            recreated = tp in self._lost and tp not in start and first == NEW_PARTITION_START
+            if shrank or lost or recreated:
                 logger.warning("kafka-direct source: %s is read from %d, not from offset "
                                "store %r's %d (data loss, failOnDataLoss=false)", tp, first,
                                self._link.store if self._link else "", was)

@@ -581,7 +581,8 @@ def test_a_checkpoint_behind_the_store_catches_up_with_one_batch_that_reads_noth
     start = {"t": {"0": 4, "1": 6}}
     end = reader.latestOffset(start, ReadMaxRows(5))
     assert end == {"t": {"0": 12, "1": 6}}  # exactly at the store, beyond the limit
-    assert reader.partitions(start, end) == []  # read nothing: the rows are committed
+    # Read nothing (the rows are committed): one empty task binds the plan for the sink.
+    assert ranges_of(reader, start, end) == [("t", 0, 12, 12)]
     assert link.plans == [({"t": {"0": 4, "1": 6}}, {"t": {"0": 12, "1": 6}})]
     # From there on, batches chain onto the store as usual.
     assert reader.latestOffset(end, ReadMaxRows(5)) != end
@@ -620,3 +621,20 @@ def test_a_linked_query_marks_where_data_loss_moved_a_partition_for_the_sink():
         cluster.produce(TopicPartition("t", p), 10)
     ranges_of(reader, {"t": {"0": 2, "1": 3}}, {"t": {"0": 4, "1": 4}})
     assert link.resets[-1] is None
+
+
+def test_a_topic_seen_deleted_then_back_with_a_longer_log_is_marked_for_the_sink():
+    cluster = cluster_with(partitions=1, records=12)
+    link = FakeLink({"t": {"0": 12}})
+    reader = make_reader(cluster, link=link, failOnDataLoss="false")
+    cluster.delete("t")
+    start = reader.latestOffset({"t": {"0": 12}}, ReadAllAvailable())
+    assert start == {}  # the lost partition left the offsets
+    cluster.create("t", 1)
+    cluster.produce(T0, 20)  # the new log outgrew the stored offset
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert ranges_of(reader, start, end) == [("t", 0, 0, 20)]
+    assert link.resets[-1] == {"t": {"0": 0}}
+    # Ending exactly at the old offset, it is read too (never taken for stored records).
+    assert ranges_of(reader, start, {"t": {"0": 12}}) == [("t", 0, 0, 12)]
+    assert link.resets[-1] == {"t": {"0": 0}}

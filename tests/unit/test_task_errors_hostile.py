@@ -106,13 +106,12 @@ def test_a_carried_error_never_chains_the_library_error_below_it():
     from kafka_direct.task_errors import CarriedTaskError, carried, carried_error
 
     secret = "Sw0rd%fish"
-    with pytest.raises(CarriedTaskError) as raised:
-        with carried():
-            try:
-                raise ValueError(f"invalid dsn: postgresql://app:{secret}@db/x")
-            except ValueError as library:
-                raise OffsetStoreError("reading the store failed: invalid DSN",
-                                       store="s", cause="invalid DSN") from library
+    with pytest.raises(CarriedTaskError) as raised, carried():
+        try:
+            raise ValueError(f"invalid dsn: postgresql://app:{secret}@db/x")
+        except ValueError as library:
+            raise OffsetStoreError("reading the store failed: invalid DSN",
+                                   store="s", cause="invalid DSN") from library
     shown = "".join(traceback.format_exception(raised.value))
     assert secret not in shown
     assert isinstance(carried_error(raised.value), OffsetStoreError)
