@@ -15,8 +15,10 @@ from kafka_direct.task_errors import carried_error
 
 __all__ = [
     "Batches",
+    "StreamTest",
     "carried_error",
     "create_df",
+    "delete_topic",
     "offsets_json",
     "read",
     "send_at",
@@ -24,6 +26,8 @@ __all__ = [
     "stream",
     "string_values",
     "strings",
+    "values_as_ints",
+    "values_plus_one",
     "wait_until",
 ]
 
@@ -146,3 +150,76 @@ class Batches:
         want = sorted(expected)
         self.wait_for(lambda b: sorted(b.all_rows()) == want, timeout)
         return self.sorted_values()
+
+
+def values_as_ints(df: Any) -> list[int]:
+    """``CAST(value AS STRING)`` as ints: the suites' ``kafka.map(kv => kv._2.toInt)``."""
+    return [int(r[0]) for r in df.selectExpr("CAST(value AS STRING)").collect()]
+
+
+def values_plus_one(df: Any) -> list[int]:
+    """The suites' ``kafka.map(kv => kv._2.toInt + 1)``."""
+    return [n + 1 for n in values_as_ints(df)]
+
+
+def delete_topic(kafka: Any, topic: str) -> None:
+    """KafkaTestUtils.deleteTopic: delete and wait until the metadata no longer shows it."""
+    admin = kafka.admin()
+    admin.delete_topics([topic], operation_timeout=30)[topic].result(30)
+    assert wait_until(lambda: topic not in admin.list_topics(timeout=5).topics, 30)
+
+
+class StreamTest:
+    """Spark's ``testStream`` actions for one DataFrame: queries started one at a time on one
+    checkpoint, every micro-batch's rows kept across restarts (as the memory sink)."""
+
+    def __init__(self, df: Any, checkpoint: Any,
+                 project: Callable[[Any], list[Any]] | None = values_as_ints) -> None:
+        self.df = df
+        self.checkpoint = str(checkpoint)
+        self.batches = Batches(project)
+        self.query: Any = None
+
+    def start(self, **trigger: Any) -> StreamTest:
+        """StartStream (default trigger: a 100 ms processing time)."""
+        writer = (self.df.writeStream.foreachBatch(self.batches)
+                  .option("checkpointLocation", self.checkpoint)
+                  .trigger(**(trigger or {"processingTime": "100 milliseconds"})))
+        self.query = writer.start()
+        return self
+
+    def process_all_available(self) -> None:
+        """makeSureGetOffsetCalled / processAllAvailable."""
+        self.query.processAllAvailable()
+
+    def stop(self) -> None:
+        """StopStream."""
+        if self.query is not None:
+            self.query.stop()
+
+    def answer(self) -> list[Any]:
+        return self.batches.sorted_values()
+
+    def check_answer(self, expected: Iterable[Any]) -> None:
+        """CheckAnswer: everything the query wrote so far, as a multiset."""
+        self.process_all_available()
+        assert self.answer() == sorted(expected)
+
+    def check_new_answer(self, expected: Iterable[Any], before: list[Any]) -> list[Any]:
+        """CheckNewAnswer: what was written since ``before`` (an earlier ``answer()``)."""
+        self.process_all_available()
+        now = self.answer()
+        new = list(now)
+        for value in before:
+            new.remove(value)
+        assert sorted(new) == sorted(expected)
+        return now
+
+    def expect_failure(self, timeout: float = 120) -> BaseException:
+        """ExpectFailure: the query ends with an exception; returns it."""
+        ended = False
+        try:
+            ended = self.query.awaitTermination(timeout)
+        except Exception as error:
+            return error
+        raise AssertionError(f"the query did not fail (ended: {ended})")
