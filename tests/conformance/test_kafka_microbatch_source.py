@@ -48,6 +48,7 @@ Left out (nothing a Python data source can show, or JVM internals):
 """
 
 import json
+import random
 import time
 
 import pytest
@@ -1186,3 +1187,54 @@ def test_spark_53560_no_crash_looping_during_uncommitted_batch_retry_in_availabl
     # Getting this error means the query has passed the planning stage.
     error = test.expect_failure()
     assert "error for 7" in str(error)
+
+
+# -- KafkaSourceStressSuite ------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_stress_test_with_multiple_topics_and_partitions(spark_session, kafka, kafka_topic,
+                                                         tmp_path):
+    """KafkaSourceStressSuite: "stress test with multiple topics and partitions" (random
+    actions: new topics, deleted topics while the query runs, more partitions, data, restarts;
+    after each, everything added so far is read exactly once)."""
+    prefix = kafka_topic(prefix="stress")
+    names = (f"{prefix}-stress{n}" for n in range(1, 10_000))
+    rng = random.Random(7)
+    topics = []
+    for _ in range(5):
+        topics.append(kafka.create_topic(next(names), rng.randint(1, 5)))
+        send_messages(kafka, topics[-1], range(101, 106))
+    df = stream(spark_session, kafka, subscribePattern=f"{prefix}-stress.*",
+                failOnDataLoss="false")
+    test = StreamTest(df, tmp_path / "checkpoint", values_plus_one).start()
+    expected = []
+    try:
+        test.process_all_available()  # makeSureGetOffsetCalled: from the latest offsets
+        for _step in range(40):
+            data = [rng.randrange(1000) for _ in range(rng.randrange(1, 10))]
+            action = rng.randrange(6)
+            if action == 0:  # Add a new topic
+                topics.append(kafka.create_topic(next(names), rng.randint(1, 5)))
+            elif action == 1 and len(topics) > 1 and test.query.isActive:
+                test.process_all_available()  # nothing of it unread
+                delete_topic(kafka, topics.pop(rng.randrange(1, len(topics))))
+            elif action == 2:  # Add partitions
+                topic = rng.choice(topics)
+                partitions = len(kafka.admin().list_topics(topic, timeout=10)
+                                 .topics[topic].partitions)
+                kafka.add_partitions(topic, partitions + rng.randint(1, 3))
+            elif action == 3:
+                if test.query.isActive:
+                    test.stop()
+                else:
+                    test.start()
+            send_messages(kafka, rng.choice(topics), data)
+            expected.extend(d + 1 for d in data)
+            if test.query.isActive:
+                test.check_answer(expected)
+        if not test.query.isActive:
+            test.start()
+        test.check_answer(expected)
+    finally:
+        test.stop()
