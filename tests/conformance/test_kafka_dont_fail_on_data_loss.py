@@ -157,3 +157,45 @@ def test_stress_test_for_fail_on_data_loss_false(spark_session, kafka, kafka_top
     finally:
         query.stop()
     assert query.exception() is None, query.exception()
+
+
+def test_fail_on_data_loss_false_records_aged_out_while_the_query_runs(
+        spark_session, kafka, kafka_topic, tmp_path):
+    """KafkaDontFailOnDataLossSuite: "failOnDataLoss=false should not return duplicated
+    records: microbatch v2", with retention overtaking the running query (as Spark's broker
+    does during the test): after the first batch, records up to offset 30 go."""
+    topic = kafka_topic(prefix="failOnDataLoss")
+    send_messages(kafka, topic, range(50), partition=0)
+    options = dict(kafka_options(kafka, topic), maxOffsetsPerTrigger="10")
+    reader = spark_session.readStream.format("kafka-direct").options(**options)
+    seen = {}
+
+    def each(batch, batch_id):
+        seen[batch_id] = values_as_ints(batch)
+        if batch_id == 0:
+            kafka.delete_records(topic, 0, 30)
+
+    query = (reader.load().writeStream.foreachBatch(each)
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert query.exception() is None, query.exception()
+    result = sorted(v for rows in seen.values() for v in rows)
+    verify_no_duplicates(result)
+    assert result == [*range(0, 10), *range(30, 50)]
+
+
+def test_fail_on_data_loss_false_records_aged_out_after_planning_a_batch_read(
+        spark_session, kafka, kafka_topic):
+    """KafkaDontFailOnDataLossSuite: "failOnDataLoss=false should not return duplicated
+    records: batch v2", with retention between planning (the DataFrame) and reading."""
+    topic = kafka_topic(prefix="failOnDataLoss")
+    send_messages(kafka, topic, range(50), partition=0)
+    df = spark_session.read.format("kafka-direct").options(**kafka_options(kafka, topic)).load()
+    df.schema  # noqa: B018  (planned)
+    kafka.delete_records(topic, 0, 20)
+    result = sorted(values_as_ints(df))
+    verify_no_duplicates(result)
+    assert result == list(range(20, 50))

@@ -56,7 +56,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
-from kafka_direct import ConfigurationError
+from kafka_direct import ConfigurationError, DataLossError
 from tests.conformance.kafka_sql_utils import (
     StreamTest,
     carried_error,
@@ -826,6 +826,12 @@ def test_subscribing_topic_by_pattern_with_topic_deletions(spark_session, kafka,
         test.stop()
 
 
+def last_offset_log(checkpoint):
+    """The newest file of the checkpoint's offset log."""
+    logs = [p for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()]
+    return max(logs, key=lambda p: int(p.name))
+
+
 def test_spark_41375_empty_partitions_should_not_record_to_latest_offset(
         spark_session, kafka, kafka_topic, tmp_path):
     """KafkaMicroBatchSourceSuiteBase: "SPARK-41375: empty partitions should not record to
@@ -845,14 +851,10 @@ def test_spark_41375_empty_partitions_should_not_record_to_latest_offset(
         test.process_all_available()
     finally:
         test.stop()
-    logs = sorted((checkpoint / "offsets").iterdir(), key=lambda p: int(p.name))
-    latest = logs[-1].read_text().splitlines()[-1]
+    latest = last_offset_log(checkpoint).read_text().splitlines()[-1]
     assert json.loads(latest) != {}, latest
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "product defect (known, being fixed): a deleted/re-created topic keeps its position "
-    "silently: the restarted query does not fail with 'was changed from 2 to 1'"))
 def test_subscribe_topic_by_pattern_with_topic_recreation_between_batches(
         spark_session, kafka, kafka_topic, tmp_path):
     """KafkaMicroBatchSourceSuiteBase: "subscribe topic by pattern with topic recreation
@@ -877,9 +879,12 @@ def test_subscribe_topic_by_pattern_with_topic_recreation_between_batches(
         error = test.expect_failure(60)
     finally:
         test.stop()
-    # The offset of `topic2` should be changed from 2 to 1
-    message = str(carried_error(error) or error)
-    assert "2" in message and "1" in message and topic2 in message
+    # The offset of `topic2` should be changed from 2 to 1 (Spark: KafkaIllegalStateException
+    # "was changed from 2 to 1"; kafka-direct: DataLossError, its log ends below the position)
+    lost = carried_error(error)
+    assert isinstance(lost, DataLossError), error
+    assert (lost.topic, lost.partition) == (topic2, 0)
+    assert "ends at 1, below the query's position 2" in str(lost)
 
 
 def test_kafka_source_with_watermark(spark_session, kafka, kafka_topic):
@@ -976,33 +981,48 @@ def test_spark_22956_current_partition_offsets_should_be_set_when_no_new_data_co
     assert batches[3:] == [list(range(s, s + 5)) for s in range(115, 200, 5)]
 
 
-def test_ensure_stream_stream_self_join_generates_only_one_offset_in_log_and_correct_metrics(
+def self_join_run(spark_session, kafka, kafka_topic, checkpoint, reuse):
+    topic = kafka_topic(partitions=2)
+    df = stream(spark_session, kafka, subscribe=topic)
+    values = df.selectExpr("CAST(CAST(value AS STRING) AS INT) AS value",
+                           "CAST(CAST(value AS STRING) AS INT) % 5 AS key")
+    join = values.join(values, "key")
+    spark_session.conf.set("spark.sql.exchange.reuse", reuse)
+    test = StreamTest(join, checkpoint, lambda d: [tuple(r) for r in d.collect()]).start()
+    try:
+        test.process_all_available()
+        add_kafka_data(test, kafka, topic, [1, 2])
+        test.check_answer([(1, 1, 1), (2, 2, 2)])
+        add_kafka_data(test, kafka, topic, [6, 3])
+        test.check_answer([(1, 1, 1), (2, 2, 2), (3, 3, 3), (1, 6, 1), (1, 1, 6), (1, 6, 6)])
+        return sum(p["numInputRows"] for p in test.query.recentProgress)
+    finally:
+        test.stop()
+        spark_session.conf.unset("spark.sql.exchange.reuse")
+
+
+@pytest.mark.parametrize("reuse,rows_read", [("false", 8), ("true", 4)])
+def test_ensure_stream_stream_self_join_generates_correct_metrics(
+        spark_session, kafka, kafka_topic, tmp_path, reuse, rows_read):
+    """KafkaMicroBatchSourceSuiteBase: "ensure stream-stream self-join generates only one
+    offset in log and correct metrics" (the answer and numInputRows, with exchange reuse off:
+    scanned twice, and on: once)."""
+    assert self_join_run(spark_session, kafka, kafka_topic, tmp_path / "checkpoint",
+                         reuse) == rows_read
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "difference from PySpark (not in README's list): each side of a self-join of a Python "
+    "streaming data source is a source of its own (two readers, two entries in the offset "
+    "log); the same holds for any Python DataSourceStreamReader"))
+def test_ensure_stream_stream_self_join_generates_only_one_offset_in_log(
         spark_session, kafka, kafka_topic, tmp_path):
     """KafkaMicroBatchSourceSuiteBase: "ensure stream-stream self-join generates only one
-    offset in log and correct metrics" (with exchange reuse off and on)."""
-    for reuse, rows_read in (("false", 8), ("true", 4)):
-        topic = kafka_topic(partitions=2)
-        df = stream(spark_session, kafka, subscribe=topic)
-        values = df.selectExpr("CAST(CAST(value AS STRING) AS INT) AS value",
-                               "CAST(CAST(value AS STRING) AS INT) % 5 AS key")
-        join = values.join(values, "key")
-        spark_session.conf.set("spark.sql.exchange.reuse", reuse)
-        test = StreamTest(join, tmp_path / f"checkpoint-{reuse}",
-                          lambda d: [tuple(r) for r in d.collect()]).start()
-        try:
-            test.process_all_available()
-            add_kafka_data(test, kafka, topic, [1, 2])
-            test.check_answer([(1, 1, 1), (2, 2, 2)])
-            add_kafka_data(test, kafka, topic, [6, 3])
-            test.check_answer([(1, 1, 1), (2, 2, 2), (3, 3, 3), (1, 6, 1), (1, 1, 6),
-                               (1, 6, 6)])
-            assert sum(p["numInputRows"] for p in test.query.recentProgress) == rows_read
-            offsets = (tmp_path / f"checkpoint-{reuse}" / "offsets")
-            last = max(offsets.iterdir(), key=lambda p: int(p.name))
-            assert len(last.read_text().splitlines()) == 3  # version, metadata, one source
-        finally:
-            test.stop()
-            spark_session.conf.unset("spark.sql.exchange.reuse")
+    offset in log and correct metrics" (``q.availableOffsets.iterator.size == 1``)."""
+    checkpoint = tmp_path / "checkpoint"
+    self_join_run(spark_session, kafka, kafka_topic, checkpoint, "false")
+    lines = last_offset_log(checkpoint).read_text().splitlines()
+    assert len(lines) == 3, lines  # version, metadata, one source
 
 
 def one_transaction(kafka, topic, values, commit=True):
@@ -1111,8 +1131,9 @@ def test_spark_30656_min_partitions(spark_session, kafka, kafka_topic, tmp_path)
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "product defect (known, being fixed): a record timestamp that overflows (nanoseconds "
-    "given as milliseconds) does not fail the query with the topic and the timestamp"))
+    "product defect (known, being fixed): a record timestamp that overflows Spark's "
+    "microseconds (nanoseconds given as milliseconds) is not refused by the source with the "
+    "topic and the timestamp; the query runs on"))
 def test_spark_56243_malformed_record_timestamp_throws_detailed_error(
         spark_session, kafka, kafka_topic, tmp_path):
     """KafkaMicroBatchSourceSuiteBase: "SPARK-56243: malformed record timestamp throws detailed
@@ -1121,8 +1142,10 @@ def test_spark_56243_malformed_record_timestamp_throws_detailed_error(
     nano_timestamp = 1712345678123456789
     send_at(kafka, topic, ["value"], 0, nano_timestamp)
     df = stream(spark_session, kafka, subscribe=topic, startingOffsets="earliest")
-    test = StreamTest(df, tmp_path / "checkpoint",
-                      lambda d: [tuple(r) for r in d.collect()]).start()
+    # Rows counted on the executors: the failure must come from the source, not from
+    # PySpark's conversion of a timestamp on the driver.
+    test = StreamTest(df.selectExpr("CAST(timestamp AS LONG) AS ts"), tmp_path / "checkpoint",
+                      lambda d: [r.ts for r in d.collect()]).start()
     try:
         error = test.expect_failure(60)
     finally:
