@@ -887,6 +887,40 @@ def test_subscribe_topic_by_pattern_with_topic_recreation_between_batches(
     assert "ends at 1, below the query's position 2" in str(lost)
 
 
+def test_subscribe_topic_by_pattern_with_topic_recreation_between_batches_fail_on_data_loss_false(
+        spark_session, kafka, kafka_topic, tmp_path):
+    """KafkaMicroBatchSourceSuiteBase: "subscribe topic by pattern with topic recreation
+    between batches", with failOnDataLoss=false: the shrunk log is a warning, the query goes
+    on and reads what comes after."""
+    prefix = kafka_topic(prefix="pattern")
+    topic, topic2 = kafka.create_topic(f"{prefix}-good"), kafka.create_topic(f"{prefix}-bad")
+    send_messages(kafka, topic, [1, 3])
+    send_messages(kafka, topic2, [2, 4])
+    df = stream(spark_session, kafka, startingOffsets="earliest",
+                subscribePattern=f"{prefix}-.*", failOnDataLoss="false")
+    test = StreamTest(df, tmp_path / "checkpoint").start()
+    try:
+        test.check_answer([1, 2, 3, 4])
+    finally:
+        test.stop()
+    delete_topic(kafka, topic2)
+    kafka.create_topic(topic2)
+    send_messages(kafka, topic2, [6])
+    wait_until_offset_appears(kafka, topic2, 0, 1)
+    test.start()
+    try:
+        test.process_all_available()
+        send_messages(kafka, topic2, [7, 8])
+        send_messages(kafka, topic, [9])
+        test.process_all_available()
+        assert test.query.exception() is None
+    finally:
+        test.stop()
+    answer = test.answer()
+    assert len(answer) == len(set(answer))
+    assert {1, 2, 3, 4, 9} <= set(answer) and {7, 8} <= set(answer), answer
+
+
 def test_kafka_source_with_watermark(spark_session, kafka, kafka_topic):
     """KafkaMicroBatchSourceSuiteBase: "KafkaSource with watermark" (memory sink)."""
     now = time.time()
