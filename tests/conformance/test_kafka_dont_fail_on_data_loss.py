@@ -199,3 +199,30 @@ def test_fail_on_data_loss_false_records_aged_out_after_planning_a_batch_read(
     result = sorted(values_as_ints(df))
     verify_no_duplicates(result)
     assert result == list(range(20, 50))
+
+
+def test_fail_on_data_loss_false_topic_recreated_while_the_query_runs(
+        spark_session, kafka, kafka_topic, tmp_path):
+    """KafkaDontFailOnDataLossSuite: "failOnDataLoss=false should not return duplicated
+    records: microbatch v2", with the topic deleted and re-created shorter (its log shrinks
+    below the query's position) while the query runs: a warning, and the query goes on."""
+    topic = kafka_topic(prefix="failOnDataLoss")
+    send_messages(kafka, topic, range(10), partition=0)
+    options = dict(kafka_options(kafka, topic), startingOffsets="earliest")
+    reader = spark_session.readStream.format("kafka-direct").options(**options)
+    test = StreamTest(reader.load(), tmp_path / "checkpoint").start()
+    try:
+        test.check_answer(range(10))
+        delete_topic(kafka, topic)
+        kafka.create_topic(topic)
+        send_messages(kafka, topic, [100, 101, 102], partition=0)
+        time.sleep(1)
+        test.process_all_available()
+        send_messages(kafka, topic, range(103, 120), partition=0)
+        test.process_all_available()
+        assert test.query.exception() is None, test.query.exception()
+    finally:
+        test.stop()
+    result = test.answer()
+    assert len(set(result)) == len(result), f"{result} contains duplicated records"
+    assert set(range(10)) | set(range(110, 120)) <= set(result), result
