@@ -58,3 +58,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             _run_alone(item)
 
         item.runtest = runtest  # type: ignore[method-assign]
+
+
+@pytest.fixture(scope="session")
+def spark_session(spark: Any) -> Any:
+    """A classic SparkSession over the session's SparkContext, kafka-direct's formats registered.
+
+    For the translated kafka-0-10-sql suites (``test_kafka_*.py``).
+    """
+    from pyspark.sql import SparkSession
+
+    import kafka_direct.sql
+
+    session = SparkSession.builder.getOrCreate()
+    session.conf.set("spark.sql.shuffle.partitions", "2")
+    kafka_direct.sql.register(session)
+    return session
