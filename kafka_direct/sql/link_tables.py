@@ -36,8 +36,12 @@ LINK_LOCK_SPACE = 0x6B6C
 
 
 def lock_key(schema: str, store: str) -> tuple[int, str]:
-    """The advisory lock of a store: ``pg_advisory_lock(space, hashtext(text))``."""
-    return LINK_LOCK_SPACE, f"{schema}/{store}"
+    """The advisory lock of a store: ``pg_advisory_lock(space, hashtext(text))``.
+
+    The text is unambiguous (the schema's length first): schema ``x`` with store ``a/b``
+    and schema ``x/a`` with store ``b`` are different stores with different locks.
+    """
+    return LINK_LOCK_SPACE, f"{len(schema)}:{schema}/{store}"
 
 
 def normalise_offsets(value: Any, what: str) -> SourceOffsets:

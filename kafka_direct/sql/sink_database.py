@@ -80,12 +80,21 @@ class Database:
         return str(make_dsn(self.dsn, password=self.password))
 
     def connect(self) -> Any:
-        """A new psycopg2 connection (errors are the driver's: see :func:`database_error`)."""
+        """A new psycopg2 connection (errors are the driver's: see :func:`database_error`).
+
+        A connection that fails raises the driver's error class with the text redacted
+        (:meth:`describe`) and no chain: libpq quotes a DSN it cannot parse, password
+        included, and every error raised above this one would carry it along.
+        """
         import psycopg2
 
-        if self.password:
-            return psycopg2.connect(self.dsn, password=self.password)
-        return psycopg2.connect(self.dsn)
+        try:
+            if self.password:
+                return psycopg2.connect(self.dsn, password=self.password)
+            return psycopg2.connect(self.dsn)
+        except psycopg2.Error as error:
+            shown = self.describe(error)
+            raise type(error)(shown) from None
 
     def describe(self, error: BaseException) -> str:
         """A driver error on one line, with no piece of the DSN's or the option's password.

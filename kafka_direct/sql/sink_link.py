@@ -246,7 +246,14 @@ def apply_batch_plan(cursor: Any, schema: str, store: str, queryId: str, batchId
         cursor.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE store = %s)").format(
             plans), (store,))
         if not cursor.fetchone()[0]:
-            raise _missing_plan(store, schema, "the store has no plan of the batch's offsets")
+            # A first batch whose read Spark pruned away (limit(0)) records no plan; a
+            # linked source holds the store by then. Nobody holding it: not linked.
+            if not source_holds(cursor, schema, store):
+                raise _missing_plan(store, schema,
+                                    "the store has no plan of the batch's offsets")
+            logger.debug("offset store %r: batch %d read nothing (no plan yet)", store,
+                         batchId)
+            return AppliedPlan(store, None, stored or {}, stored or {}, False)
         _no_new_plan(cursor, schema, store, queryId, batchId, appliedBy)
         current = stored or {}
         return AppliedPlan(store, None if applied is None else int(applied), current, current,

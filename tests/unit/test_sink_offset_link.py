@@ -369,3 +369,28 @@ def test_a_partition_new_to_the_query_ending_at_the_stored_offset_is_not_covered
     result = commit(sink, query, 1, numbered(100, 12), plan=plan)
     assert result.plan.changed and not result.plan.covered
     assert len(target_rows(postgres, sink)) == 24
+
+
+@pytest.mark.parametrize("dsn", [
+    "postgresql://app:Sw0rd%fish@127.0.0.1:1/db",  # a bare '%': libpq quotes the token
+    "host=127.0.0.1 port=1 password=Sw0rd%fish stray",  # a word without '='
+    "postgresql://app:Sw0rd%fish@[::1/db",  # a broken IPv6 bracket: libpq quotes the URI
+])
+def test_no_piece_of_a_bad_dsn_reaches_the_exception_chain(dsn):
+    import traceback
+
+    link = SourceLink(dsn, "s")
+    with pytest.raises(OffsetStoreError) as raised:
+        link.committed()
+    shown = "".join(traceback.format_exception(raised.value))
+    assert "Sw0rd" not in shown and "fish" not in shown
+
+
+def test_stores_whose_names_read_alike_have_different_locks():
+    assert lock_key("x", "a/b") != lock_key("x/a", "b")
+
+
+def test_a_first_batch_whose_read_was_pruned_reads_nothing_while_the_source_holds(link, sink):
+    link.hold()  # the source took the store at its start; Spark planned no read (limit(0))
+    result = commit(sink, query_id(), 0)
+    assert not result.plan.changed and link.committed() is None
