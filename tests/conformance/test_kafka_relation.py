@@ -53,8 +53,9 @@ from tests.conformance.kafka_sql_utils import (
 )
 
 EARLIEST_LATEST_ONCE = (
-    "product defect (known, being fixed): 'earliest'/'latest' are resolved once when the "
-    "batch DataFrame is planned, not late-bound at each execution as Spark's KafkaRelation")
+    "difference (README): 'earliest'/'latest' are resolved once when PySpark plans the batch "
+    "DataFrame (once per DataFrame), not late-bound at each action as Spark's KafkaRelation; "
+    "resolving them in tasks would not be exact under task retries")
 
 
 def three_partitions(kafka, kafka_topic):
