@@ -56,14 +56,8 @@ def arrow_schema(includeHeaders: bool) -> pa.Schema:
     return to_arrow_schema(source_schema(includeHeaders), timezone="UTC")
 
 
-class RecordBatchBuilder:
-    """Turns lists of one partition's confluent-kafka messages into record batches.
-
-    Args:
-        topic: The messages' topic.
-        partition: The messages' partition.
-        includeHeaders: Whether to build the ``headers`` column.
-    """
+class _PartitionBatches:
+    """What both builders share: one partition's schema and constant columns."""
 
     def __init__(self, topic: str, partition: int, includeHeaders: bool) -> None:
         self.topic = topic
@@ -74,6 +68,17 @@ class RecordBatchBuilder:
         self._headers = self.schema.field("headers").type if includeHeaders else None
         self._topic = pa.scalar(topic, pa.string())
         self._partition = pa.scalar(partition, pa.int32())
+
+
+class RecordBatchBuilder(_PartitionBatches):
+    """Turns lists of one partition's confluent-kafka messages into record batches.
+
+    Args:
+        topic: The messages' topic.
+        partition: The messages' partition.
+        includeHeaders: Whether to build the ``headers`` column.
+    """
+
 
     def build(self, messages: Sequence[Any]) -> pa.RecordBatch:
         """One record batch of ``messages`` (records only: no error messages).
@@ -157,7 +162,7 @@ class RecordBatchBuilder:
         return pa.array(list(map(kind.offset, messages)), pa.int64())
 
 
-class ChunkBatchBuilder:
+class ChunkBatchBuilder(_PartitionBatches):
     """Turns the native reader's chunks into record batches, wrapping its buffers.
 
     The chunk's bytes become the arrays' buffers as they are (no copy); only the constant
@@ -170,15 +175,6 @@ class ChunkBatchBuilder:
         includeHeaders: Whether to build the ``headers`` column (the chunks must carry it).
     """
 
-    def __init__(self, topic: str, partition: int, includeHeaders: bool) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.includeHeaders = includeHeaders
-        self.schema = arrow_schema(includeHeaders)
-        self._timestamp = self.schema.field("timestamp").type
-        self._headers = self.schema.field("headers").type if includeHeaders else None
-        self._topic = pa.scalar(topic, pa.string())
-        self._partition = pa.scalar(partition, pa.int32())
 
     def build(self, chunk: Any) -> pa.RecordBatch:
         """One record batch of a :class:`~kafka_direct.client.columnar.Chunk`.
