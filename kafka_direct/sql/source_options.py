@@ -66,19 +66,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Every option the source reads (lower case, as Spark hands them over), ``kafka.*`` aside.
-KNOWN_OPTIONS = frozenset({
-    "assign", "subscribe", "subscribepattern", "startingoffsets", "endingoffsets",
-    "startingtimestamp", "endingtimestamp", "startingoffsetsbytimestamp",
-    "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy", "failondataloss",
-    "kafkaconsumer.polltimeoutms", "fetchoffset.numretries", "fetchoffset.retryintervalms",
-    "maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay", "minpartitions",
-    "maxrecordsperpartition", "groupidprefix", "includeheaders", "commitoffsetstogroup",
-    "maxoffsetsperpartitionpertrigger",
-})
 #: Options of other parts of kafka-direct that a source may be given (the offset link).
 _OTHER_PREFIXES = ("offsetstore.",)
-#: Spark's spelling of the options, for messages.
+#: Every option the source reads, ``kafka.*`` aside, in Spark's spelling (for messages).
 _SPELLING = {name.lower(): name for name in (
     "startingOffsets", "endingOffsets", "startingTimestamp", "endingTimestamp",
     "startingOffsetsByTimestamp", "endingOffsetsByTimestamp",
@@ -87,6 +77,8 @@ _SPELLING = {name.lower(): name for name in (
     "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions", "maxRecordsPerPartition",
     "groupIdPrefix", "includeHeaders", "commitOffsetsToGroup", "subscribePattern", "assign",
     "subscribe", "maxOffsetsPerPartitionPerTrigger", "reader")}
+#: The same, lower case, as Spark hands them over.
+KNOWN_OPTIONS = frozenset(_SPELLING)
 
 #: Kafka client settings the source decides itself, with what to use instead.
 _REFUSED_KAFKA = {

@@ -166,3 +166,12 @@ def test_secrets_never_show_in_errors_or_reprs():
                                       ("1min", 60_000), (" 10 S ", 10_000), ("1500us", 1)])
 def test_durations_as_spark_writes_them(text, ms):
     assert parse_duration_ms("maxtriggerdelay", text) == ms
+
+
+def test_every_option_the_source_reads_is_known(caplog):
+    # Each option parse_source_options reads is in the known list (one list, so an option
+    # added to the parser is never warned about as unknown).
+    with caplog.at_level(logging.WARNING):
+        parse({"reader": "python", "maxOffsetsPerPartitionPerTrigger": "5",
+               "minPartitions": "2", "includeHeaders": "true"})
+    assert not any("unknown option" in r.getMessage() for r in caplog.records)
