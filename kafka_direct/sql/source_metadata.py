@@ -248,6 +248,8 @@ class SourceMetadata:
                 raise ConfigurationError(f"option {spec.option!r} needs a timestamp")
             return self._by_time({tp: spec.timestamp for tp in wanted}, spec, ending)
         named = {tp: value for tp, value in spec.offsets.items() if tp in wanted}
+        named.update({tp: spec.topics[tp.topic] for tp in wanted
+                      if tp.topic in spec.topics and tp not in named})
         self._check_named(spec, wanted, lenient)
         rest = wanted - set(named)
         if spec.kind == "timestamps":
@@ -259,13 +261,17 @@ class SourceMetadata:
 
     def _check_named(self, spec: OffsetSpec, wanted: set[TopicPartition], lenient: bool
                      ) -> None:
-        named = set(spec.offsets)
+        named = set(spec.offsets) | {tp for tp in wanted if tp.topic in spec.topics}
         unknown = named - wanted
+        unread = sorted(set(spec.topics) - {tp.topic for tp in wanted})
         missing = set() if lenient else wanted - named
-        if unknown or missing:
+        if unknown or missing or unread:
             faults = []
             if unknown:
                 faults.append(f"it names {_names(unknown)}, which the source does not read")
+            if unread:
+                faults.append(f"it names topics {', '.join(unread)}, which the source does "
+                              "not read")
             if missing:
                 faults.append(f"it misses {_names(missing)}")
             raise ConfigurationError(

@@ -115,8 +115,12 @@ def _load(option: str, text: str, example: str) -> Any:
 
 
 def parse_offsets_option(option: str, text: str, *, allow_earliest: bool = True,
-                         allow_latest: bool = True) -> dict[TopicPartition, int]:
+                         allow_latest: bool = True
+                         ) -> tuple[dict[TopicPartition, int], dict[str, int]]:
     """``startingOffsets`` / ``endingOffsets`` JSON: offsets, ``-2`` earliest, ``-1`` latest.
+
+    A topic may also be given as a whole, as Spark 4 allows: ``{"topicA": "earliest"}``
+    (case-insensitive ``earliest`` / ``latest``) places every partition of the topic.
 
     Args:
         option: The option's name, for errors.
@@ -124,17 +128,31 @@ def parse_offsets_option(option: str, text: str, *, allow_earliest: bool = True,
         allow_earliest: Whether ``-2`` is allowed (not in a batch's ``endingOffsets``).
         allow_latest: Whether ``-1`` is allowed (not in a batch's ``startingOffsets``).
 
+    Returns:
+        The per-partition offsets, and the topic-level ones (topic -> -2 or -1).
+
     Raises:
         ConfigurationError: Not such JSON, an offset below -2, or a forbidden -1 / -2.
     """
-    example = '{"topicA": {"0": 23, "1": -1}, "topicB": {"0": -2}}'
+    example = '{"topicA": {"0": 23, "1": -1}, "topicB": {"0": -2}, "topicC": "earliest"}'
     offsets: dict[TopicPartition, int] = {}
+    topics: dict[str, int] = {}
     for topic, partitions in _topic_map(_load(option, text, example), f"option {option!r}",
                                         example).items():
+        if isinstance(partitions, str) and partitions.strip().lower() in ("earliest",
+                                                                          "latest"):
+            whole = EARLIEST if partitions.strip().lower() == "earliest" else LATEST
+            if (whole == LATEST and not allow_latest) or (
+                    whole == EARLIEST and not allow_earliest):
+                raise ConfigurationError(
+                    f"option {option!r}: topic {topic!r} can't be {partitions.strip()} for "
+                    "batch queries; give offsets or the other end", topic=topic)
+            topics[topic] = whole
+            continue
         if not isinstance(partitions, Mapping):
             raise ConfigurationError(
-                f"option {option!r}: topic {topic!r} must map partitions to offsets, e.g. "
-                f"{example}; got {partitions!r}")
+                f"option {option!r}: topic {topic!r} must map partitions to offsets, or be "
+                f"\"earliest\" or \"latest\", e.g. {example}; got {partitions!r}")
         for key, offset in partitions.items():
             partition = _partition_number(topic, key, f"option {option!r}")
             tp = TopicPartition(topic, partition)
@@ -149,7 +167,7 @@ def parse_offsets_option(option: str, text: str, *, allow_earliest: bool = True,
                     f"option {option!r}: {tp} can't be earliest (-2) for batch queries; give "
                     "an offset or -1 (latest)", topic=topic, partition=partition)
             offsets[tp] = value
-    return offsets
+    return offsets, topics
 
 
 def parse_timestamps_option(option: str, text: str) -> dict[TopicPartition, int]:

@@ -173,12 +173,15 @@ class OffsetSpec:
             ``timestamps`` (epoch ms per partition) or ``timestamp`` (one for all).
         offsets: The per-partition offsets or timestamps of ``offsets`` / ``timestamps``.
         timestamp: The epoch ms of ``timestamp``.
+        topics: Topic-level offsets of ``offsets`` (-2 earliest, -1 latest): every
+            partition of the topic that ``offsets`` does not name.
     """
 
     option: str
     kind: str
     offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
     timestamp: int | None = None
+    topics: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.kind not in ("earliest", "latest", "offsets", "timestamps", "timestamp"):
@@ -348,9 +351,9 @@ def _offset_spec(opts: Mapping[str, str], which: str, default: str, streaming: b
         raise ConfigurationError(
             f"option {option!r} must be earliest, latest or JSON offsets such as "
             f'{{"topicA": {{"0": 23, "1": -1}}}}, got {raw!r}')
-    offsets = parse_offsets_option(option, raw, allow_earliest=not batch_end,
-                                   allow_latest=not batch_start)
-    return OffsetSpec(option, "offsets", offsets=offsets)
+    offsets, topics = parse_offsets_option(option, raw, allow_earliest=not batch_end,
+                                           allow_latest=not batch_start)
+    return OffsetSpec(option, "offsets", offsets=offsets, topics=topics)
 
 
 def _reader(opts: Mapping[str, str]) -> str | None:

@@ -84,10 +84,6 @@ def strategies(*default):
     """The three strategies; those not in ``default`` run under ``-m slow`` (cost)."""
     return [s if s in default else pytest.param(s, marks=pytest.mark.slow)
             for s in STRATEGIES]
-TOPIC_LEVEL_OFFSETS = (
-    "kafka-direct lacks Spark's topic-level startingOffsets ({\"topic\": \"earliest\"}, "
-    "Spark 4.x): the option must map each topic to partition offsets")
-
 
 def strategy_options(strategy, kafka_topic, partitions=5):
     """The topic (created) and the options of one subscription strategy."""
@@ -324,7 +320,6 @@ def test_from_timestamps_with_non_matching_starting_offset(spark_session, kafka,
         test.stop()
 
 
-@pytest.mark.xfail(strict=True, reason=TOPIC_LEVEL_OFFSETS)
 def test_subscribing_topics_from_topic_level_offsets(spark_session, kafka, kafka_topic,
                                                      tmp_path):
     """KafkaSourceSuiteBase: "subscribing topics from topic-level offsets"."""
@@ -346,7 +341,6 @@ def test_subscribing_topics_from_topic_level_offsets(spark_session, kafka, kafka
         test.stop()
 
 
-@pytest.mark.xfail(strict=True, reason=TOPIC_LEVEL_OFFSETS)
 def test_topic_level_offsets_tolerate_a_new_topic_matching_subscribe_pattern(
         spark_session, kafka, kafka_topic, tmp_path):
     """KafkaMicroBatchSourceSuiteBase: "topic-level offsets tolerate a new topic matching
@@ -479,7 +473,6 @@ def test_get_offsets_from_case_insensitive_parameters(spark_session, kafka, kafk
     assert sorted(values_as_ints(df)) == [1, 2]
 
 
-@pytest.mark.xfail(strict=True, reason=TOPIC_LEVEL_OFFSETS)
 def test_get_offsets_from_case_insensitive_parameters_topic_level(spark_session, kafka,
                                                                   kafka_topic):
     """KafkaSourceSuiteBase: "get offsets from case insensitive parameters"

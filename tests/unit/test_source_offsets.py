@@ -63,8 +63,8 @@ def test_offsets_that_are_not_offsets_are_refused(data, fragment):
 
 def test_option_offsets_take_earliest_and_latest_where_allowed():
     text = '{"t": {"0": 5, "1": -1, "2": -2}}'
-    assert parse_offsets_option("startingOffsets", text) == {
-        TopicPartition("t", 0): 5, TopicPartition("t", 1): -1, TopicPartition("t", 2): -2}
+    assert parse_offsets_option("startingOffsets", text) == ({
+        TopicPartition("t", 0): 5, TopicPartition("t", 1): -1, TopicPartition("t", 2): -2}, {})
     with pytest.raises(ConfigurationError, match=r"t-1 can't be latest \(-1\) for batch"):
         parse_offsets_option("startingOffsets", text, allow_latest=False)
     with pytest.raises(ConfigurationError, match=r"t-2 can't be earliest \(-2\) for batch"):
@@ -108,3 +108,13 @@ def test_timestamps_must_be_epoch_milliseconds():
     for bad in ('{"t": {"0": -1}}', '{"t": {"0": 1.5}}', '{"t": {"0": null}}'):
         with pytest.raises(ConfigurationError, match="epoch milliseconds"):
             parse_timestamps_option("startingOffsetsByTimestamp", bad)
+
+
+def test_a_topic_may_be_placed_as_a_whole_as_in_spark_4():
+    offsets, topics = parse_offsets_option(
+        "startingOffsets", '{"a": "eArLiEst", "b": {"0": 23}, "c": "LATEST"}')
+    assert offsets == {TopicPartition("b", 0): 23} and topics == {"a": -2, "c": -1}
+    with pytest.raises(ConfigurationError, match="topic 'c' can't be LATEST for batch"):
+        parse_offsets_option("startingOffsets", '{"c": "LATEST"}', allow_latest=False)
+    with pytest.raises(ConfigurationError, match="must map partitions to offsets, or be"):
+        parse_offsets_option("startingOffsets", '{"c": "soonest"}')

@@ -125,12 +125,25 @@ def test_a_new_query_starts_where_startingOffsets_says():
     ('{"t": {"0": 3, "5": 1}}', "it names t-5, which the source does not read; it misses t-1"),
     ('{"u": {"0": 1}, "t": {"0": 1, "1": 1}}', "names u-0"),
     ('{"t": {"0": 11, "1": 0}}', "offset 11 of t-0 is beyond its end offset 10"),
+    ('{"t": "earliest", "u": "latest"}', "names topics u, which the source does not read"),
 ])
 def test_json_starting_offsets_must_fit_the_partitions(starting, fragment):
     with pytest.raises(CarriedTaskError) as raised:
         make_reader(cluster_with(), startingOffsets=starting).initialOffset()
     error = typed(raised)
     assert isinstance(error, ConfigurationError) and fragment in str(error)
+
+
+def test_topic_level_starting_offsets_place_every_partition_of_the_topic():
+    cluster = cluster_with(partitions=2)
+    cluster.create("u", 2)
+    for p in range(2):
+        cluster.produce(TopicPartition("u", p), 4)
+    reader = make_reader(cluster, subscribe="t,u",
+                         startingOffsets='{"t": "Latest", "u": {"0": 1, "1": -2}}')
+    assert reader.initialOffset() == {"t": {"0": 10, "1": 10}, "u": {"0": 1, "1": 0}}
+    whole = make_reader(cluster, subscribe="t", startingOffsets='{"t": "earliest"}')
+    assert whole.initialOffset() == {"t": {"0": 0, "1": 0}}
 
 
 def test_timestamps_find_the_first_record_at_or_after_them():
