@@ -220,7 +220,7 @@ class SourceMetadata:
                 for tp in timestamps}
 
     def resolve(self, spec: OffsetSpec, partitions: Iterable[TopicPartition], *,
-                ending: bool = False, lenient: bool = False) -> Offsets:
+                ending: bool = False) -> Offsets:
         """Concrete offsets of ``partitions`` as ``spec`` says.
 
         Args:
@@ -228,9 +228,6 @@ class SourceMetadata:
             partitions: The partitions to place.
             ending: ``spec`` is a batch query's end: a timestamp no record reaches means
                 latest (for a start, ``startingOffsetsByTimestampStrategy`` decides).
-            lenient: Partitions that per-partition JSON does not name start at the earliest
-                offset (a query started from an offset store; otherwise, as Spark, JSON must
-                name every partition).
 
         Raises:
             ConfigurationError: JSON that misses or invents partitions; a timestamp no
@@ -250,21 +247,16 @@ class SourceMetadata:
         named = {tp: value for tp, value in spec.offsets.items() if tp in wanted}
         named.update({tp: spec.topics[tp.topic] for tp in wanted
                       if tp.topic in spec.topics and tp not in named})
-        self._check_named(spec, wanted, lenient)
-        rest = wanted - set(named)
+        self._check_named(spec, wanted)  # as Spark: JSON names every partition
         if spec.kind == "timestamps":
-            offsets = self._by_time(named, spec, ending)
-        else:
-            offsets = self._given(named, spec)
-        offsets.update(self.earliest(rest))
-        return offsets
+            return self._by_time(named, spec, ending)
+        return self._given(named, spec)
 
-    def _check_named(self, spec: OffsetSpec, wanted: set[TopicPartition], lenient: bool
-                     ) -> None:
+    def _check_named(self, spec: OffsetSpec, wanted: set[TopicPartition]) -> None:
         named = set(spec.offsets) | {tp for tp in wanted if tp.topic in spec.topics}
         unknown = named - wanted
         unread = sorted(set(spec.topics) - {tp.topic for tp in wanted})
-        missing = set() if lenient else wanted - named
+        missing = wanted - named
         if unknown or missing or unread:
             faults = []
             if unknown:
