@@ -184,7 +184,7 @@ def _commit_once(options: SinkOptions, queryId: str, batchId: int,
         plan = None
         if options.link is not None and record:
             plan = apply_batch_plan(cursor, options.link.schema, options.link.store,
-                                     queryId, batchId)
+                                    queryId, batchId, hasRows=bool(withRows))
             if plan.covered:  # another query wrote these offsets' rows: none again
                 cursor.execute(sql.SQL(
                     "UPDATE {} SET batch_id = %s, rows = 0, committed_at = now() "

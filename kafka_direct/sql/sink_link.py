@@ -210,8 +210,8 @@ def check_committed_before(cursor: Any, schema: str, store: str, queryId: str, b
                 fromOffset=start[topic][partition], untilOffset=until)
 
 
-def apply_batch_plan(cursor: Any, schema: str, store: str, queryId: str, batchId: int
-                     ) -> AppliedPlan:
+def apply_batch_plan(cursor: Any, schema: str, store: str, queryId: str, batchId: int,
+                     hasRows: bool = True) -> AppliedPlan:
     """In the sink's commit transaction: check the batch's own plan and store its end.
 
     The batch's plan is the newest one its read tasks bound to (``queryId``, ``batchId``)
@@ -219,6 +219,15 @@ def apply_batch_plan(cursor: Any, schema: str, store: str, queryId: str, batchId
     newest: a query whose lock session broke while a second query took the store cannot
     commit the second one's plan with its own rows. Locks the store's row (created empty on
     the first commit) until the transaction ends.
+
+    Args:
+        cursor: A cursor in the sink's commit transaction.
+        schema: Schema of the link's tables.
+        store: The offset store's name.
+        queryId: The batch's query.
+        batchId: The batch.
+        hasRows: Whether the batch writes rows (a batch of no plan and no rows is one
+            whose read Spark pruned away; with rows, its source is not linked).
 
     Raises:
         ConfigurationError: The store has no plan, or the batch read nothing while no
@@ -246,9 +255,10 @@ def apply_batch_plan(cursor: Any, schema: str, store: str, queryId: str, batchId
         cursor.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE store = %s)").format(
             plans), (store,))
         if not cursor.fetchone()[0]:
-            # A first batch whose read Spark pruned away (limit(0)) records no plan; a
-            # linked source holds the store by then. Nobody holding it: not linked.
-            if not source_holds(cursor, schema, store):
+            # A first batch whose read Spark pruned away (limit(0)) records no plan and
+            # writes nothing, while its linked source holds the store. Rows without a
+            # plan come from a source that is not linked (whoever holds the store).
+            if hasRows or not source_holds(cursor, schema, store):
                 raise _missing_plan(store, schema,
                                     "the store has no plan of the batch's offsets")
             logger.debug("offset store %r: batch %d read nothing (no plan yet)", store,

@@ -90,13 +90,13 @@ def plan_offsets(start: Offsets, end: Offsets) -> tuple[SourceOffsets, SourceOff
 def _covered(ranges: Sequence[Any], start: Offsets, stored: SourceOffsets | None) -> bool:
     """Whether the store's offsets are at or past the end of every range.
 
-    Only for partitions the batch's start knows at a position past 0: a partition new to
-    the query (a re-created topic, read from 0 again) may end where the old log's stored
-    offset was without being the same records.
+    Only for partitions the batch's start knows: a partition new to the query (a
+    re-created topic, read from 0 again) may end where the old log's stored offset was
+    without being the same records.
     """
     if not stored:
         return False
-    return all(start.get(TopicPartition(r.topic, r.partition), NEW_PARTITION_START) > 0
+    return all(TopicPartition(r.topic, r.partition) in start
                and stored.get(r.topic, {}).get(str(r.partition), -1) >= r.untilOffset
                for r in ranges)
 
@@ -391,19 +391,21 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                 return [KafkaInputPartition(r) for r in ranges]
             stored = self._link.stored_on_held_session()
             resets = self._resets(ranges, begin, stored)
-            planId = self._link.record_plan(*plan_offsets(begin, finish), resets)
             if ranges and not resets and _covered(ranges, begin, stored):
                 # Another run committed these offsets, rows included (this query's
                 # checkpoint is behind the store): nothing to read, nothing to write again.
                 logger.warning("kafka-direct source: offset store %r has committed %s "
                                "already (this query's checkpoint is behind the store): the "
                                "batch reads nothing", self._link.store, offsets_to_json(finish))
-                # One empty task binds the plan, so the sink sees the batch is this
-                # query's and follows it from there.
+                # Its plan reads nothing either (it ends where it starts, at the store), so
+                # the sink writes the batch's other rows (another source's, in a union) as
+                # any others; one empty task binds it, so the store follows this query.
+                planId = self._link.record_plan(*plan_offsets(finish, finish))
                 first = ranges[0]
                 return [KafkaInputPartition(OffsetRange(first.topic, first.partition,
                                                         first.untilOffset, first.untilOffset),
                                             planId)]
+            planId = self._link.record_plan(*plan_offsets(begin, finish), resets)
             return [KafkaInputPartition(r, planId) for r in ranges]
 
     def _resets(self, ranges: Sequence[Any], start: Offsets, stored: SourceOffsets | None

@@ -124,3 +124,49 @@ def test_a_recreated_topic_goes_on_from_its_new_start_with_failondataloss_false(
                                     + [f"new:{i}".encode() for i in range(5)]
                                     + [b"new:more", b"new:more"])
     assert SourceLink(postgres.dsn, "ingest", pg_schema).committed() == {topic: {"0": 7}}
+
+
+def union_run(session, kafka, postgres, schema, linkedTopic, otherTopic, checkpoint,
+              otherStarting="earliest"):
+    """A union of a linked kafka-direct source and an unlinked one, into the linked sink."""
+    def source(topic, linked):
+        reader = (session.readStream.format("kafka-direct")
+                  .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+                  .option("subscribe", topic)
+                  .option("startingOffsets", "earliest" if linked else otherStarting))
+        if linked:
+            reader = reader.options(**{"offsetStore.dsn": postgres.dsn,
+                                       "offsetStore.name": "ingest",
+                                       "offsetStore.schema": schema})
+        return reader.load().selectExpr("topic", "offset AS kafka_offset")
+    query = (source(linkedTopic, True).unionByName(source(otherTopic, False))
+             .writeStream.format("kafka-direct-postgres").option("dsn", postgres.dsn)
+             .option("schema", schema).option("table", "events")
+             .option("offsetStore.name", "ingest").option("offsetStore.schema", schema)
+             .option("checkpointLocation", str(checkpoint))
+             .trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    assert query.exception() is None
+    return query
+
+
+def test_a_catch_up_batch_writes_the_rows_of_another_source_in_the_query(
+        spark_session, kafka, kafka_topic, postgres, pg_schema, tmp_path):
+    # Found by review: the catch-up batch was taken as covered and none of its rows were
+    # written, the other (unlinked) source's new records included.
+    execute(postgres, f'CREATE TABLE "{pg_schema}".events (topic text, kafka_offset bigint)')
+    linked, other = kafka_topic(partitions=1), kafka_topic(partitions=1)
+    args = (spark_session, kafka, postgres, pg_schema, linked, other)
+    kafka.produce(linked, [b"x"] * 4, partition=0)
+    kafka.produce(other, [b"o"] * 2, partition=0)
+    union_run(*args, tmp_path / "a")
+    kafka.produce(linked, [b"y"] * 3, partition=0)
+    union_run(*args, tmp_path / "b", otherStarting="latest")  # moves the store to 7
+    kafka.produce(other, [b"n"] * 3, partition=0)
+    union_run(*args, tmp_path / "a")  # catches up, and reads the other source's 3 records
+    rows = execute(postgres, f'SELECT kafka_offset FROM "{pg_schema}".events WHERE topic = %s '
+                   "ORDER BY 1", other)
+    assert rows == [(o,) for o in range(5)]
+    linked_rows = execute(postgres, f'SELECT kafka_offset FROM "{pg_schema}".events WHERE '
+                          "topic = %s ORDER BY 1", linked)
+    assert linked_rows == [(o,) for o in range(7)]

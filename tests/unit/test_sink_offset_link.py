@@ -394,3 +394,26 @@ def test_a_first_batch_whose_read_was_pruned_reads_nothing_while_the_source_hold
     link.hold()  # the source took the store at its start; Spark planned no read (limit(0))
     result = commit(sink, query_id(), 0)
     assert not result.plan.changed and link.committed() is None
+
+
+def test_rows_with_no_plan_are_refused_even_while_a_source_holds_a_planless_store(link, sink,
+                                                                                  postgres):
+    link.hold()  # a linked query took the store and has planned nothing yet
+    with pytest.raises(ConfigurationError, match="the store has no plan"):
+        commit(sink, query_id(), 0, numbered(0, 3))  # a query whose source is not linked
+    assert target_rows(postgres, sink) == []
+
+
+def test_a_catch_up_plan_reads_nothing_and_the_batchs_other_rows_are_written(link, sink,
+                                                                            postgres):
+    old, fresh = query_id(), query_id()
+    plan = link.record_plan({"t": {"0": 0}}, {"t": {"0": 2}})
+    commit(sink, old, 0, numbered(0, 2), plan=plan)
+    plan = link.record_plan({"t": {"0": 2}}, {"t": {"0": 4}})
+    commit(sink, fresh, 0, numbered(2, 2), plan=plan)
+    # The old checkpoint catches up: its plan ends where it starts, at the store; the
+    # batch's rows (another source's, in a union) are written; the store follows it.
+    plan = link.record_plan({"t": {"0": 4}}, {"t": {"0": 4}})
+    result = commit(sink, old, 1, numbered(100, 2), plan=plan)
+    assert not result.skipped and result.rows == 2 and link.committed() == {"t": {"0": 4}}
+    assert not commit(sink, old, 2).plan.changed  # the store follows the old query now

@@ -596,7 +596,8 @@ def test_a_checkpoint_behind_the_store_catches_up_with_one_batch_that_reads_noth
     assert end == {"t": {"0": 12, "1": 6}}  # exactly at the store, beyond the limit
     # Read nothing (the rows are committed): one empty task binds the plan for the sink.
     assert ranges_of(reader, start, end) == [("t", 0, 12, 12)]
-    assert link.plans == [({"t": {"0": 4, "1": 6}}, {"t": {"0": 12, "1": 6}})]
+    # Its plan reads nothing (it starts where it ends, at the store).
+    assert link.plans == [({"t": {"0": 12, "1": 6}}, {"t": {"0": 12, "1": 6}})]
     # From there on, batches chain onto the store as usual.
     assert reader.latestOffset(end, ReadMaxRows(5)) != end
     assert ranges_of(reader, end, {"t": {"0": 14, "1": 9}}) == [("t", 0, 12, 14),
@@ -651,3 +652,13 @@ def test_a_topic_seen_deleted_then_back_with_a_longer_log_is_marked_for_the_sink
     # Ending exactly at the old offset, it is read too (never taken for stored records).
     assert ranges_of(reader, start, {"t": {"0": 12}}) == [("t", 0, 0, 12)]
     assert link.resets[-1] == {"t": {"0": 0}}
+
+
+def test_a_checkpoint_at_offset_zero_of_a_partition_catches_up_too():
+    cluster = cluster_with(partitions=2, records=20)
+    link = FakeLink({"t": {"0": 15, "1": 5}})
+    reader = make_reader(cluster, link=link)
+    start = {"t": {"0": 10, "1": 0}}  # the checkpoint knew t-1 while it was empty
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end == {"t": {"0": 15, "1": 5}}
+    assert ranges_of(reader, start, end) == [("t", 0, 15, 15)]  # one empty task
