@@ -9,11 +9,12 @@ store: :mod:`kafka_direct.sql.store_lock`) and, started without a checkpoint, re
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError, OffsetStoreError
+from kafka_direct.sql.formats import BATCH_ID_PROPERTY, QUERY_ID_PROPERTY
 from kafka_direct.sql.link_tables import (
     PLANS_TABLE,
     STORES_TABLE,
@@ -25,11 +26,15 @@ from kafka_direct.sql.link_tables import (
     table_identifier,
 )
 from kafka_direct.sql.sink_database import Database, retry_broken, transaction
+from kafka_direct.sql.source_offsets import offsets_from_json
 from kafka_direct.sql.store_lock import HeldSession, StoreLock
+from kafka_direct.topic_partition import TopicPartition
 
-__all__ = ["KEEP_PLANS", "SourceLink"]
+__all__ = ["KEEP_PLANS", "SourceLink", "bind_plan", "catch_up", "covered"]
 
 logger = logging.getLogger(__name__)
+
+Offsets = dict[TopicPartition, int]
 
 #: Plans kept per store (only the newest counts; a few more help whoever investigates).
 KEEP_PLANS = 5
@@ -290,3 +295,64 @@ class SourceLink:
                     f"{grant_fix(error, self.schema, 'source')}",
                     store=repr(self), cause=cause) from error
 
+
+# -- the source's decisions about the store (driver side; bind_plan in tasks) -------------
+
+
+def covered(ranges: Sequence[Any], start: Offsets, stored: SourceOffsets | None) -> bool:
+    """Whether the store's offsets are at or past the end of every range.
+
+    Only for partitions the batch's start knows: a partition new to the query (a
+    re-created topic, read from 0 again) may end where the old log's stored offset was
+    without being the same records.
+    """
+    if not stored:
+        return False
+    return all(TopicPartition(r.topic, r.partition) in start
+               and stored.get(r.topic, {}).get(str(r.partition), -1) >= r.untilOffset
+               for r in ranges)
+
+
+def catch_up(start: Offsets, stored: SourceOffsets | None, subscription: Any
+             ) -> Offsets | None:
+    """The end of a batch that brings a checkpoint behind its offset store up to the store.
+
+    A query restarted from a checkpoint older than its store (another run without that
+    checkpoint moved the store since) would plan from the checkpoint's offsets and be
+    refused by the sink at every batch. Ending the next batch exactly at the stored offsets
+    lets the chain go on: that batch reads and writes nothing (its offsets are committed).
+
+    Returns:
+        The batch's end, or None when the store is nowhere ahead of ``start``, or is behind
+        it somewhere (a store restored from an older backup: the sink refuses the batch and
+        names that cause and the fix).
+    """
+    if not stored:
+        return None
+    known = {tp: offset for tp, offset in offsets_from_json(
+        stored, "the offset store's committed offsets").items()
+        if subscription.covers(tp) and tp in start}
+    if any(offset < start[tp] for tp, offset in known.items()):
+        return None
+    ahead = {tp: offset for tp, offset in known.items() if offset > start[tp]}
+    return {**start, **ahead} if ahead else None
+
+
+def bind_plan(link: SourceLink, planId: int) -> None:
+    """In a read task: bind plan ``planId`` to the running micro-batch (query and batch id).
+
+    Raises:
+        ConfigurationError: The task runs outside a streaming micro-batch.
+        OffsetStoreError: The database failed.
+    """
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    queryId = context.getLocalProperty(QUERY_ID_PROPERTY) if context is not None else None
+    batch = context.getLocalProperty(BATCH_ID_PROPERTY) if context is not None else None
+    if not queryId or batch is None:
+        raise ConfigurationError(
+            "a source linked to an offset store read outside a streaming micro-batch (no "
+            "query id or batch id in the task): read it with readStream and write it with "
+            "the linked sink", setting="offsetStore.name", value=link.store)
+    link.bind_read(planId, str(queryId), int(batch))

@@ -44,23 +44,21 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from kafka_direct.errors import ConfigurationError, KafkaDirectError
+from kafka_direct.errors import KafkaDirectError
 from kafka_direct.kafka_params import executor_params
 from kafka_direct.kafka_rdd import ReadSettings
 from kafka_direct.offset_range import OffsetRange
 from kafka_direct.sql.admission import NEW_PARTITION_START, TriggerDelay, admit, start_of
-from kafka_direct.sql.formats import BATCH_ID_PROPERTY, QUERY_ID_PROPERTY
 from kafka_direct.sql.input_partitions import KafkaInputPartition, plan_ranges
 from kafka_direct.sql.partition_reader import PartitionReadSettings, driver_impl, read_task
-from kafka_direct.sql.source_link import SourceLink
+from kafka_direct.sql.source_link import SourceLink, bind_plan, catch_up, covered
 from kafka_direct.sql.source_metadata import SourceMetadata
 from kafka_direct.sql.source_offsets import SourceOffsets, offsets_from_json, offsets_to_json
 from kafka_direct.sql.source_options import SourceOptions, parse_source_options
 from kafka_direct.task_errors import carried
 from kafka_direct.topic_partition import TopicPartition
 
-__all__ = ["KafkaDirectStreamReader", "bind_plan", "catch_up", "plan_offsets",
-           "read_settings"]
+__all__ = ["KafkaDirectStreamReader", "plan_offsets", "read_settings"]
 
 logger = logging.getLogger(__name__)
 
@@ -85,65 +83,6 @@ def plan_offsets(start: Offsets, end: Offsets) -> tuple[SourceOffsets, SourceOff
     until = {tp: offset for tp, offset in end.items() if offset >= start_of(start, tp)}
     return (offsets_to_json({tp: start_of(start, tp) for tp in until}),
             offsets_to_json(until))
-
-
-def _covered(ranges: Sequence[Any], start: Offsets, stored: SourceOffsets | None) -> bool:
-    """Whether the store's offsets are at or past the end of every range.
-
-    Only for partitions the batch's start knows: a partition new to the query (a
-    re-created topic, read from 0 again) may end where the old log's stored offset was
-    without being the same records.
-    """
-    if not stored:
-        return False
-    return all(TopicPartition(r.topic, r.partition) in start
-               and stored.get(r.topic, {}).get(str(r.partition), -1) >= r.untilOffset
-               for r in ranges)
-
-
-def catch_up(start: Offsets, stored: SourceOffsets | None, subscription: Any
-             ) -> Offsets | None:
-    """The end of a batch that brings a checkpoint behind its offset store up to the store.
-
-    A query restarted from a checkpoint older than its store (another run without that
-    checkpoint moved the store since) would plan from the checkpoint's offsets and be
-    refused by the sink at every batch. Ending the next batch exactly at the stored offsets
-    lets the chain go on: that batch reads and writes nothing (its offsets are committed).
-
-    Returns:
-        The batch's end, or None when the store is nowhere ahead of ``start``, or is behind
-        it somewhere (a store restored from an older backup: the sink refuses the batch and
-        names that cause and the fix).
-    """
-    if not stored:
-        return None
-    known = {tp: offset for tp, offset in offsets_from_json(
-        stored, "the offset store's committed offsets").items()
-        if subscription.covers(tp) and tp in start}
-    if any(offset < start[tp] for tp, offset in known.items()):
-        return None
-    ahead = {tp: offset for tp, offset in known.items() if offset > start[tp]}
-    return {**start, **ahead} if ahead else None
-
-
-def bind_plan(link: SourceLink, planId: int) -> None:
-    """In a read task: bind plan ``planId`` to the running micro-batch (query and batch id).
-
-    Raises:
-        ConfigurationError: The task runs outside a streaming micro-batch.
-        OffsetStoreError: The database failed.
-    """
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    queryId = context.getLocalProperty(QUERY_ID_PROPERTY) if context is not None else None
-    batch = context.getLocalProperty(BATCH_ID_PROPERTY) if context is not None else None
-    if not queryId or batch is None:
-        raise ConfigurationError(
-            "a source linked to an offset store read outside a streaming micro-batch (no "
-            "query id or batch id in the task): read it with readStream and write it with "
-            "the linked sink", setting="offsetStore.name", value=link.store)
-    link.bind_read(planId, str(queryId), int(batch))
 
 
 def read_settings(options: SourceOptions) -> PartitionReadSettings:
@@ -391,7 +330,7 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                 return [KafkaInputPartition(r) for r in ranges]
             stored = self._link.stored_on_held_session()
             resets = self._resets(ranges, begin, stored)
-            if ranges and not resets and _covered(ranges, begin, stored):
+            if ranges and not resets and covered(ranges, begin, stored):
                 # Another run committed these offsets, rows included (this query's
                 # checkpoint is behind the store): nothing to read, nothing to write again.
                 logger.warning("kafka-direct source: offset store %r has committed %s "
