@@ -3,7 +3,9 @@
 :class:`SourceLink` names an offset store (``offsetStore.*`` options). The source records
 each batch's planned offsets through it (:meth:`SourceLink.record_plan`, which holds the
 store: :mod:`kafka_direct.sql.store_lock`) and, started without a checkpoint, resumes from
-:meth:`SourceLink.committed`. The protocol: :mod:`kafka_direct.sql.offset_link`.
+:meth:`SourceLink.committed`. Its read tasks bind the plan to their batch
+(:func:`bind_plan`); :func:`catch_up` and :func:`covered` are the source's decisions when
+its checkpoint is behind the store. The protocol: :mod:`kafka_direct.sql.offset_link`.
 """
 
 from __future__ import annotations
