@@ -271,7 +271,7 @@ def _check_structured(args: argparse.Namespace) -> None:
             raise ConfigurationError("--checkpoint-dir is for --api structured (the direct "
                                      "stream keeps its offsets in PostgreSQL only)")
         return
-    from kafka_direct.sql.registration import check_structured_support
+    from kafka_direct.sql.formats import check_structured_support
 
     check_structured_support()
     if args.sink != "transactional":

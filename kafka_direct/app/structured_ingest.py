@@ -39,7 +39,7 @@ QUERY_NAME = "kafka_direct_ingest"
 
 def stored_offsets(dsn: str, schema: str, group: str) -> dict[TopicPartition, int]:
     """The next offsets the sink stored under ``group`` (empty before the first batch)."""
-    from kafka_direct.sql.source_link import SourceLink
+    from kafka_direct.sql.link.source_side import SourceLink
 
     committed = SourceLink(dsn=dsn, store=group, schema=schema).committed() or {}
     return {TopicPartition(topic, int(partition)): int(offset)

@@ -11,13 +11,9 @@ session, classic or Spark Connect. The DataFrame view (:mod:`kafka_direct.sql.da
 has no such needs.
 """
 
-from kafka_direct.sql.foreach_batch import ForeachBatchSink, foreach_batch_sink
-from kafka_direct.sql.registration import (
-    POSTGRES_SINK_FORMAT,
-    SOURCE_FORMAT,
-    check_structured_support,
-    register,
-)
+from kafka_direct.sql.formats import POSTGRES_SINK_FORMAT, SOURCE_FORMAT, check_structured_support
+from kafka_direct.sql.registration import register
+from kafka_direct.sql.sink.foreach_batch import ForeachBatchSink, foreach_batch_sink
 
 __all__ = ["POSTGRES_SINK_FORMAT", "SOURCE_FORMAT", "ForeachBatchSink", "check_structured_support",
            "foreach_batch_sink", "register"]

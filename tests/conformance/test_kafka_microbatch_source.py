@@ -449,7 +449,7 @@ def test_bad_source_options_ending_offsets_fail_at_load(spark_session, option, v
     pytest.param("kafka.enable.auto.commit", "someValue", marks=pytest.mark.xfail(
         strict=True, reason="difference: kafka-direct does not refuse kafka.enable.auto.commit "
         "(Spark: 'not supported'); it forces it off with a warning (documented in "
-        "kafka_direct/sql/source_options.py, not in README's list of differences)")),
+        "kafka_direct/sql/source/options.py, not in README's list of differences)")),
 ])
 def test_unsupported_kafka_configs(spark_session, key, value):
     """KafkaSourceSuiteBase: "unsupported kafka configs"."""

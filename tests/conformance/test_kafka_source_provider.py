@@ -30,7 +30,7 @@ Left out:
 
 import pytest
 
-from kafka_direct.sql.source_options import parse_source_options
+from kafka_direct.sql.source.options import parse_source_options
 from tests.conformance.kafka_sql_utils import send_messages, stream, values_as_ints
 
 EXPECTED = "1111"

@@ -14,7 +14,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.sql import foreach_batch_sink
-from kafka_direct.sql.postgres_sink import PostgresSink, SinkCommitMessage
+from kafka_direct.sql.sink.postgres_sink import PostgresSink, SinkCommitMessage
 from kafka_direct.task_errors import carried_error
 from tests.structured.test_sink_link import CountingSource
 from tests.structured.test_sink_stream import (

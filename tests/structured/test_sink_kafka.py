@@ -6,7 +6,7 @@ runs, and the second run resumes from the offsets the sink committed with the ro
 
 import time
 
-from kafka_direct.sql.source_link import SourceLink
+from kafka_direct.sql.link.source_side import SourceLink
 from tests.structured.test_sink_stream import execute
 
 

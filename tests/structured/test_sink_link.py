@@ -14,7 +14,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from kafka_direct.errors import OffsetMismatchError
-from kafka_direct.sql.source_link import SourceLink, bind_plan
+from kafka_direct.sql.link.source_side import SourceLink, bind_plan
 from kafka_direct.task_errors import carried_error
 from tests.structured.test_sink_stream import execute, rows_of
 

@@ -13,7 +13,7 @@ from kafka_direct import DataLossError, OffsetRange
 from kafka_direct.kafka_data_consumer import ConsumerCache
 from kafka_direct.kafka_params import executor_params
 from kafka_direct.kafka_rdd import ReadSettings
-from kafka_direct.sql.partition_reader import PartitionReadSettings, read_partition
+from kafka_direct.sql.source.partition_reader import PartitionReadSettings, read_partition
 from kafka_direct.task_errors import CarriedTaskError, carried_error, carry_errors
 from tests.structured.test_source_stream import Batches, expected, produce_numbered, stream
 

@@ -12,7 +12,7 @@ import json
 from pyspark.errors import StreamingQueryException
 
 from kafka_direct import GroupBusyError
-from kafka_direct.sql.link_tables import PLANS_TABLE, STORES_TABLE
+from kafka_direct.sql.link.tables import PLANS_TABLE, STORES_TABLE
 from kafka_direct.task_errors import carried_error
 from tests.structured.test_sink_stream import execute, rows_of
 

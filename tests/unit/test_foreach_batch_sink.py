@@ -4,7 +4,7 @@ import pytest
 
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.sql import foreach_batch_sink
-from kafka_direct.sql.sink_options import parse_options
+from kafka_direct.sql.sink.options import parse_options
 
 BASE = {"dsn": "host=db password=hunter2", "password": "s3cret", "table": "t",
         "mode": "append"}

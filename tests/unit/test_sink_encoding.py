@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_direct.sql.sink_encoding import CsvStream, _hex_binary, encode_batch
+from kafka_direct.sql.sink.encoding import CsvStream, _hex_binary, encode_batch
 
 TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
                max_size=30)

@@ -14,11 +14,14 @@ from kafka_direct.errors import (
     OffsetMismatchError,
     OffsetStoreError,
 )
-from kafka_direct.sql import offset_link, source_link, store_lock
-from kafka_direct.sql.link_tables import PLANS_TABLE, lock_key, offsets_json
-from kafka_direct.sql.sink_commit import commit_batch
-from kafka_direct.sql.sink_link import source_holds
-from kafka_direct.sql.source_link import SourceLink
+from kafka_direct.sql import link as offset_link
+from kafka_direct.sql.link import source_side as source_link
+from kafka_direct.sql.link import store_lock
+from kafka_direct.sql.link.sink_side import source_holds
+from kafka_direct.sql.link.source_side import SourceLink
+from kafka_direct.sql.link.tables import PLANS_TABLE, lock_key
+from kafka_direct.sql.offsets_json import offsets_json
+from kafka_direct.sql.sink.commit import commit_batch
 from tests.unit.test_sink_protocol import make_sink, numbered, query_id, stage, target_rows
 
 
@@ -35,10 +38,16 @@ def sink(postgres, pg_schema, link):
                                              "offsetStore.schema": pg_schema})
 
 
+def source_of(sink):
+    """The source's side of the sink's store: what the batch's read tasks bind through."""
+    ref = sink.link
+    return SourceLink(ref.dsn, ref.store, ref.schema, ref.password)
+
+
 def commit(sink, query, batch, rows=(), plan=None):
     """Commit a batch; ``plan``: the plan its read tasks bound (None: it read nothing)."""
     if plan is not None:
-        sink.link.bind_read(plan, query, batch)
+        source_of(sink).bind_read(plan, query, batch)
     return commit_batch(sink, batch, [stage(sink, query, batch, 0, list(rows))])
 
 
@@ -109,7 +118,7 @@ def test_an_unlinked_source_is_a_configuration_error(link, sink, postgres, caplo
     assert target_rows(postgres, sink) == numbered(0, 1)
     # The same query right after a restart, its first batch reading nothing: accepted,
     # with a warning (the source takes the store with its first plan).
-    with caplog.at_level("WARNING", logger="kafka_direct.sql.sink_link"):
+    with caplog.at_level("WARNING", logger="kafka_direct.sql.link.sink_side"):
         result = commit(sink, query, 1)
     assert not result.plan.changed and "brought no new plan" in caplog.text
 
@@ -214,10 +223,10 @@ def test_only_the_newest_plans_are_kept(link, postgres):
     ({"t": {"0": 0}}, {"t": {"1": 5}}, "its start does not"),
     ({"t": {"0": 9}}, {"t": {"0": 5}}, "is before its start"),
     ({"t": {"x": 0}}, {"t": {"x": 1}}, "not a partition number"),
-    ({"t": {"0": -1}}, {"t": {"0": 1}}, "must be an int >= 0"),
-    ({"t": {"0": True}}, {"t": {"0": 1}}, "must be an int >= 0"),
-    ({"t": [0]}, {"t": {"0": 1}}, "mapping partitions"),
-    ([], {}, "must be offsets"),
+    ({"t": {"0": -1}}, {"t": {"0": 1}}, "must be an integer >= 0"),
+    ({"t": {"0": True}}, {"t": {"0": 1}}, "must be an integer >= 0"),
+    ({"t": [0]}, {"t": {"0": 1}}, "must map partitions to offsets"),
+    ([], {}, "must be a JSON object of topics"),
 ])
 def test_bad_plans_are_refused_before_the_database(start, end, words):
     link = SourceLink("host=nowhere.invalid", "s")
@@ -240,7 +249,8 @@ def test_a_failing_database_is_an_offset_store_error_without_the_password():
 
 
 def test_the_protocol_module_re_exports_the_link():
-    from kafka_direct.sql import link_tables, sink_link
+    from kafka_direct.sql.link import sink_side as sink_link
+    from kafka_direct.sql.link import tables as link_tables
 
     for name in offset_link.__all__:
         owners = [m for m in (link_tables, sink_link, source_link) if name in m.__all__]
@@ -263,11 +273,11 @@ def test_a_query_whose_lock_session_broke_cannot_commit_the_takers_plan(link, si
     commit(sink, q1, 0, numbered(0, 2), plan=plan)
     # Q1 plans batch 1 (2 -> 5) and its tasks read it; then its lock session breaks.
     p1 = link.record_plan({"t": {"0": 2}}, {"t": {"0": 5}})
-    sink.link.bind_read(p1, q1, 1)
+    source_of(sink).bind_read(p1, q1, 1)
     break_session(link, postgres)
     # Q2 (a fresh checkpoint) takes the store and plans from the stored offsets: 2 -> 6.
     p2 = link.record_plan({"t": {"0": 2}}, {"t": {"0": 6}})
-    sink.link.bind_read(p2, q2, 0)
+    source_of(sink).bind_read(p2, q2, 0)
     if first == "taker":
         commit(sink, q2, 0, numbered(2, 4))
         # Q1's batch commits late: its own plan no longer chains; nothing twice.

@@ -5,8 +5,9 @@ import pickle
 import pytest
 
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.sql.sink_options import parse_options
-from kafka_direct.sql.source_link import SourceLink
+from kafka_direct.sql.link.source_side import SourceLink
+from kafka_direct.sql.link.tables import StoreRef
+from kafka_direct.sql.sink.options import parse_options
 
 FIELDS = ["id", "name", "total"]
 SECRET = "s3cr3t-Pa55"
@@ -95,7 +96,7 @@ def test_the_sink_keeps_its_offsets_in_its_own_database():
     options = parse(dsn="host=db", password=SECRET,
                     **{"offsetStore.name": "orders", "offsetStore.schema": "offs",
                        "offsetStore.dsn": "host=elsewhere"})
-    assert options.link == SourceLink("host=db", "orders", "offs")
+    assert options.link == StoreRef("host=db", "orders", "offs")
     assert options.link.password == SECRET
 
 

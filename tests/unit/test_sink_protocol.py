@@ -13,10 +13,10 @@ import pytest
 
 from kafka_direct.errors import ConfigurationError, SinkWriteError
 from kafka_direct.sql import sink_database
-from kafka_direct.sql.sink_commit import abort_batch, commit_batch, commit_write, drop_stale
-from kafka_direct.sql.sink_options import parse_options
-from kafka_direct.sql.sink_staging import STAGED_TABLE, StagingTarget, stage_rows
-from kafka_direct.sql.sink_target import prepare_target
+from kafka_direct.sql.sink.commit import abort_batch, commit_batch, commit_write, drop_stale
+from kafka_direct.sql.sink.options import parse_options
+from kafka_direct.sql.sink.staging import STAGED_TABLE, StagingTarget, stage_rows
+from kafka_direct.sql.sink.target import prepare_target
 from offsets.database import CommitOutcomeUnknownError
 
 COLUMNS = ["id", "v"]

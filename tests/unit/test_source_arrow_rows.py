@@ -7,9 +7,9 @@ from kafka_direct import ConsumerRecord, DataLossError, OffsetRange, RecordError
 from kafka_direct.client.columnar import ColumnarConsumerCache
 from kafka_direct.kafka_data_consumer import ConsumerCache
 from kafka_direct.kafka_rdd import ReadSettings
-from kafka_direct.sql.arrow_rows import RecordBatchBuilder, arrow_schema, source_schema
 from kafka_direct.sql.dataframe import record_to_row
-from kafka_direct.sql.partition_reader import PartitionReadSettings, read_partition
+from kafka_direct.sql.source.arrow_rows import RecordBatchBuilder, arrow_schema, source_schema
+from kafka_direct.sql.source.partition_reader import PartitionReadSettings, read_partition
 from kafka_direct.task_errors import CarriedTaskError, carried_error, carry_errors
 from tests.unit.fake_kafka import FakeConsumer, FakeLog, FakeNativeConsumer
 
@@ -124,7 +124,7 @@ def test_a_range_with_gaps_reads_its_records_and_reuses_the_consumer(reader):
 
 
 def test_small_consumer_batches_are_joined_into_bigger_record_batches(monkeypatch):
-    import kafka_direct.sql.partition_reader as module
+    import kafka_direct.sql.source.partition_reader as module
 
     monkeypatch.setattr(module, "ROWS_PER_BATCH", 10)
     log = FakeLog(range(25))
@@ -174,7 +174,7 @@ def test_a_range_beyond_a_shrunk_log_end_is_data_loss_or_skipped(begin, reader):
 
 
 def test_an_abandoned_read_closes_its_consumer(reader):
-    import kafka_direct.sql.partition_reader as module
+    import kafka_direct.sql.source.partition_reader as module
 
     log = FakeLog(range(100))
     cache, fakes = cache_over(log, reader)

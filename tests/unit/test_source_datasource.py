@@ -5,12 +5,12 @@ from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StringType, StructField, StructType
 
 from kafka_direct import ConfigurationError, TopicPartition
-from kafka_direct.sql.batch_reader import KafkaDirectBatchReader
-from kafka_direct.sql.kafka_source import KafkaDirectSource
-from kafka_direct.sql.source_link import SourceLink
-from kafka_direct.sql.source_metadata import SourceMetadata
-from kafka_direct.sql.source_options import parse_source_options
-from kafka_direct.sql.stream_reader import KafkaDirectStreamReader
+from kafka_direct.sql.link.source_side import SourceLink
+from kafka_direct.sql.source.batch_reader import KafkaDirectBatchReader
+from kafka_direct.sql.source.kafka_source import KafkaDirectSource
+from kafka_direct.sql.source.metadata import SourceMetadata
+from kafka_direct.sql.source.options import parse_source_options
+from kafka_direct.sql.source.stream_reader import KafkaDirectStreamReader
 from kafka_direct.task_errors import CarriedTaskError, carried_error
 from tests.unit.fake_cluster import FakeCluster, FakeDriverConsumer
 

@@ -5,7 +5,7 @@ import logging
 import pytest
 
 from kafka_direct import ConfigurationError, TopicPartition
-from kafka_direct.sql.source_options import parse_duration_ms, parse_source_options
+from kafka_direct.sql.source.options import parse_duration_ms, parse_source_options
 
 BASE = {"kafka.bootstrap.servers": "localhost:9092", "subscribe": "t"}
 

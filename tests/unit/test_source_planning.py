@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from kafka_direct import ConfigurationError, OffsetRange, TopicPartition
 from kafka_direct.rate_limit import prorate_total
-from kafka_direct.sql.admission import TriggerDelay, admit, available, prorate_exact
-from kafka_direct.sql.input_partitions import plan_ranges, split_ranges
+from kafka_direct.sql.source.admission import TriggerDelay, admit, available, prorate_exact
+from kafka_direct.sql.source.planning import plan_ranges, split_ranges
 
 TPS = [TopicPartition(t, p) for t in ("a", "b") for p in range(3)]
 

@@ -13,11 +13,11 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Read
 
 from kafka_direct import ConfigurationError, DataLossError, TopicPartition
 from kafka_direct.errors import UnknownTopicOrPartitionError
-from kafka_direct.sql.input_partitions import KafkaInputPartition
-from kafka_direct.sql.source_metadata import SourceMetadata
-from kafka_direct.sql.source_offsets import offsets_from_json, offsets_to_json
-from kafka_direct.sql.source_options import parse_source_options
-from kafka_direct.sql.stream_reader import KafkaDirectStreamReader
+from kafka_direct.sql.offsets_json import offsets_from_json, offsets_to_json
+from kafka_direct.sql.source.metadata import SourceMetadata
+from kafka_direct.sql.source.options import parse_source_options
+from kafka_direct.sql.source.planning import KafkaInputPartition
+from kafka_direct.sql.source.stream_reader import KafkaDirectStreamReader
 from kafka_direct.task_errors import CarriedTaskError, carried_error
 from tests.unit.fake_cluster import FakeCluster, FakeDriverConsumer
 

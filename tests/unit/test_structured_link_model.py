@@ -53,9 +53,9 @@ from kafka_direct.errors import (
     KafkaDirectError,
     OffsetMismatchError,
 )
-from kafka_direct.sql import store_lock
-from kafka_direct.sql.sink_commit import commit_batch
-from kafka_direct.sql.source_link import SourceLink
+from kafka_direct.sql.link import store_lock
+from kafka_direct.sql.link.source_side import SourceLink
+from kafka_direct.sql.sink.commit import commit_batch
 from kafka_direct.task_errors import CarriedTaskError, carried_error
 from tests.unit.fake_cluster import FakeCluster
 from tests.unit.test_sink_protocol import make_sink, stage

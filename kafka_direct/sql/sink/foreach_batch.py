@@ -15,7 +15,7 @@ the query's id and the batch id (options ``microBatch.queryId`` / ``microBatch.b
 tasks stage, and the commit moves the rows in one transaction that records (query,
 target, batch) as ``writeStream`` does. A batch Spark runs again after a restart (its
 function ran, then the driver died before the batch's commit log) finds its record and
-writes nothing. The options are the sink's (:mod:`kafka_direct.sql.sink_options`),
+writes nothing. The options are the sink's (:mod:`kafka_direct.sql.sink.options`),
 offset-store link included; ``mode`` must be given, because the function cannot see the
 query's output mode: ``update`` (upsert on ``keyColumns``) for ``outputMode("update")``,
 ``complete`` (replace the rows, written with ``mode("overwrite")``) for
@@ -47,16 +47,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.sql.formats import BATCH_ID_PROPERTY, QUERY_ID_PROPERTY
-from kafka_direct.sql.registration import POSTGRES_SINK_FORMAT
-from kafka_direct.sql.sink_options import resolve_mode
+from kafka_direct.sql.formats import (
+    BATCH_ID_PROPERTY,
+    POSTGRES_SINK_FORMAT,
+    QUERY_ID_PROPERTY,
+    RUN_ID_PROPERTY,
+)
+from kafka_direct.sql.sink.options import resolve_mode
 
 __all__ = ["ForeachBatchSink", "foreach_batch_sink"]
 
 _RESERVED = ("microbatch.queryid", "microbatch.batchid")
 _SCALARS = (str, bool, int, float)
-#: Spark's local properties on the thread that runs a micro-batch's foreachBatch function.
-_RUN_ID_PROPERTY = "spark.jobGroup.id"  # the run id: new at every start of the query
 
 # What this process wrote in each run of a query: (run, target) -> the newest batch, and
 # (run, offset store) -> the one target linked to it. A run is one start of the query, so
@@ -176,7 +178,7 @@ def _running(batch: Any, batchId: Any) -> tuple[str, str]:
             f"foreach_batch_sink was given batch id {batchId!r} while Spark runs micro-batch "
             f"{running}: pass on the batch id foreachBatch gives the function",
             setting="batchId")
-    return str(queryId), str(context.getLocalProperty(_RUN_ID_PROPERTY) or queryId)
+    return str(queryId), str(context.getLocalProperty(RUN_ID_PROPERTY) or queryId)
 
 
 def foreach_batch_sink(options: Mapping[str, Any] | None = None, /,

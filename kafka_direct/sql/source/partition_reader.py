@@ -34,8 +34,8 @@ from kafka_direct.errors import ConfigurationError, DataLossError, OffsetOutOfRa
 from kafka_direct.kafka_data_consumer import ConsumerCache, KafkaDataConsumer, consumer_cache
 from kafka_direct.kafka_rdd import ReadSettings
 from kafka_direct.offset_range import OffsetRange
-from kafka_direct.sql.arrow_rows import ChunkBatchBuilder, RecordBatchBuilder
 from kafka_direct.sql.dataframe import MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS
+from kafka_direct.sql.source.arrow_rows import ChunkBatchBuilder, RecordBatchBuilder
 from kafka_direct.task_errors import carry_errors
 
 __all__ = ["ROWS_PER_BATCH", "PartitionReadSettings", "read_partition", "read_task"]

@@ -3,7 +3,7 @@
 :func:`apply_batch_plan` runs inside the sink's commit transaction: it checks that the
 batch's own plan (the one its read tasks bound) chains onto the stored offsets and stores
 its end offsets with the batch's rows, or refuses the batch. The protocol:
-:mod:`kafka_direct.sql.offset_link`.
+:mod:`kafka_direct.sql.link`.
 """
 
 from __future__ import annotations
@@ -13,15 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError, OffsetMismatchError
-from kafka_direct.sql.link_tables import (
-    PLANS_TABLE,
-    STORES_TABLE,
-    SourceOffsets,
-    lock_key,
-    normalise_offsets,
-    offsets_json,
-    table_identifier,
-)
+from kafka_direct.sql.link.tables import PLANS_TABLE, STORES_TABLE, lock_key, table_identifier
+from kafka_direct.sql.offsets_json import SourceOffsets, normalise_offsets, offsets_json
 
 __all__ = ["AppliedPlan", "apply_batch_plan", "check_committed_before", "source_holds"]
 
@@ -215,7 +208,7 @@ def apply_batch_plan(cursor: Any, schema: str, store: str, queryId: str, batchId
     """In the sink's commit transaction: check the batch's own plan and store its end.
 
     The batch's plan is the newest one its read tasks bound to (``queryId``, ``batchId``)
-    (:meth:`~kafka_direct.sql.source_link.SourceLink.bind_read`), never merely the store's
+    (:meth:`~kafka_direct.sql.link.source_side.SourceLink.bind_read`), never merely the store's
     newest: a query whose lock session broke while a second query took the store cannot
     commit the second one's plan with its own rows. Locks the store's row (created empty on
     the first commit) until the transaction ends.

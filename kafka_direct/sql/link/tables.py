@@ -1,38 +1,114 @@
-"""The offset link's shared names: its tables, the store's lock key and offsets as JSON.
+"""The offset link's shared names: a store's reference, its tables and its lock key.
 
-The source's side (:mod:`kafka_direct.sql.source_link`) and the sink's
-(:mod:`kafka_direct.sql.sink_link`) meet here; the protocol, the lock and the grants each
-side needs are described in :mod:`kafka_direct.sql.offset_link`.
+The source's side (:mod:`kafka_direct.sql.link.source_side`) and the sink's
+(:mod:`kafka_direct.sql.link.sink_side`) meet here; the protocol, the lock and the grants each
+side needs are described in :mod:`kafka_direct.sql.link`.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Self
 
 from kafka_direct.errors import ConfigurationError
+from kafka_direct.sql.sink_database import Database
 
 __all__ = [
     "LINK_LOCK_SPACE",
     "PLANS_TABLE",
     "STORES_TABLE",
-    "SourceOffsets",
+    "StoreRef",
     "ensure_link_tables",
     "grant_fix",
     "lock_key",
-    "normalise_offsets",
-    "offsets_json",
     "table_identifier",
 ]
-
-#: Source offsets as the source's JSON: {"topic": {"partition": next offset}}.
-SourceOffsets = dict[str, dict[str, int]]
 
 STORES_TABLE = "kafka_direct_offset_stores"
 PLANS_TABLE = "kafka_direct_offset_plans"
 #: First key of the store's advisory lock (the second: hashtext of "schema/store").
 LINK_LOCK_SPACE = 0x6B6C
+_OPTION_PREFIX = "offsetstore."
+
+
+@dataclass(frozen=True, slots=True)
+class StoreRef:
+    """An offset store: its database, name and the schema of its tables.
+
+    What the sink holds of the link (the source's :class:`~kafka_direct.sql.link.
+    source_side.SourceLink` is a StoreRef too, with the source's operations).
+
+    Attributes:
+        dsn: libpq connection string of the sink's database ("" for libpq's environment);
+            never shown.
+        store: The offset store's name (the same on the source and the sink).
+        schema: Schema of the link's tables.
+        password: A password given apart from the DSN (``offsetStore.password``), or None.
+    """
+
+    dsn: str
+    store: str
+    schema: str = "public"
+    password: str | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.dsn, str):
+            raise ConfigurationError("offsetStore.dsn must be a libpq connection string")
+        for name, value in (("offsetStore.name", self.store),
+                            ("offsetStore.schema", self.schema)):
+            if not isinstance(value, str) or not value.strip() or len(value) > 200:
+                raise ConfigurationError(
+                    f"{name} must be a non-empty name of at most 200 characters, got "
+                    f"{value!r}")
+
+    def __repr__(self) -> str:
+        return f"StoreRef(store={self.store!r}, schema={self.schema!r})"  # no DSN
+
+    @property
+    def database(self) -> Database:
+        """The link's database (DSN and password)."""
+        return Database(self.dsn, self.password)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], dsn: str | None = None,
+                     password: str | None = None) -> Self | None:
+        """The link the options ask for (``offsetStore.name``/``.dsn``/``.schema``), or None.
+
+        Option names are case-insensitive (Spark lowercases them). ``offsetStore.password``
+        may hold the password apart from the DSN (Spark redacts such options in plans).
+
+        Args:
+            options: The data source's options.
+            dsn: The DSN to use when ``offsetStore.dsn`` is absent (the sink passes its
+                own: its store must live in its database); None makes it required.
+            password: The password to use with ``dsn``.
+
+        Raises:
+            ConfigurationError: ``offsetStore.*`` options without ``offsetStore.name``, or
+                a source's link without ``offsetStore.dsn``.
+        """
+        lowered = {str(k).lower(): v for k, v in options.items()}
+        given = sorted(k for k in lowered if k.startswith(_OPTION_PREFIX))
+        name = lowered.get(_OPTION_PREFIX + "name")
+        if name is None:
+            if given:
+                raise ConfigurationError(
+                    f"options {given} need offsetStore.name: the offset store both the "
+                    "source and the sink use (the same name on both)")
+            return None
+        linkDsn = lowered.get(_OPTION_PREFIX + "dsn")
+        linkPassword = lowered.get(_OPTION_PREFIX + "password")
+        if linkDsn is None:
+            if dsn is None:
+                raise ConfigurationError(
+                    "offsetStore.name needs offsetStore.dsn: the connection string of the "
+                    "sink's database, where the sink commits the offsets with the rows "
+                    "(\"\" for libpq's environment)")
+            linkDsn, linkPassword = dsn, password if linkPassword is None else linkPassword
+        schema = lowered.get(_OPTION_PREFIX + "schema") or "public"
+        return cls(str(linkDsn), str(name), str(schema),
+                   None if linkPassword is None else str(linkPassword))
 
 
 def lock_key(schema: str, store: str) -> tuple[int, str]:
@@ -42,46 +118,6 @@ def lock_key(schema: str, store: str) -> tuple[int, str]:
     and schema ``x/a`` with store ``b`` are different stores with different locks.
     """
     return LINK_LOCK_SPACE, f"{len(schema)}:{schema}/{store}"
-
-
-def normalise_offsets(value: Any, what: str) -> SourceOffsets:
-    """``value`` as source offsets (topics and partitions as text, offsets as int >= 0).
-
-    Raises:
-        ConfigurationError: ``value`` is not ``{"topic": {"partition": offset}}``.
-    """
-    if not isinstance(value, Mapping):
-        raise ConfigurationError(
-            f"{what} must be offsets as {{\"topic\": {{\"partition\": offset}}}}, got "
-            f"{type(value).__name__}")
-    offsets: SourceOffsets = {}
-    for topic, partitions in value.items():
-        if not isinstance(topic, str) or not topic or not isinstance(partitions, Mapping):
-            raise ConfigurationError(
-                f"{what}: topic {topic!r} must be a name mapping partitions to offsets")
-        shaped: dict[str, int] = {}
-        for partition, offset in partitions.items():
-            try:
-                number = int(partition)
-            except (TypeError, ValueError):
-                number = -1
-            if number < 0 or isinstance(partition, bool):
-                raise ConfigurationError(
-                    f"{what}: partition {partition!r} of topic {topic!r} is not a partition "
-                    "number")
-            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-                raise ConfigurationError(
-                    f"{what}: offset {offset!r} of {topic}-{number} must be an int >= 0")
-            shaped[str(number)] = offset
-        offsets[topic] = dict(sorted(shaped.items(), key=lambda item: int(item[0])))
-    return dict(sorted(offsets.items()))
-
-
-def offsets_json(offsets: SourceOffsets) -> str:
-    """The offsets as JSON in a stable key order (topics sorted, partitions by number)."""
-    ordered = {topic: dict(sorted(parts.items(), key=lambda item: int(item[0])))
-               for topic, parts in sorted(offsets.items())}
-    return json.dumps(ordered, separators=(",", ":"))
 
 
 def table_identifier(schema: str, table: str) -> Any:

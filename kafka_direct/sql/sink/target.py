@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.sql.link_tables import PLANS_TABLE, STORES_TABLE, ensure_link_tables
+from kafka_direct.sql.link.tables import PLANS_TABLE, STORES_TABLE, ensure_link_tables
+from kafka_direct.sql.sink.options import SinkOptions
+from kafka_direct.sql.sink.staging import COMMITS_TABLE, STAGED_TABLE, ensure_sink_tables
 from kafka_direct.sql.sink_database import database_error, transaction
-from kafka_direct.sql.sink_options import SinkOptions
-from kafka_direct.sql.sink_staging import COMMITS_TABLE, STAGED_TABLE, ensure_sink_tables
 
 __all__ = ["postgres_type", "prepare_target", "required_grants"]
 

@@ -9,7 +9,7 @@ Usage::
        .start())
 
 The options (table, schema, columns, mode, keyColumns, createTable, ...) are described in
-:mod:`kafka_direct.sql.sink_options`. ``df.write.format("kafka-direct-postgres")`` writes a
+:mod:`kafka_direct.sql.sink.options`. ``df.write.format("kafka-direct-postgres")`` writes a
 batch DataFrame the same way, in one transaction.
 
 The protocol
@@ -48,7 +48,7 @@ Guarantees
   the query stops, and its restart is exactly-once either way.
 * With ``offsetStore.name`` (and the same options on the ``kafka-direct`` source), the
   Kafka offsets each batch read are stored in the same transaction
-  (:mod:`kafka_direct.sql.offset_link`): a query whose checkpoint directory is lost starts
+  (:mod:`kafka_direct.sql.link`): a query whose checkpoint directory is lost starts
   from PostgreSQL with nothing lost or repeated. A batch whose offsets do not continue the
   stored ones is refused with :class:`~kafka_direct.errors.OffsetMismatchError`.
 * The DSN and the password never appear in an error, a repr or a log. Give the password
@@ -93,7 +93,7 @@ Limits
   checkpoint's logs to run old batches again.
 * A batch write (``df.write``) is atomic but has no id: running the job again writes again
   (unless it is a micro-batch's, with options ``microBatch.*``: see
-  :mod:`kafka_direct.sql.foreach_batch`).
+  :mod:`kafka_direct.sql.sink.foreach_batch`).
 * The role needs USAGE and CREATE on ``stagingSchema`` (staging tables; the sink's own
   record tables there, created on first use when missing, need SELECT, INSERT, UPDATE,
   DELETE), and SELECT and INSERT on the target (UPDATE for ``mode=update``, DELETE for
@@ -114,9 +114,9 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -128,27 +128,16 @@ from pyspark.sql.datasource import (
 )
 
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.sql.formats import BATCH_ID_PROPERTY, QUERY_ID_PROPERTY
-from kafka_direct.sql.sink_commit import CommitResult, abort_batch, commit_batch, commit_write
-from kafka_direct.sql.sink_options import SinkOptions, parse_options
-from kafka_direct.sql.sink_staging import StagedAttempt, StagingTarget, stage_rows
-from kafka_direct.sql.sink_target import prepare_target
+from kafka_direct.sql.formats import BATCH_ID_PROPERTY, POSTGRES_SINK_FORMAT, QUERY_ID_PROPERTY
+from kafka_direct.sql.sink.commit import CommitResult, abort_batch, commit_batch, commit_write
+from kafka_direct.sql.sink.options import SinkOptions, parse_options
+from kafka_direct.sql.sink.staging import StagedAttempt, StagingTarget, stage_rows
+from kafka_direct.sql.sink.target import prepare_target
 from kafka_direct.task_errors import carried
 
-__all__ = ["FORMAT", "PostgresSink", "SinkCommitMessage"]
+__all__ = ["PostgresSink", "SinkCommitMessage"]
 
 logger = logging.getLogger(__name__)
-
-#: The sink's format name.
-FORMAT = "kafka-direct-postgres"
-
-T = TypeVar("T")
-
-
-def _carried(work: Callable[[], T]) -> T:
-    """Run ``work``; a KafkaDirectError leaves as text that keeps its type across Spark."""
-    with carried():
-        return work()
 
 
 @dataclass(frozen=True)
@@ -188,7 +177,8 @@ class _StreamWriter(DataSourceStreamArrowWriter):
 
     def write(self, iterator: Iterator[Any]) -> SinkCommitMessage:
         """Stage this task attempt's rows (see the module's protocol)."""
-        return _carried(lambda: self._write(iterator))
+        with carried():
+            return self._write(iterator)
 
     def _write(self, iterator: Iterator[Any]) -> SinkCommitMessage:
         context = _task_context()
@@ -205,8 +195,8 @@ class _StreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Commit micro-batch ``batchId`` exactly once."""
-        result: CommitResult = _carried(
-            lambda: commit_batch(self.options, batchId, _attempts(messages)))
+        with carried():
+            result: CommitResult = commit_batch(self.options, batchId, _attempts(messages))
         logger.debug("%r: %s", self, result)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
@@ -234,17 +224,20 @@ class _BatchWriter(DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[Any]) -> SinkCommitMessage:
         """Stage this task attempt's rows under the write's id."""
-        return _carried(lambda: SinkCommitMessage(stage_rows(
-            _target(self.options), self.writeId, self.batchId, _task_context().partitionId(),
-            iterator)))
+        with carried():
+            return SinkCommitMessage(stage_rows(
+                _target(self.options), self.writeId, self.batchId,
+                _task_context().partitionId(), iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Move every task's staged rows into the target, in one transaction."""
         if self.options.microBatch is None:
-            _carried(lambda: commit_write(self.options, _attempts(messages)))
+            with carried():
+                commit_write(self.options, _attempts(messages))
             return
-        result: CommitResult = _carried(lambda: commit_batch(
-            self.options, self.batchId, _attempts(messages), queryId=self.writeId))
+        with carried():
+            result: CommitResult = commit_batch(
+                self.options, self.batchId, _attempts(messages), queryId=self.writeId)
         logger.debug("%r: %s", self, result)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -262,7 +255,7 @@ class PostgresSink(DataSource):
     @classmethod
     def name(cls) -> str:
         """``kafka-direct-postgres``."""
-        return FORMAT
+        return POSTGRES_SINK_FORMAT
 
     def __repr__(self) -> str:
         return "PostgresSink()"  # the options hold the DSN and the password
@@ -274,7 +267,8 @@ class PostgresSink(DataSource):
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
         """The micro-batch writer (options checked, target prepared, before any task)."""
-        return _carried(lambda: _StreamWriter(self._stream_options(schema, overwrite)))
+        with carried():
+            return _StreamWriter(self._stream_options(schema, overwrite))
 
     def _stream_options(self, schema: Any, overwrite: bool) -> SinkOptions:
         options = self._options(schema, overwrite)
@@ -287,4 +281,5 @@ class PostgresSink(DataSource):
 
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
         """The batch writer of ``df.write`` (``mode("overwrite")`` replaces the rows)."""
-        return _carried(lambda: _BatchWriter(self._options(schema, overwrite)))
+        with carried():
+            return _BatchWriter(self._options(schema, overwrite))

@@ -1,7 +1,7 @@
 """The ``kafka-direct`` stream reader: Structured Streaming's Source contract over Kafka.
 
 Offsets are ``{"topic": {"partition": next offset}}`` in one stable key order
-(:mod:`kafka_direct.sql.source_offsets`); the engine writes each batch's end into its offset
+(:mod:`kafka_direct.sql.source.offsets`); the engine writes each batch's end into its offset
 log before the batch runs and replays a batch from that log after a failure, so everything
 below is a function of the offsets it is given:
 
@@ -48,13 +48,13 @@ from kafka_direct.errors import KafkaDirectError
 from kafka_direct.kafka_params import executor_params
 from kafka_direct.kafka_rdd import ReadSettings
 from kafka_direct.offset_range import OffsetRange
-from kafka_direct.sql.admission import NEW_PARTITION_START, TriggerDelay, admit, start_of
-from kafka_direct.sql.input_partitions import KafkaInputPartition, plan_ranges
-from kafka_direct.sql.partition_reader import PartitionReadSettings, driver_impl, read_task
-from kafka_direct.sql.source_link import SourceLink, bind_plan, catch_up, covered
-from kafka_direct.sql.source_metadata import SourceMetadata
-from kafka_direct.sql.source_offsets import SourceOffsets, offsets_from_json, offsets_to_json
-from kafka_direct.sql.source_options import SourceOptions, parse_source_options
+from kafka_direct.sql.link.source_side import SourceLink, bind_plan, catch_up, covered
+from kafka_direct.sql.offsets_json import SourceOffsets, offsets_from_json, offsets_to_json
+from kafka_direct.sql.source.admission import NEW_PARTITION_START, TriggerDelay, admit, start_of
+from kafka_direct.sql.source.metadata import SourceMetadata
+from kafka_direct.sql.source.options import SourceOptions, parse_source_options
+from kafka_direct.sql.source.partition_reader import PartitionReadSettings, driver_impl, read_task
+from kafka_direct.sql.source.planning import KafkaInputPartition, plan_ranges
 from kafka_direct.task_errors import carried
 from kafka_direct.topic_partition import TopicPartition
 

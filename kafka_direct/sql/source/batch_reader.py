@@ -14,11 +14,11 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.sql.input_partitions import KafkaInputPartition, plan_ranges
-from kafka_direct.sql.partition_reader import read_task
-from kafka_direct.sql.source_metadata import SourceMetadata
-from kafka_direct.sql.source_options import OffsetSpec, SourceOptions
-from kafka_direct.sql.stream_reader import read_settings
+from kafka_direct.sql.source.metadata import SourceMetadata
+from kafka_direct.sql.source.options import OffsetSpec, SourceOptions
+from kafka_direct.sql.source.partition_reader import read_task
+from kafka_direct.sql.source.planning import KafkaInputPartition, plan_ranges
+from kafka_direct.sql.source.stream_reader import read_settings
 from kafka_direct.task_errors import carried
 
 __all__ = ["KafkaDirectBatchReader"]

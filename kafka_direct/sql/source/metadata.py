@@ -20,9 +20,9 @@ from typing import Any
 from kafka_direct.driver_consumer import DriverConsumer, TopicListing
 from kafka_direct.errors import ConfigurationError, DataLossError, UnknownTopicOrPartitionError
 from kafka_direct.retry import Retrier
-from kafka_direct.sql.admission import NEW_PARTITION_START
-from kafka_direct.sql.source_offsets import EARLIEST, LATEST
-from kafka_direct.sql.source_options import OffsetSpec, SourceOptions
+from kafka_direct.sql.source.admission import NEW_PARTITION_START
+from kafka_direct.sql.source.offsets import EARLIEST, LATEST
+from kafka_direct.sql.source.options import OffsetSpec, SourceOptions
 from kafka_direct.topic_partition import TopicPartition
 
 __all__ = ["DriverFactory", "SourceMetadata"]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pyspark.sql.datasource import InputPartition
 
 from kafka_direct.offset_range import OffsetRange
-from kafka_direct.sql.admission import start_of
+from kafka_direct.sql.source.admission import start_of
 from kafka_direct.topic_partition import TopicPartition
 
 __all__ = ["KafkaInputPartition", "plan_ranges", "split_ranges"]

@@ -9,7 +9,7 @@
    write nothing;
 3. check the staged attempts the messages name: registered, and not emptied by a crash
    of PostgreSQL (unlogged tables are): otherwise refuse the batch, writing nothing;
-4. with an offset store: apply the batch's plan (:func:`~kafka_direct.sql.sink_link.
+4. with an offset store: apply the batch's plan (:func:`~kafka_direct.sql.link.sink_side.
    apply_batch_plan`: chained onto the stored offsets or refused);
 5. move exactly the named attempts' rows into the target: ``INSERT ... SELECT`` (append),
    an upsert ``ON CONFLICT (keys) DO UPDATE`` (update), or ``DELETE`` then insert
@@ -33,15 +33,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError, KafkaDirectError, SinkWriteError
+from kafka_direct.sql.link.sink_side import AppliedPlan, apply_batch_plan, check_committed_before
+from kafka_direct.sql.sink.options import SinkOptions
+from kafka_direct.sql.sink.staging import COMMITS_TABLE, STAGED_TABLE, StagedAttempt, drop_staged
 from kafka_direct.sql.sink_database import (
     database_error,
     drop_cached,
     retry_broken,
     transaction,
 )
-from kafka_direct.sql.sink_link import AppliedPlan, apply_batch_plan, check_committed_before
-from kafka_direct.sql.sink_options import SinkOptions
-from kafka_direct.sql.sink_staging import COMMITS_TABLE, STAGED_TABLE, StagedAttempt, drop_staged
 
 __all__ = ["CommitResult", "abort_batch", "commit_batch", "commit_write", "drop_stale",
            "move_statement"]

@@ -58,24 +58,23 @@ on the first and SELECT, INSERT, UPDATE, DELETE on the second (its read tasks bi
 executors, so executors must reach the database, as the sink's do); the sink SELECT, INSERT,
 UPDATE on the first and SELECT on the second.
 
-Modules: :mod:`kafka_direct.sql.link_tables` (the tables, the lock's key, offsets as JSON),
-:mod:`kafka_direct.sql.source_link` (:class:`SourceLink`), :mod:`kafka_direct.sql.store_lock`
-(the session holding a store's lock) and :mod:`kafka_direct.sql.sink_link`
-(:func:`apply_batch_plan`). This module re-exports their public names.
+Modules: :mod:`kafka_direct.sql.link.tables` (a store's reference, the tables, the lock's
+key), :mod:`kafka_direct.sql.link.source_side` (:class:`SourceLink`),
+:mod:`kafka_direct.sql.link.store_lock` (the session holding a store's lock) and
+:mod:`kafka_direct.sql.link.sink_side` (:func:`apply_batch_plan`); offsets as JSON are
+:mod:`kafka_direct.sql.offsets_json`'s. This package re-exports the link's public names.
 """
 
-from kafka_direct.sql.link_tables import (
+from kafka_direct.sql.link.sink_side import AppliedPlan, apply_batch_plan, source_holds
+from kafka_direct.sql.link.source_side import SourceLink
+from kafka_direct.sql.link.tables import (
     LINK_LOCK_SPACE,
     PLANS_TABLE,
     STORES_TABLE,
-    SourceOffsets,
+    StoreRef,
     ensure_link_tables,
     lock_key,
-    normalise_offsets,
-    offsets_json,
 )
-from kafka_direct.sql.sink_link import AppliedPlan, apply_batch_plan, source_holds
-from kafka_direct.sql.source_link import SourceLink
 
 __all__ = [
     "LINK_LOCK_SPACE",
@@ -83,11 +82,9 @@ __all__ = [
     "STORES_TABLE",
     "AppliedPlan",
     "SourceLink",
-    "SourceOffsets",
+    "StoreRef",
     "apply_batch_plan",
     "ensure_link_tables",
     "lock_key",
-    "normalise_offsets",
-    "offsets_json",
     "source_holds",
 ]

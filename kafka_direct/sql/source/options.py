@@ -48,7 +48,7 @@ from typing import Any
 from kafka_direct.conf_values import parse_bool, parse_int
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.kafka_params import check_with_librdkafka, force_param, validate_params
-from kafka_direct.sql.source_offsets import (
+from kafka_direct.sql.source.offsets import (
     parse_assign,
     parse_offsets_option,
     parse_timestamps_option,

@@ -8,17 +8,18 @@
           .load())                         # key, value, topic, partition, offset, ...
 
 The options, schema and checks are those of Spark's ``kafka`` source
-(:mod:`kafka_direct.sql.source_options`); batches are planned by
-:mod:`kafka_direct.sql.stream_reader` (streams) and :mod:`kafka_direct.sql.batch_reader`
-(``spark.read``). Needs PySpark 4.2 or newer and pyarrow: every entry point checks, so even a
-direct ``spark.dataSource.register(KafkaDirectSource)`` on an older PySpark fails clearly.
+(:mod:`kafka_direct.sql.source.options`); batches are planned by
+:mod:`kafka_direct.sql.source.stream_reader` (streams) and
+:mod:`kafka_direct.sql.source.batch_reader` (``spark.read``). Needs PySpark 4.2 or newer
+and pyarrow: every entry point checks, so even a direct
+``spark.dataSource.register(KafkaDirectSource)`` on an older PySpark fails clearly.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from kafka_direct.sql.registration import SOURCE_FORMAT, check_structured_support
+from kafka_direct.sql.formats import SOURCE_FORMAT, check_structured_support
 
 try:
     from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
@@ -32,7 +33,7 @@ __all__ = ["KafkaDirectSource"]
 
 
 def _check_schema(given: Any, includeHeaders: bool) -> None:
-    from kafka_direct.sql.arrow_rows import source_schema
+    from kafka_direct.sql.source.arrow_rows import source_schema
 
     expected = source_schema(includeHeaders)
     if given is not None and given != expected:
@@ -57,8 +58,8 @@ class KafkaDirectSource(DataSource):
         Checks every option that does not depend on streaming or batch, so most mistakes
         fail at ``load()``.
         """
-        from kafka_direct.sql.arrow_rows import source_schema
-        from kafka_direct.sql.source_options import parse_source_options
+        from kafka_direct.sql.source.arrow_rows import source_schema
+        from kafka_direct.sql.source.options import parse_source_options
         from kafka_direct.task_errors import carried
 
         check_structured_support()
@@ -68,8 +69,8 @@ class KafkaDirectSource(DataSource):
 
     def reader(self, schema: Any) -> DataSourceReader:
         """The batch reader (``spark.read``)."""
-        from kafka_direct.sql.batch_reader import KafkaDirectBatchReader
-        from kafka_direct.sql.source_options import parse_source_options
+        from kafka_direct.sql.source.batch_reader import KafkaDirectBatchReader
+        from kafka_direct.sql.source.options import parse_source_options
         from kafka_direct.task_errors import carried
 
         check_structured_support()
@@ -80,7 +81,7 @@ class KafkaDirectSource(DataSource):
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         """The stream reader (``spark.readStream``), linked to an offset store if asked."""
-        from kafka_direct.sql.stream_reader import KafkaDirectStreamReader
+        from kafka_direct.sql.source.stream_reader import KafkaDirectStreamReader
         from kafka_direct.task_errors import carried
 
         check_structured_support()

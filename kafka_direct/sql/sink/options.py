@@ -44,8 +44,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError
+from kafka_direct.sql.link.tables import StoreRef
 from kafka_direct.sql.sink_database import Database
-from kafka_direct.sql.source_link import SourceLink
 
 __all__ = ["MODES", "SinkOptions", "parse_options", "resolve_mode"]
 
@@ -92,7 +92,7 @@ class SinkOptions:
     stagingSchema: str = "public"
     statementTimeoutMs: int | None = None
     staleStagingMinutes: int = 1440
-    link: SourceLink | None = None
+    link: StoreRef | None = None
     microBatch: tuple[str, int] | None = None
 
     def __post_init__(self) -> None:
@@ -282,11 +282,11 @@ def parse_options(options: Mapping[str, Any], fieldNames: Sequence[str], overwri
     keyColumns = _names(lowered.get("keycolumns"))
     database = Database(str(lowered.get("dsn") or ""),
                         None if lowered.get("password") is None else str(lowered["password"]))
-    link = SourceLink.from_options(options, dsn=database.dsn, password=database.password)
+    link = StoreRef.from_options(options, dsn=database.dsn, password=database.password)
     if link is not None and lowered.get("offsetstore.dsn") is not None:
         # The sink commits the offsets in its own transaction, so in its own database: a
         # separate DSN for the sink's side would be misleading, and it is not used.
-        link = SourceLink(database.dsn, link.store, link.schema, database.password)
+        link = StoreRef(database.dsn, link.store, link.schema, database.password)
     timeout = _number(lowered, "statementtimeoutms", "statementTimeoutMs")
     stale = _number(lowered, "stalestagingminutes", "staleStagingMinutes")
     return SinkOptions(

@@ -1,15 +1,10 @@
-"""The source's offsets as JSON: ``{"topic": {"partition": next offset}}``, and back.
+"""The source's offset options: ``startingOffsets`` / ``endingOffsets``, by timestamp, ``assign``.
 
-Structured Streaming keeps a source's offsets in its offset log as JSON text and compares
-offsets *as text* (a batch runs when the end differs from the start). So the JSON of one set
-of offsets must always be the same text: :func:`offsets_to_json` orders topics by name and
-partitions by number (``"2"`` before ``"10"``), whatever order the offsets came in.
-
-An offset is Kafka's *next offset to read*: ``{"t": {"0": 42}}`` means offsets up to 41 of
-``t-0`` were read. The same shape, with Spark's ``-2`` (earliest) and ``-1`` (latest), is what
-the ``startingOffsets`` and ``endingOffsets`` options take; :func:`parse_offsets_option`
-reads that, :func:`parse_timestamps_option` the ``...ByTimestamp`` options and
-:func:`parse_assign` the ``assign`` option (``{"t": [0, 1]}``).
+The offsets options take the shape of the offset log's JSON
+(:mod:`kafka_direct.sql.offsets_json`, whose rules for topics and partitions they share),
+with Spark's ``-2`` (earliest) and ``-1`` (latest): :func:`parse_offsets_option` reads them,
+:func:`parse_timestamps_option` the ``...ByTimestamp`` options and :func:`parse_assign` the
+``assign`` option (``{"t": [0, 1]}``).
 """
 
 from __future__ import annotations
@@ -18,91 +13,26 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from kafka_direct.conf_values import MAX_OFFSET
 from kafka_direct.errors import ConfigurationError
+from kafka_direct.sql.offsets_json import (
+    MAX_PARTITION,
+    checked_integer,
+    partition_number,
+    topic_map,
+)
 from kafka_direct.topic_partition import TopicPartition
 
 __all__ = [
     "EARLIEST",
     "LATEST",
-    "SourceOffsets",
-    "offsets_from_json",
-    "offsets_to_json",
     "parse_assign",
     "parse_offsets_option",
     "parse_timestamps_option",
 ]
 
-#: Source offsets as JSON data: {"topic": {"partition": next offset}}.
-SourceOffsets = dict[str, dict[str, int]]
-
 #: Spark's special offsets in ``startingOffsets`` / ``endingOffsets`` JSON.
 LATEST = -1
 EARLIEST = -2
-
-
-def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> SourceOffsets:
-    """``offsets`` as JSON data in the one stable order (topics by name, partitions by number).
-
-    Args:
-        offsets: Next offset to read per partition.
-
-    Returns:
-        A new dict whose insertion order ``json.dumps`` keeps.
-    """
-    by_topic: dict[str, dict[int, int]] = {}
-    for tp, offset in offsets.items():
-        by_topic.setdefault(tp.topic, {})[tp.partition] = int(offset)
-    return {topic: {str(p): by_topic[topic][p] for p in sorted(by_topic[topic])}
-            for topic in sorted(by_topic)}
-
-
-def _partition_number(topic: str, key: Any, what: str) -> int:
-    text = key if isinstance(key, str) else None
-    if text is None or not text.isdigit() or (len(text) > 1 and text[0] == "0") \
-            or int(text) > 2**31 - 1:
-        raise ConfigurationError(
-            f"{what}: partition {key!r} of topic {topic!r} is not a partition number; write "
-            f'partitions as strings of digits, e.g. {{"{topic}": {{"0": 42}}}}',
-            topic=topic)
-    return int(text)
-
-
-def _integer(value: Any, where: str, what: str, minimum: int, meaning: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not \
-            minimum <= value <= MAX_OFFSET:
-        raise ConfigurationError(
-            f"{what}: {where} is {value!r}; it must be an integer {meaning}")
-    return value
-
-
-def _topic_map(data: Any, what: str, example: str) -> dict[str, Any]:
-    if not isinstance(data, Mapping) or not all(isinstance(t, str) and t for t in data):
-        raise ConfigurationError(
-            f"{what} must be a JSON object of topics, e.g. {example}; got {data!r}")
-    return dict(data)
-
-
-def offsets_from_json(data: Any, what: str = "source offset") -> dict[TopicPartition, int]:
-    """Read offsets written by :func:`offsets_to_json` (from the offset log or a store).
-
-    Args:
-        data: The JSON data (already parsed).
-        what: How errors name the data.
-
-    Raises:
-        ConfigurationError: Not ``{"topic": {"partition": offset >= 0}}``.
-    """
-    offsets: dict[TopicPartition, int] = {}
-    for topic, partitions in _topic_map(data, what, '{"t": {"0": 42}}').items():
-        if not isinstance(partitions, Mapping):
-            raise ConfigurationError(
-                f"{what}: topic {topic!r} must map partitions to offsets, got {partitions!r}")
-        for key, offset in partitions.items():
-            partition = _partition_number(topic, key, what)
-            offsets[TopicPartition(topic, partition)] = _integer(
-                offset, f"the offset of {topic}-{partition}", what, 0, ">= 0")
-    return offsets
 
 
 def _load(option: str, text: str, example: str) -> Any:
@@ -137,7 +67,7 @@ def parse_offsets_option(option: str, text: str, *, allow_earliest: bool = True,
     example = '{"topicA": {"0": 23, "1": -1}, "topicB": {"0": -2}, "topicC": "earliest"}'
     offsets: dict[TopicPartition, int] = {}
     topics: dict[str, int] = {}
-    for topic, partitions in _topic_map(_load(option, text, example), f"option {option!r}",
+    for topic, partitions in topic_map(_load(option, text, example), f"option {option!r}",
                                         example).items():
         if isinstance(partitions, str) and partitions.strip().lower() in ("earliest",
                                                                           "latest"):
@@ -154,9 +84,9 @@ def parse_offsets_option(option: str, text: str, *, allow_earliest: bool = True,
                 f"option {option!r}: topic {topic!r} must map partitions to offsets, or be "
                 f"\"earliest\" or \"latest\", e.g. {example}; got {partitions!r}")
         for key, offset in partitions.items():
-            partition = _partition_number(topic, key, f"option {option!r}")
+            partition = partition_number(topic, key, f"option {option!r}")
             tp = TopicPartition(topic, partition)
-            value = _integer(offset, f"the offset of {tp}", f"option {option!r}", EARLIEST,
+            value = checked_integer(offset, f"the offset of {tp}", f"option {option!r}", EARLIEST,
                              ">= 0, or -2 (earliest) or -1 (latest)")
             if value == LATEST and not allow_latest:
                 raise ConfigurationError(
@@ -178,15 +108,15 @@ def parse_timestamps_option(option: str, text: str) -> dict[TopicPartition, int]
     """
     example = '{"topicA": {"0": 1700000000000, "1": 1700000000000}}'
     timestamps: dict[TopicPartition, int] = {}
-    for topic, partitions in _topic_map(_load(option, text, example), f"option {option!r}",
+    for topic, partitions in topic_map(_load(option, text, example), f"option {option!r}",
                                         example).items():
         if not isinstance(partitions, Mapping):
             raise ConfigurationError(
                 f"option {option!r}: topic {topic!r} must map partitions to timestamps, "
                 f"e.g. {example}; got {partitions!r}")
         for key, ms in partitions.items():
-            partition = _partition_number(topic, key, f"option {option!r}")
-            timestamps[TopicPartition(topic, partition)] = _integer(
+            partition = partition_number(topic, key, f"option {option!r}")
+            timestamps[TopicPartition(topic, partition)] = checked_integer(
                 ms, f"the timestamp of {topic}-{partition}", f"option {option!r}", 0,
                 "of epoch milliseconds >= 0")
     return timestamps
@@ -200,7 +130,7 @@ def parse_assign(text: str) -> tuple[TopicPartition, ...]:
     """
     example = '{"topicA": [0, 1], "topicB": [2, 4]}'
     partitions: set[TopicPartition] = set()
-    for topic, numbers in _topic_map(_load("assign", text, example), "option 'assign'",
+    for topic, numbers in topic_map(_load("assign", text, example), "option 'assign'",
                                      example).items():
         if not isinstance(numbers, list):
             raise ConfigurationError(
@@ -208,7 +138,7 @@ def parse_assign(text: str) -> tuple[TopicPartition, ...]:
                 f"e.g. {example}; got {numbers!r}")
         for number in numbers:
             if isinstance(number, bool) or not isinstance(number, int) or \
-                    not 0 <= number <= 2**31 - 1:
+                    not 0 <= number <= MAX_PARTITION:
                 raise ConfigurationError(
                     f"option 'assign': partition {number!r} of topic {topic!r} is not a "
                     f"partition number (an integer >= 0), e.g. {example}")

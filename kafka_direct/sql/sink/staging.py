@@ -12,7 +12,7 @@ A write task (one attempt of one partition of one batch) runs one transaction:
 
 The token is random per attempt, so a retried, speculative or zombie attempt stages apart
 from every other; only the attempts named in the messages the driver's commit receives are
-ever moved into the target (:mod:`kafka_direct.sql.sink_commit`). Staged tables are dropped
+ever moved into the target (:mod:`kafka_direct.sql.sink.commit`). Staged tables are dropped
 by the commit or abort of their batch, by a later commit of their query (earlier batches),
 or by age. A task that fails anywhere before its COMMIT leaves nothing. A partition with no
 rows stages nothing (its message says 0 rows).
@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError, SinkWriteError
+from kafka_direct.sql.sink.encoding import CsvStream
 from kafka_direct.sql.sink_database import (
     Database,
     database_error,
@@ -39,7 +40,6 @@ from kafka_direct.sql.sink_database import (
     retry_broken,
     transaction,
 )
-from kafka_direct.sql.sink_encoding import CsvStream
 
 __all__ = [
     "COMMITS_TABLE",

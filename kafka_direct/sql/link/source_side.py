@@ -2,34 +2,37 @@
 
 :class:`SourceLink` names an offset store (``offsetStore.*`` options). The source records
 each batch's planned offsets through it (:meth:`SourceLink.record_plan`, which holds the
-store: :mod:`kafka_direct.sql.store_lock`) and, started without a checkpoint, resumes from
+store: :mod:`kafka_direct.sql.link.store_lock`) and, started without a checkpoint, resumes from
 :meth:`SourceLink.committed`. Its read tasks bind the plan to their batch
 (:func:`bind_plan`); :func:`catch_up` and :func:`covered` are the source's decisions when
-its checkpoint is behind the store. The protocol: :mod:`kafka_direct.sql.offset_link`.
+its checkpoint is behind the store. The protocol: :mod:`kafka_direct.sql.link`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError, OffsetStoreError
 from kafka_direct.sql.formats import BATCH_ID_PROPERTY, QUERY_ID_PROPERTY
-from kafka_direct.sql.link_tables import (
+from kafka_direct.sql.link.store_lock import HeldSession, StoreLock
+from kafka_direct.sql.link.tables import (
     PLANS_TABLE,
     STORES_TABLE,
-    SourceOffsets,
+    StoreRef,
     ensure_link_tables,
     grant_fix,
-    normalise_offsets,
-    offsets_json,
     table_identifier,
 )
-from kafka_direct.sql.sink_database import Database, retry_broken, transaction
-from kafka_direct.sql.source_offsets import offsets_from_json
-from kafka_direct.sql.store_lock import HeldSession, StoreLock
+from kafka_direct.sql.offsets_json import (
+    SourceOffsets,
+    normalise_offsets,
+    offsets_from_json,
+    offsets_json,
+)
+from kafka_direct.sql.sink_database import retry_broken, transaction
 from kafka_direct.topic_partition import TopicPartition
 
 __all__ = ["KEEP_PLANS", "SourceLink", "bind_plan", "catch_up", "covered"]
@@ -41,83 +44,17 @@ Offsets = dict[TopicPartition, int]
 #: Plans kept per store (only the newest counts; a few more help whoever investigates).
 KEEP_PLANS = 5
 
-_OPTION_PREFIX = "offsetstore."
-
 
 @dataclass(frozen=True, slots=True)
-class SourceLink:
+class SourceLink(StoreRef):
     """Where a source records its plans and finds its committed offsets (PostgreSQL).
 
-    Attributes:
-        dsn: libpq connection string of the sink's database ("" for libpq's environment);
-            never shown.
-        store: The offset store's name (the same on the source and the sink).
-        schema: Schema of the link's tables.
-        password: A password given apart from the DSN (``offsetStore.password``), or None.
+    The store's reference (:class:`~kafka_direct.sql.link.tables.StoreRef`: its database,
+    name and schema) with what the source does with it.
     """
-
-    dsn: str
-    store: str
-    schema: str = "public"
-    password: str | None = field(default=None, compare=False)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.dsn, str):
-            raise ConfigurationError("offsetStore.dsn must be a libpq connection string")
-        for name, value in (("offsetStore.name", self.store),
-                            ("offsetStore.schema", self.schema)):
-            if not isinstance(value, str) or not value.strip() or len(value) > 200:
-                raise ConfigurationError(
-                    f"{name} must be a non-empty name of at most 200 characters, got "
-                    f"{value!r}")
 
     def __repr__(self) -> str:
         return f"SourceLink(store={self.store!r}, schema={self.schema!r})"  # no DSN
-
-    @property
-    def database(self) -> Database:
-        """The link's database (DSN and password)."""
-        return Database(self.dsn, self.password)
-
-    @staticmethod
-    def from_options(options: Mapping[str, Any], dsn: str | None = None,
-                     password: str | None = None) -> SourceLink | None:
-        """The link the options ask for (``offsetStore.name``/``.dsn``/``.schema``), or None.
-
-        Option names are case-insensitive (Spark lowercases them). ``offsetStore.password``
-        may hold the password apart from the DSN (Spark redacts such options in plans).
-
-        Args:
-            options: The data source's options.
-            dsn: The DSN to use when ``offsetStore.dsn`` is absent (the sink passes its
-                own: its store must live in its database); None makes it required.
-            password: The password to use with ``dsn``.
-
-        Raises:
-            ConfigurationError: ``offsetStore.*`` options without ``offsetStore.name``, or
-                a source's link without ``offsetStore.dsn``.
-        """
-        lowered = {str(k).lower(): v for k, v in options.items()}
-        given = sorted(k for k in lowered if k.startswith(_OPTION_PREFIX))
-        name = lowered.get(_OPTION_PREFIX + "name")
-        if name is None:
-            if given:
-                raise ConfigurationError(
-                    f"options {given} need offsetStore.name: the offset store both the "
-                    "source and the sink use (the same name on both)")
-            return None
-        linkDsn = lowered.get(_OPTION_PREFIX + "dsn")
-        linkPassword = lowered.get(_OPTION_PREFIX + "password")
-        if linkDsn is None:
-            if dsn is None:
-                raise ConfigurationError(
-                    "offsetStore.name needs offsetStore.dsn: the connection string of the "
-                    "sink's database, where the sink commits the offsets with the rows "
-                    "(\"\" for libpq's environment)")
-            linkDsn, linkPassword = dsn, password if linkPassword is None else linkPassword
-        schema = lowered.get(_OPTION_PREFIX + "schema") or "public"
-        return SourceLink(str(linkDsn), str(name), str(schema),
-                          None if linkPassword is None else str(linkPassword))
 
     # -- the source's side ------------------------------------------------------------------
 
@@ -264,7 +201,7 @@ class SourceLink:
         Called by every read task of a linked source (on executors; idempotent). The sink
         then applies exactly the plan its batch read, never another query's: a query
         whose lock session broke while another one took the store cannot commit that
-        one's plan (see :mod:`kafka_direct.sql.offset_link`).
+        one's plan (see :mod:`kafka_direct.sql.link`).
 
         Raises:
             OffsetStoreError: The database failed.

@@ -2,7 +2,7 @@
 
 The source of a query takes the store's session-level advisory lock with its first plan
 and keeps it while it runs, so a second query on the same store fails instead of
-interleaving its plans (why: :mod:`kafka_direct.sql.offset_link`). This process keeps that
+interleaving its plans (why: :mod:`kafka_direct.sql.link`). This process keeps that
 session per store, and the source records its plans through it.
 """
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kafka_direct.errors import GroupBusyError, OffsetStoreError
-from kafka_direct.sql.link_tables import grant_fix, lock_key
+from kafka_direct.sql.link.tables import grant_fix, lock_key
 from kafka_direct.sql.sink_database import Database, retry_broken
 
 __all__ = ["LOCK_WAIT_MS", "HeldSession", "StoreLock"]
