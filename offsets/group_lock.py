@@ -23,15 +23,22 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kafka_direct import GroupBusyError, OffsetStoreError
-from offsets.database import describe_database_error
+from kafka_direct.postgres.advisory_lock import lock_session
+from kafka_direct.postgres.errors import describe_database_error
 
-if TYPE_CHECKING:
-    from offsets.postgres_offset_store import PostgresOffsetStore
-
-__all__ = ["GroupLock", "database_of", "find_held", "normalised_dsn", "register", "unregister"]
+__all__ = [
+    "DatabaseIdentity",
+    "GroupLock",
+    "LockingStore",
+    "database_of",
+    "find_held",
+    "normalised_dsn",
+    "register",
+    "unregister",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -41,10 +48,38 @@ _DATABASE_KEYS = ("host", "hostaddr", "port", "dbname")
 _held: dict[tuple[str, str, str], list[GroupLock]] = {}  # (schema, table, group) -> locks
 _held_mutex = threading.Lock()
 
-Database = tuple[tuple[str, str], ...]
+#: Which database a DSN or a connection reaches: its sorted connection parameters.
+DatabaseIdentity = tuple[tuple[str, str], ...]
 
 
-def normalised_dsn(dsn: str) -> Database | None:
+class LockingStore(Protocol):
+    """What a group lock asks of the offset store that takes it and of those that find it.
+
+    :class:`~offsets.postgres_offset_store.PostgresOffsetStore` is one; typed so, the lock
+    and the store each import nothing of the other.
+    """
+
+    schema: str
+    table: str
+    _dsn: str | None
+
+    def connect(self) -> Any:
+        """A new connection to the store's database."""
+
+    def _locks(self) -> Any:
+        """The ``<table>_locks`` table, as a ``psycopg2.sql`` identifier."""
+
+    def normalisedDsn(self) -> DatabaseIdentity | None:
+        """The store's DSN, parsed and sorted without password (None: no DSN)."""
+
+    def database(self) -> DatabaseIdentity | None:
+        """The database a connection of the store reaches (asked once)."""
+
+    def warnOnce(self, group: str) -> bool:
+        """Whether to warn about ``group`` now (True once per store and group)."""
+
+
+def normalised_dsn(dsn: str) -> DatabaseIdentity | None:
     """``dsn``'s parameters, sorted, without the password; None for an unparsable DSN.
 
     Two spellings of one connection string (keys in another order, other spacing, URI or
@@ -61,7 +96,7 @@ def normalised_dsn(dsn: str) -> Database | None:
     return tuple(sorted((k, str(v)) for k, v in parsed.items() if k != "password"))
 
 
-def database_of(connection: Any) -> Database | None:
+def database_of(connection: Any) -> DatabaseIdentity | None:
     """Host, host address, port and database name of a connection, as libpq resolved them.
 
     Returns:
@@ -94,7 +129,7 @@ def unregister(lock: GroupLock) -> None:
             _held.pop(key, None)
 
 
-def find_held(store: PostgresOffsetStore, group: str) -> GroupLock | None:
+def find_held(store: LockingStore, group: str) -> GroupLock | None:
     """The lock of ``group`` this process holds in ``store``'s offsets table and database.
 
     Connects (once per store) only when the process holds a lock of the group and table
@@ -133,7 +168,7 @@ def find_held(store: PostgresOffsetStore, group: str) -> GroupLock | None:
     return None
 
 
-def _slot(store: PostgresOffsetStore, group: str) -> tuple[str, str, str]:
+def _slot(store: LockingStore, group: str) -> tuple[str, str, str]:
     return (store.schema, store.table, group)
 
 
@@ -147,7 +182,7 @@ class GroupLock:
             transactions fenced with it fail once another job has taken the group.
     """
 
-    def __init__(self, store: PostgresOffsetStore, group: str) -> None:
+    def __init__(self, store: LockingStore, group: str) -> None:
         self.store = store
         self.group = group
         self.generation = 0
@@ -169,20 +204,17 @@ class GroupLock:
         store, group = self.store, self.group
         connection = None
         try:
-            connection = store.connect()
-            connection.autocommit = True
+            connection = lock_session(store.connect, LOCK_SPACE,
+                                      f"{store.schema}.{store.table}/{group}")
+            if connection is None:
+                raise GroupBusyError(
+                    f"consumer group {group!r} is held by another running job (its lock "
+                    f"in {store.schema}.{store.table}'s database)"
+                    + ("" if first else ", after this job's lock was lost (its database "
+                       "session ended); this job stops so that two jobs never write the "
+                       "group at once")
+                    + "; stop that job or use another group", group=group)
             with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))",
-                               (LOCK_SPACE, f"{store.schema}.{store.table}/{group}"))
-                held = bool(cursor.fetchone()[0])
-                if not held:
-                    raise GroupBusyError(
-                        f"consumer group {group!r} is held by another running job (its lock "
-                        f"in {store.schema}.{store.table}'s database)"
-                        + ("" if first else ", after this job's lock was lost (its database "
-                           "session ended); this job stops so that two jobs never write the "
-                           "group at once")
-                        + "; stop that job or use another group", group=group)
                 if first:
                     # Under the advisory lock: no other job bumps the generation meanwhile.
                     cursor.execute(sql.SQL(

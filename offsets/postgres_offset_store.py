@@ -42,16 +42,15 @@ from kafka_direct import (
     OffsetStoreError,
     TopicPartition,
 )
-from offsets.database import (
+from kafka_direct.postgres.catalog import ensure_tables, schema_exists, table_exists
+from kafka_direct.postgres.errors import (
     CommitOutcomeUnknownError,
     commit_or_unknown,
     describe_database_error,
     fix_for,
-    schema_exists,
-    table_exists,
 )
 from offsets.group_lock import (
-    Database,
+    DatabaseIdentity,
     GroupLock,
     database_of,
     find_held,
@@ -61,6 +60,8 @@ from offsets.group_lock import (
 )
 from offsets.offset_store import OffsetStore, chain_ranges, check_range
 
+# The PostgreSQL helpers below the store (kafka_direct.postgres) stay importable from here,
+# where they were public before that level existed.
 __all__ = [
     "CommitOutcomeUnknownError",
     "GroupLock",
@@ -97,8 +98,8 @@ class PostgresOffsetStore(OffsetStore):
         self.table = table
         self.schema = schema
         self._ready = False
-        self._normalisedDsn: Database | None = None
-        self._database: Database | None = None
+        self._normalisedDsn: DatabaseIdentity | None = None
+        self._database: DatabaseIdentity | None = None
         self._warned: set[str] = set()
 
     def __repr__(self) -> str:
@@ -130,33 +131,26 @@ class PostgresOffsetStore(OffsetStore):
         """
         from psycopg2 import sql
 
-        schema = sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.schema))
-        tables = [
-            (self.table, sql.SQL(
+        tables = {
+            self.table: [sql.SQL(
                 "CREATE TABLE IF NOT EXISTS {} ("
                 "group_id text NOT NULL, topic text NOT NULL, "
                 "kafka_partition integer NOT NULL CHECK (kafka_partition >= 0), "
                 "next_offset bigint NOT NULL CHECK (next_offset >= 0), "
                 "updated_at timestamptz NOT NULL DEFAULT now(), "
-                "PRIMARY KEY (group_id, topic, kafka_partition))").format(self._identifier())),
-            (f"{self.table}_locks", sql.SQL(
+                "PRIMARY KEY (group_id, topic, kafka_partition))").format(self._identifier())],
+            f"{self.table}_locks": [sql.SQL(
                 "CREATE TABLE IF NOT EXISTS {} (group_id text PRIMARY KEY, "
                 "generation bigint NOT NULL, "
-                "taken_at timestamptz NOT NULL DEFAULT now())").format(self._locks())),
-        ]
-
-        def create(own: Any) -> None:
-            if not schema_exists(own, self.schema):
-                own.execute(schema)
-            for name, statement in tables:
-                if not table_exists(own, self.schema, name):
-                    own.execute(statement)
+                "taken_at timestamptz NOT NULL DEFAULT now())").format(self._locks())],
+        }
 
         if cursor is not None:
-            create(cursor)  # the caller's transaction may still roll back: not ready yet
+            # The caller's transaction may still roll back: not ready yet.
+            ensure_tables(cursor, self.schema, tables)
             return
         with self._own("creating the offsets table") as own:
-            create(own)
+            ensure_tables(own, self.schema, tables)
         self._ready = True
 
     def _locks(self) -> Any:
@@ -164,7 +158,7 @@ class PostgresOffsetStore(OffsetStore):
 
         return sql.Identifier(self.schema, f"{self.table}_locks")
 
-    def normalisedDsn(self) -> Database | None:
+    def normalisedDsn(self) -> DatabaseIdentity | None:
         """The store's DSN parsed, sorted and without password (None with ``connect``).
 
         Identifies the store's database for :func:`~offsets.group_lock.find_held` without
@@ -176,7 +170,7 @@ class PostgresOffsetStore(OffsetStore):
             self._normalisedDsn = normalised_dsn(self._dsn)
         return self._normalisedDsn
 
-    def database(self) -> Database | None:
+    def database(self) -> DatabaseIdentity | None:
         """Host, port and database name a connection of this store reaches (asked once).
 
         Raises:

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_direct import CanCommitOffsets, ConfigurationError, OffsetRange
+from kafka_direct.postgres.connection import Database, cached_connection, transaction
 from kafka_direct.task_errors import carry_errors, typed_errors
 from offsets.offset_store import OffsetStore, check_and_seed
 from offsets.postgres_offset_store import PostgresOffsetStore
@@ -56,8 +57,6 @@ from sinks.postgres_writer import (
     KafkaRDDSink,
     copy_rows,
     database_errors,
-    worker_connection,
-    worker_transaction,
 )
 from sinks.transactional_postgres_sink import (
     DEFAULT_COLUMNS,
@@ -161,14 +160,14 @@ class _Upserter:
         if self.generation is None or self.group is None:
             return
         store = PostgresOffsetStore(table=self.fenceTable, schema=self.fenceSchema,
-                                    connect=lambda: worker_connection(self.dsn))
+                                    connect=lambda: cached_connection(Database(self.dsn)))
         store.fence(cursor, self.group, self.generation)
 
     def _write(self, index: int, records: Iterator[Any]) -> Iterator[tuple[int, int]]:
         from psycopg2 import sql
 
         with database_errors(f"{self.schema}.{self.table}", self.ranges[index], self.dsn), \
-                worker_transaction(self.dsn, self.statementTimeoutMs) as cursor:
+                transaction(Database(self.dsn), self.statementTimeoutMs) as cursor:
             cursor.execute(self._stage())
             rows = ((*self.row(r), ordinal) for ordinal, r in enumerate(records))
             copied = copy_rows(cursor, sql.Identifier(_STAGE), (*self.columns, _ORDINAL),

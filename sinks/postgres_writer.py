@@ -1,10 +1,13 @@
-"""Writing rows into PostgreSQL from executors: COPY, quoting, connections per worker.
+"""Writing a KafkaRDD's rows into PostgreSQL from executors: COPY, its errors, the sink base.
 
 * :func:`copy_rows` streams rows with ``COPY ... FROM STDIN`` (PostgreSQL's text format),
   the fastest way in; identifiers are quoted with ``psycopg2.sql``.
-* :func:`worker_connection` keeps one connection per DSN in each Python worker (workers
-  outlive tasks), and :func:`drop_connection` forgets one after a failure so the next task
-  connects afresh.
+* :func:`database_errors` turns a driver error in a task's transaction into
+  :class:`~kafka_direct.errors.SinkWriteError`, with its outcome.
+* :class:`KafkaRDDSink`: what the sinks share.
+
+The tasks' transactions run on each Python worker's one connection per database
+(:func:`kafka_direct.postgres.connection.transaction`; workers outlive tasks).
 """
 
 from __future__ import annotations
@@ -12,8 +15,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import io
-import logging
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from decimal import Decimal
 from typing import Any
@@ -22,16 +23,9 @@ __all__ = [
     "KafkaRDDSink",
     "copy_rows",
     "database_errors",
-    "drop_connection",
     "encode_copy_value",
-    "worker_connection",
-    "worker_transaction",
 ]
 
-logger = logging.getLogger(__name__)
-
-_connections: dict[str, Any] = {}
-_lock = threading.Lock()
 _ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 
 
@@ -82,69 +76,6 @@ def copy_rows(cursor: Any, table: Any, columns: Sequence[str], rows: Iterable[Se
     return count
 
 
-def worker_connection(dsn: str) -> Any:
-    """This worker's connection to ``dsn`` (made on first use, or after a failure)."""
-    import psycopg2
-
-    with _lock:
-        connection = _connections.get(dsn)
-        if connection is None or connection.closed:
-            connection = psycopg2.connect(dsn)
-            _connections[dsn] = connection
-        return connection
-
-
-def drop_connection(dsn: str) -> None:
-    """Close and forget this worker's connection to ``dsn``."""
-    with _lock:
-        connection = _connections.pop(dsn, None)
-    if connection is not None:
-        try:
-            connection.close()
-        except Exception as error:
-            logger.debug("closing a broken connection failed: %s", error)
-
-
-@contextlib.contextmanager
-def worker_transaction(dsn: str, statementTimeoutMs: int | None = None) -> Iterator[Any]:
-    """A cursor in a transaction on this worker's connection.
-
-    The transaction commits when the block ends and rolls back when it raises; a broken
-    connection is dropped so the next task connects afresh.
-
-    Raises:
-        CommitOutcomeUnknownError: The COMMIT failed with the connection: it may have
-            committed (see :func:`database_errors`).
-    """
-    from offsets.postgres_offset_store import CommitOutcomeUnknownError, commit_or_unknown
-
-    connection = worker_connection(dsn)
-    try:
-        with connection.cursor() as cursor:
-            if statementTimeoutMs:
-                cursor.execute("SET LOCAL statement_timeout = %s", (int(statementTimeoutMs),))
-            yield cursor
-    except BaseException:
-        _rollback_or_drop(connection, dsn)
-        raise
-    try:
-        commit_or_unknown(connection)
-    except CommitOutcomeUnknownError:
-        drop_connection(dsn)
-        raise
-    except BaseException:
-        _rollback_or_drop(connection, dsn)
-        raise
-
-
-def _rollback_or_drop(connection: Any, dsn: str) -> None:
-    """Roll back; a connection that cannot even do that is not kept for the next task."""
-    try:
-        connection.rollback()
-    except Exception:
-        drop_connection(dsn)
-
-
 @contextlib.contextmanager
 def database_errors(table: str, offsetRange: Any = None, dsn: str | None = None
                     ) -> Iterator[None]:
@@ -163,7 +94,7 @@ def database_errors(table: str, offsetRange: Any = None, dsn: str | None = None
     import psycopg2
 
     from kafka_direct.errors import SinkWriteError
-    from offsets.postgres_offset_store import CommitOutcomeUnknownError, describe_database_error
+    from kafka_direct.postgres.errors import CommitOutcomeUnknownError, describe_database_error
 
     what = ("the batch" if offsetRange is None else
             f"{offsetRange.topic}-{offsetRange.partition} "

@@ -45,6 +45,7 @@ from kafka_direct import (
     OffsetRange,
     TopicPartition,
 )
+from kafka_direct.postgres.connection import Database, cached_connection, transaction
 from kafka_direct.task_errors import carry_errors
 from offsets.offset_store import chain_ranges
 from offsets.postgres_offset_store import PostgresOffsetStore
@@ -52,8 +53,6 @@ from sinks.postgres_writer import (
     KafkaRDDSink,
     copy_rows,
     database_errors,
-    worker_connection,
-    worker_transaction,
 )
 
 __all__ = ["TransactionalPostgresSink"]
@@ -159,14 +158,14 @@ class _PartitionWriter:
             yield ("empty", index, 0)  # nothing to write, the offset stays
             return
         store = PostgresOffsetStore(table=self.offsetTable, schema=self.offsetSchema,
-                                    connect=lambda: worker_connection(self.dsn))
+                                    connect=lambda: cached_connection(Database(self.dsn)))
         # A partition new to the store starts at the batch's lowest range of it, seeded in
         # this transaction: a failed write leaves no seed that a later start resumes from.
         chain = [r for r in self.ranges if r.topicPartition() == offsetRange.topicPartition()]
         start = min(r.fromOffset for r in chain)
         chainEnd = max(r.untilOffset for r in chain)
         with database_errors(f"{self.schema}.{self.table}", offsetRange, self.dsn), \
-                worker_transaction(self.dsn, self.statementTimeoutMs) as cursor:
+                transaction(Database(self.dsn), self.statementTimeoutMs) as cursor:
             store.fence(cursor, self.group, self.generation)
             store.seed(self.group, {offsetRange.topicPartition(): start}, cursor=cursor)
             if not store.claim(cursor, self.group, offsetRange, chainEnd):

@@ -236,20 +236,17 @@ def ensure_table(dsn: str, schema: str, table: str) -> None:
     import psycopg2
     from psycopg2 import sql
 
-    from offsets.database import fix_for, schema_exists, table_exists
+    from kafka_direct.postgres.catalog import ensure_tables
+    from kafka_direct.postgres.errors import fix_for
 
     connection = psycopg2.connect(dsn)
     try:
         with connection, connection.cursor() as cursor:
-            if not schema_exists(cursor, schema):
-                cursor.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
-                    sql.Identifier(schema)))
-            if not table_exists(cursor, schema, table):
-                cursor.execute(sql.SQL(
-                    "CREATE TABLE IF NOT EXISTS {} (topic text NOT NULL, kafka_partition "
-                    "integer NOT NULL, kafka_offset bigint NOT NULL, key bytea, value bytea, "
-                    "PRIMARY KEY (topic, kafka_partition, kafka_offset))").format(
-                    sql.Identifier(schema, table)))
+            ensure_tables(cursor, schema, {table: [sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} (topic text NOT NULL, kafka_partition "
+                "integer NOT NULL, kafka_offset bigint NOT NULL, key bytea, value bytea, "
+                "PRIMARY KEY (topic, kafka_partition, kafka_offset))").format(
+                sql.Identifier(schema, table))]})
     except psycopg2.Error as error:
         cause = " ".join(str(error).split())
         raise OffsetStoreError(

@@ -92,7 +92,7 @@ def test_database_errors_show_no_piece_of_the_password(dsn, all_logs):
 @pytest.mark.parametrize("dsn", BAD_DSNS, ids=["kv-with-space", "uri-bad-percent", "kv-down",
                                                 "uri-raw-at", "kv-comma"])
 def test_the_structured_sinks_errors_show_no_password_given_apart(dsn, all_logs):
-    from kafka_direct.sql.sink_database import Database
+    from kafka_direct.postgres.connection import Database
 
     database = Database(dsn, "Pw4pass-option")
     with pytest.raises(Exception) as raised:

@@ -4,10 +4,12 @@ import psycopg2
 import pytest
 
 from kafka_direct import OffsetRange, SinkWriteError
-from sinks import postgres_writer
-from sinks.postgres_writer import database_errors, worker_transaction
+from kafka_direct.postgres import connection as connections
+from kafka_direct.postgres.connection import Database, transaction
+from sinks.postgres_writer import database_errors
 
 DSN = "host=db password=hunter2"
+DATABASE = Database(DSN)
 
 
 class FakeCursor:
@@ -43,13 +45,13 @@ class FakeConnection:
 
 
 def write_with(connection):
-    postgres_writer._connections[DSN] = connection
+    connections._connections[DATABASE] = connection
     try:
         with database_errors("s.events", OffsetRange("t", 0, 10, 20)), \
-                worker_transaction(DSN) as cursor:
+                transaction(DATABASE) as cursor:
             cursor.execute("INSERT ...")
     finally:
-        postgres_writer._connections.pop(DSN, None)
+        connections._connections.pop(DATABASE, None)
 
 
 def test_a_connection_lost_during_commit_is_outcome_unknown():
@@ -62,7 +64,7 @@ def test_a_connection_lost_during_commit_is_outcome_unknown():
     assert (error.topic, error.partition, error.fromOffset, error.untilOffset) == (
         "t", 0, 10, 20)
     assert "hunter2" not in str(error) and "stored offsets tell" in str(error)
-    assert DSN not in postgres_writer._connections  # the next task connects afresh
+    assert DATABASE not in connections._connections  # the next task connects afresh
 
 
 class Refused(psycopg2.errors.SerializationFailure):

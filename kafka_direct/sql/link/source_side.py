@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError, OffsetStoreError
+from kafka_direct.postgres.catalog import table_exists
+from kafka_direct.postgres.connection import retry_broken, transaction
+from kafka_direct.postgres.errors import CommitOutcomeUnknownError
 from kafka_direct.sql.formats import BATCH_ID_PROPERTY, QUERY_ID_PROPERTY
 from kafka_direct.sql.link.store_lock import HeldSession, StoreLock
 from kafka_direct.sql.link.tables import (
@@ -32,7 +35,6 @@ from kafka_direct.sql.offsets_json import (
     offsets_from_json,
     offsets_json,
 )
-from kafka_direct.sql.sink_database import retry_broken, transaction
 from kafka_direct.topic_partition import TopicPartition
 
 __all__ = ["KEEP_PLANS", "SourceLink", "bind_plan", "catch_up", "covered"]
@@ -90,8 +92,6 @@ class SourceLink(StoreRef):
             OffsetStoreError: The database failed.
         """
         import psycopg2
-
-        from offsets.database import table_exists
 
         try:
             connection = self.database.connect()
@@ -208,8 +208,6 @@ class SourceLink(StoreRef):
         """
         import psycopg2
         from psycopg2 import sql
-
-        from offsets.database import CommitOutcomeUnknownError
 
         plans = table_identifier(self.schema, PLANS_TABLE)
         statement = sql.SQL(

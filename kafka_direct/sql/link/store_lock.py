@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kafka_direct.errors import GroupBusyError, OffsetStoreError
+from kafka_direct.postgres.advisory_lock import lock_session
+from kafka_direct.postgres.connection import Database, retry_broken
 from kafka_direct.sql.link.tables import grant_fix, lock_key
-from kafka_direct.sql.sink_database import Database, retry_broken
 
 __all__ = ["LOCK_WAIT_MS", "HeldSession", "StoreLock"]
 
@@ -67,30 +68,17 @@ class StoreLock:
 
     def _take(self, holder: HeldSession) -> None:
         """Open the holder's session and take the store's lock (waits up to LOCK_WAIT_MS)."""
-        import psycopg2
-
         space, text = lock_key(self.schema, self.store)
-        connection = self.database.connect()
-        try:
-            connection.autocommit = True
-            with connection.cursor() as cursor:
-                cursor.execute("SET lock_timeout = %s", (int(LOCK_WAIT_MS),))
-                try:
-                    cursor.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (space, text))
-                except psycopg2.errors.LockNotAvailable as busy:
-                    raise GroupBusyError(
-                        f"offset store {self.store!r} (schema {self.schema!r}) is used by "
-                        f"another running query (it holds the store's lock, waited "
-                        f"{LOCK_WAIT_MS} ms): one query per store. Stop that query, or give "
-                        "this one another offsetStore.name. (Or by another source of the same "
-                        "query: two load() calls joined or unioned are two sources; link "
-                        "one of them only, or load once and use that DataFrame twice)",
-                        group=self.store) from busy
-                cursor.execute("SET lock_timeout = 0")
-        except BaseException:
-            with contextlib.suppress(Exception):
-                connection.close()
-            raise
+        connection = lock_session(self.database.connect, space, text, waitMs=LOCK_WAIT_MS)
+        if connection is None:
+            raise GroupBusyError(
+                f"offset store {self.store!r} (schema {self.schema!r}) is used by "
+                f"another running query (it holds the store's lock, waited "
+                f"{LOCK_WAIT_MS} ms): one query per store. Stop that query, or give "
+                "this one another offsetStore.name. (Or by another source of the same "
+                "query: two load() calls joined or unioned are two sources; link "
+                "one of them only, or load once and use that DataFrame twice)",
+                group=self.store)
         holder.connection = connection
         logger.info("holding offset store %r (schema %r)", self.store, self.schema)
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.sql.sink_database import Database
+from kafka_direct.postgres.catalog import ensure_tables
+from kafka_direct.postgres.connection import Database
 
 __all__ = [
     "LINK_LOCK_SPACE",
@@ -135,27 +136,24 @@ def ensure_link_tables(cursor: Any, schema: str) -> None:
     """
     from psycopg2 import sql
 
-    from offsets.database import schema_exists, table_exists
-
-    if not schema_exists(cursor, schema):
-        cursor.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
-    if not table_exists(cursor, schema, STORES_TABLE):
-        cursor.execute(sql.SQL(
+    created = ensure_tables(cursor, schema, {
+        STORES_TABLE: [sql.SQL(
             "CREATE TABLE IF NOT EXISTS {} (store text PRIMARY KEY, end_offsets jsonb, "
             "plan_id bigint, query_id text, batch_id bigint, "
             "updated_at timestamptz NOT NULL DEFAULT now())").format(
-            table_identifier(schema, STORES_TABLE)))
-    if not table_exists(cursor, schema, PLANS_TABLE):
-        cursor.execute(sql.SQL(
+            table_identifier(schema, STORES_TABLE))],
+        PLANS_TABLE: [sql.SQL(
             "CREATE TABLE IF NOT EXISTS {} ("
             "plan_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, store text NOT NULL, "
             "start_offsets jsonb NOT NULL, end_offsets jsonb NOT NULL, "
             "recorded_at timestamptz NOT NULL DEFAULT now(), query_id text, batch_id bigint, "
             "reset_offsets jsonb)"
-            ).format(table_identifier(schema, PLANS_TABLE)))
-        cursor.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (store, plan_id)").format(
-            sql.Identifier(f"{PLANS_TABLE}_store"), table_identifier(schema, PLANS_TABLE)))
-    elif not _has_column(cursor, schema, PLANS_TABLE, "reset_offsets"):
+            ).format(table_identifier(schema, PLANS_TABLE)),
+            sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (store, plan_id)").format(
+            sql.Identifier(f"{PLANS_TABLE}_store"), table_identifier(schema, PLANS_TABLE))],
+    })
+    if PLANS_TABLE not in created and not _has_column(cursor, schema, PLANS_TABLE,
+                                                      "reset_offsets"):
         # Plans tables made before reads were bound to their batch and resets were marked.
         cursor.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS query_id text, "
                                "ADD COLUMN IF NOT EXISTS batch_id bigint, "

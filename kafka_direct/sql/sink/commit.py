@@ -33,15 +33,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError, KafkaDirectError, SinkWriteError
+from kafka_direct.postgres.connection import drop_cached, retry_broken, transaction
+from kafka_direct.postgres.errors import CommitOutcomeUnknownError, database_error
 from kafka_direct.sql.link.sink_side import AppliedPlan, apply_batch_plan, check_committed_before
 from kafka_direct.sql.sink.options import SinkOptions
 from kafka_direct.sql.sink.staging import COMMITS_TABLE, STAGED_TABLE, StagedAttempt, drop_staged
-from kafka_direct.sql.sink_database import (
-    database_error,
-    drop_cached,
-    retry_broken,
-    transaction,
-)
 
 __all__ = ["CommitResult", "abort_batch", "commit_batch", "commit_write", "drop_stale",
            "move_statement"]
@@ -223,8 +219,6 @@ def _commit_once(options: SinkOptions, queryId: str, batchId: int,
 def _run(options: SinkOptions, doing: str, work: Any) -> Any:
     """Run ``work()`` (a transaction), once more if a cached connection had broken."""
     import psycopg2
-
-    from offsets.database import CommitOutcomeUnknownError
 
     for retry in (False, True):
         try:

@@ -44,8 +44,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError
+from kafka_direct.postgres.connection import Database
 from kafka_direct.sql.link.tables import StoreRef
-from kafka_direct.sql.sink_database import Database
 
 __all__ = ["MODES", "SinkOptions", "parse_options", "resolve_mode"]
 

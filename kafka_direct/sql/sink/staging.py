@@ -32,14 +32,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError, SinkWriteError
+from kafka_direct.postgres.catalog import ensure_tables
+from kafka_direct.postgres.connection import Database, drop_cached, retry_broken, transaction
+from kafka_direct.postgres.errors import CommitOutcomeUnknownError, database_error
 from kafka_direct.sql.sink.encoding import CsvStream
-from kafka_direct.sql.sink_database import (
-    Database,
-    database_error,
-    drop_cached,
-    retry_broken,
-    transaction,
-)
 
 __all__ = [
     "COMMITS_TABLE",
@@ -141,27 +137,22 @@ def ensure_sink_tables(cursor: Any, stagingSchema: str) -> None:
     """
     from psycopg2 import sql
 
-    from offsets.database import schema_exists, table_exists
-
-    if not schema_exists(cursor, stagingSchema):
-        cursor.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
-            sql.Identifier(stagingSchema)))
-    if not table_exists(cursor, stagingSchema, STAGED_TABLE):
-        cursor.execute(sql.SQL(
+    ensure_tables(cursor, stagingSchema, {
+        STAGED_TABLE: [sql.SQL(
             "CREATE TABLE IF NOT EXISTS {} (token text PRIMARY KEY, query_id text NOT NULL, "
             "batch_id bigint NOT NULL, partition_id integer NOT NULL, "
             "staging_table text NOT NULL, rows bigint NOT NULL, "
             "staged_at timestamptz NOT NULL DEFAULT now())").format(
-            sql.Identifier(stagingSchema, STAGED_TABLE)))
-        cursor.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (query_id, batch_id)").format(
-            sql.Identifier(f"{STAGED_TABLE}_batch"), sql.Identifier(stagingSchema, STAGED_TABLE)))
-    if not table_exists(cursor, stagingSchema, COMMITS_TABLE):
-        cursor.execute(sql.SQL(
+            sql.Identifier(stagingSchema, STAGED_TABLE)),
+            sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (query_id, batch_id)").format(
+            sql.Identifier(f"{STAGED_TABLE}_batch"), sql.Identifier(stagingSchema, STAGED_TABLE))],
+        COMMITS_TABLE: [sql.SQL(
             "CREATE TABLE IF NOT EXISTS {} (query_id text NOT NULL, target text NOT NULL, "
             "batch_id bigint NOT NULL, rows bigint NOT NULL DEFAULT 0, "
             "committed_at timestamptz NOT NULL DEFAULT now(), "
             "PRIMARY KEY (query_id, target))").format(
-            sql.Identifier(stagingSchema, COMMITS_TABLE)))
+            sql.Identifier(stagingSchema, COMMITS_TABLE))],
+    })
 
 
 def _stage_once(target: StagingTarget, key: StagedAttempt, stream: CsvStream) -> int:
@@ -232,8 +223,6 @@ def stage_rows(target: StagingTarget, queryId: str, batchId: int, partitionId: i
             f"the rows have {first.num_columns} columns for the {len(target.columns)} target "
             f"columns {list(target.columns)}", setting="columns")
     import psycopg2
-
-    from offsets.database import CommitOutcomeUnknownError
 
     doing = f"staging partition {partitionId} of batch {batchId} of query {queryId}"
     for retry in (False, True):

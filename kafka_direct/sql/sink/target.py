@@ -17,10 +17,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError
+from kafka_direct.postgres.catalog import ensure_tables
+from kafka_direct.postgres.connection import transaction
+from kafka_direct.postgres.errors import CommitOutcomeUnknownError, database_error
 from kafka_direct.sql.link.tables import PLANS_TABLE, STORES_TABLE, ensure_link_tables
 from kafka_direct.sql.sink.options import SinkOptions
 from kafka_direct.sql.sink.staging import COMMITS_TABLE, STAGED_TABLE, ensure_sink_tables
-from kafka_direct.sql.sink_database import database_error, transaction
 
 __all__ = ["postgres_type", "prepare_target", "required_grants"]
 
@@ -187,19 +189,15 @@ def _create_target(cursor: Any, options: SinkOptions, fields: Sequence[tuple[str
                    ) -> None:
     from psycopg2 import sql
 
-    from offsets.database import schema_exists
-
-    if not schema_exists(cursor, options.schema):
-        cursor.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
-            sql.Identifier(options.schema)))
     definitions = [sql.SQL("{} {}").format(sql.Identifier(column),
                                            sql.SQL(postgres_type(column, dataType)))
                    for column, (_, dataType) in zip(options.columns, fields, strict=True)]
     if options.keyColumns:
         definitions.append(sql.SQL("PRIMARY KEY ({})").format(
             sql.SQL(", ").join(sql.Identifier(k) for k in options.keyColumns)))
-    cursor.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(
-        sql.Identifier(options.schema, options.table), sql.SQL(", ").join(definitions)))
+    ensure_tables(cursor, options.schema, {options.table: [
+        sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(
+            sql.Identifier(options.schema, options.table), sql.SQL(", ").join(definitions))]})
     logger.info("created the sink's target table %s", options.target)
 
 
@@ -223,8 +221,6 @@ def prepare_target(options: SinkOptions, fields: Sequence[tuple[str, Any]]) -> S
     if done is not None:
         return done
     import psycopg2
-
-    from offsets.database import CommitOutcomeUnknownError
 
     try:
         with transaction(options.database, options.statementTimeoutMs) as cursor:

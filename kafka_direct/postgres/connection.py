@@ -1,37 +1,36 @@
-"""PostgreSQL plumbing of the structured sink and the offset link: connections and errors.
+"""Where to connect, and this process's one connection per database, in transactions.
 
 * :class:`Database`: a DSN plus an optional separate password (Spark redacts option keys
   holding "password" in its plans, never a password inside a DSN), connected with libpq,
   so the environment (``PGHOST``, ``PGPASSWORD``, ...) and ``~/.pgpass`` work too. Its repr
   shows nothing of the DSN.
 * :func:`cached_connection`: one connection per database in each Python process (Spark's
-  Python workers outlive tasks), forgotten after a failure.
-* :func:`database_error`: a driver error as :class:`~kafka_direct.errors.SinkWriteError`,
-  with no secret, and with the grant to give when a privilege is missing.
+  Python workers outlive tasks and jobs), forgotten after a failure. The structured sink,
+  the offset link and the DStream sinks all keep theirs here.
+* :func:`transaction`: a cursor in a transaction on that connection, committed at the end
+  (a COMMIT whose answer was lost is reported as such); :func:`retry_broken`: whether a
+  failed one may run once more on a new connection.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka_direct.errors import SinkWriteError
-from kafka_direct.redaction import REDACTED, redact_dsn_pieces
-from offsets.database import (
+from kafka_direct.postgres.errors import (
     CommitOutcomeUnknownError,
     commit_or_unknown,
     describe_database_error,
 )
+from kafka_direct.redaction import REDACTED, redact_dsn_pieces
 
 __all__ = [
     "Database",
     "cached_connection",
-    "database_error",
     "drop_cached",
     "retry_broken",
     "transaction",
@@ -40,9 +39,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _connections: dict[Database, Any] = {}
-# libpq's refusals at connection time carry no SQLSTATE in psycopg2.
-_LOGIN_REFUSED = re.compile(r"password authentication failed|no password supplied|"
-                            r"authentication failed for user|role \S+ does not exist")
 _mutex = threading.Lock()
 
 
@@ -189,44 +185,3 @@ def retry_broken(database: Database, first: BaseException) -> bool:
     if isinstance(first, CommitOutcomeUnknownError):
         return False
     return _broken(first)
-
-
-def database_error(error: BaseException, database: Database, *, doing: str, table: str,
-                   grants: str = "") -> SinkWriteError:
-    """``error`` (a driver error, or an unknown COMMIT outcome) as a SinkWriteError.
-
-    Args:
-        error: What the driver raised (or CommitOutcomeUnknownError).
-        database: The database, so that no piece of its password shows.
-        doing: What was being done ("committing batch 3 of query ..."), for the message.
-        table: The target table (schema-qualified), for the message and the attribute.
-        grants: The privileges the work needs, named in the fix of a 42501 error.
-    """
-    if isinstance(error, CommitOutcomeUnknownError):
-        return SinkWriteError(
-            f"{doing} into {table}: the connection broke during COMMIT ({error.cause}), so "
-            "the outcome is unknown: the transaction may have committed. Restart the query "
-            "from its checkpoint: the batch runs again and the sink's commit record decides "
-            "(committed before: nothing is written again; else: it is written once)",
-            table=table, topic=None, partition=None, fromOffset=None, untilOffset=None,
-            cause=error.cause, outcome="unknown")
-    cause = database.describe(error)
-    code = str(getattr(error, "pgcode", "") or "")
-    if code == "42501":
-        fix = (f"The database role lacks a privilege: {grants}" if grants else
-               "The database role lacks a privilege: grant it and run again")
-    elif code.startswith("28") or _LOGIN_REFUSED.search(cause):
-        fix = "The database refused the login: check the user and password"
-    elif code in ("3D000", "3F000", "42P01", "42703"):
-        fix = f"Something named is missing ({code}): check the database, schema and table"
-    elif code.startswith(("22", "23")) or code == "42804":
-        # Data exceptions, constraint violations, a datatype mismatch: the rows themselves
-        # cannot be written, and running the batch again would fail the same way.
-        fix = (f"Nothing was committed. A row cannot be written as it is ({code}): change "
-               "the query's output (or the table's column types) to fit, then restart")
-    else:
-        fix = "Nothing was committed; the query can run the batch again once the database answers"
-    return SinkWriteError(
-        f"{doing} into {table} failed and was rolled back: {cause}. {fix}",
-        table=table, topic=None, partition=None, fromOffset=None, untilOffset=None,
-        cause=cause, outcome="rolled back")

@@ -1,0 +1,12 @@
+"""PostgreSQL plumbing for the offset stores, the sinks and the structured sink and link.
+
+* :mod:`~kafka_direct.postgres.errors`: driver errors fit to show, COMMIT outcomes, fixes;
+* :mod:`~kafka_direct.postgres.connection`: where to connect, the one connection per
+  database in each process, transactions on it;
+* :mod:`~kafka_direct.postgres.catalog`: what exists, asked before anything is created.
+
+It imports only the package's root (errors, redaction): ``offsets/``, ``sinks/`` and
+``kafka_direct.sql`` stand on it, never the other way.
+"""
+
+__all__: list[str] = []
