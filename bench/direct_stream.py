@@ -21,8 +21,8 @@ import time
 from bench_support import Completed, time_generation
 
 from kafka_direct import ConsumerStrategies, KafkaUtils, LocationStrategies, TopicPartition
-from kafka_direct.per_partition_config import DefaultPerPartitionConfig
-from kafka_direct.rate_limit import clamp
+from kafka_direct.dstream.per_partition_config import DefaultPerPartitionConfig
+from kafka_direct.dstream.rate_limit import clamp
 from kafka_direct.streaming import (
     ManualClock,
     PIDRateEstimator,

@@ -13,8 +13,9 @@ The public API mirrors Spark's ``spark-streaming-kafka-0-10`` Scala API::
 from __future__ import annotations
 
 from kafka_direct.consumer_record import ConsumerRecord
-from kafka_direct.consumer_strategy import ConsumerStrategies, ConsumerStrategy
-from kafka_direct.direct_kafka_input_dstream import DirectKafkaInputDStream
+from kafka_direct.dstream.consumer_strategy import ConsumerStrategies, ConsumerStrategy
+from kafka_direct.dstream.direct_kafka_input_dstream import DirectKafkaInputDStream
+from kafka_direct.dstream.per_partition_config import DefaultPerPartitionConfig, PerPartitionConfig
 from kafka_direct.errors import (
     CheckpointError,
     ConfigurationError,
@@ -34,11 +35,10 @@ from kafka_direct.errors import (
     StreamingStateError,
     UnknownTopicOrPartitionError,
 )
-from kafka_direct.kafka_rdd import KafkaRDD
 from kafka_direct.kafka_utils import KafkaUtils
-from kafka_direct.location_strategy import LocationStrategies, LocationStrategy
 from kafka_direct.offset_range import CanCommitOffsets, HasOffsetRanges, OffsetRange
-from kafka_direct.per_partition_config import DefaultPerPartitionConfig, PerPartitionConfig
+from kafka_direct.rdd.kafka_rdd import KafkaRDD
+from kafka_direct.rdd.location_strategy import LocationStrategies, LocationStrategy
 from kafka_direct.streaming import StreamingContext
 from kafka_direct.task_errors import typed_errors
 from kafka_direct.topic_partition import TopicPartition

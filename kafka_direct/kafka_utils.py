@@ -6,21 +6,24 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from kafka_direct.client.params import executor_params, refusal, validate_params
 from kafka_direct.conf_values import parse_bool
 from kafka_direct.consumer_record import ConsumerRecord
-from kafka_direct.direct_kafka_input_dstream import DirectKafkaInputDStream
+from kafka_direct.dstream.direct_kafka_input_dstream import DirectKafkaInputDStream
+from kafka_direct.dstream.stream_settings import (
+    CACHE_ENABLED_CONF,
+    POLL_TIMEOUT_CONF,
+    poll_timeout_ms,
+)
 from kafka_direct.errors import ConfigurationError, UnknownTopicOrPartitionError
-from kafka_direct.kafka_params import executor_params, refusal, validate_params
-from kafka_direct.kafka_rdd import KafkaRDD, ReadSettings
-from kafka_direct.kafka_rdd_factory import kafka_rdd
-from kafka_direct.location_strategy import (
+from kafka_direct.offset_range import OffsetRange
+from kafka_direct.rdd.kafka_rdd import KafkaRDD, ReadSettings, kafka_rdd
+from kafka_direct.rdd.location_strategy import (
     LocationStrategies,
     LocationStrategy,
     PreferBrokers,
     preferred_locations,
 )
-from kafka_direct.offset_range import OffsetRange
-from kafka_direct.stream_settings import CACHE_ENABLED_CONF, POLL_TIMEOUT_CONF, poll_timeout_ms
 
 __all__ = ["KafkaUtils", "check_consumer_params", "check_partitions_exist"]
 
@@ -178,7 +181,7 @@ class KafkaUtils:
                 partitions and group.id.
 
         Returns:
-            A :class:`~kafka_direct.direct_kafka_input_dstream.DirectKafkaInputDStream`; its
+            A :class:`~kafka_direct.dstream.direct_kafka_input_dstream.DirectKafkaInputDStream`; its
             RDDs have ``offsetRanges()`` and it has ``commitAsync(ranges, callback)``.
         """
         stream = DirectKafkaInputDStream(ssc, locationStrategy, consumerStrategy,

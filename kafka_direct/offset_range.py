@@ -1,9 +1,17 @@
-"""OffsetRange: the records of one Kafka partition that one batch reads."""
+"""OffsetRange: the records of one Kafka partition that one batch reads, and how far a batch goes.
+
+* :class:`OffsetRange`, :class:`HasOffsetRanges`, :class:`CanCommitOffsets`: a batch's
+  ranges, as Spark's Scala API names them;
+* :data:`Offsets`: the next offset to read per partition, where ranges start and end;
+* :func:`prorate_by_lag`: the ends of a batch capped at a total, shared over the partitions
+  by their lag: the one split the direct stream (``maxRecordsPerBatch``) and the source
+  (``maxOffsetsPerTrigger``) both use.
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,7 +19,10 @@ from kafka_direct.conf_values import check_offset
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.topic_partition import TopicPartition
 
-__all__ = ["CanCommitOffsets", "HasOffsetRanges", "OffsetRange"]
+__all__ = ["CanCommitOffsets", "HasOffsetRanges", "OffsetRange", "Offsets", "prorate_by_lag"]
+
+#: The next offset to read per partition: where a batch's ranges start, or end.
+Offsets = Mapping[TopicPartition, int]
 
 
 def _check_offset(name: str, value: Any, topic: str, partition: int) -> None:
@@ -114,3 +125,31 @@ class CanCommitOffsets(ABC):
                 ``untilOffset`` is committed.
             callback: Called with the committed offsets, or with the error.
         """
+
+
+def prorate_by_lag(latest: Offsets, current: Offsets, maxTotal: int
+                   ) -> dict[TopicPartition, int]:
+    """Ends that read at most ``maxTotal`` offsets in all, shared in proportion to lag.
+
+    Each partition's share of ``maxTotal`` by its lag (``latest - current``) is floored;
+    the offsets left over go one each to the largest remainders (ties by partition), so
+    the total is exactly ``min(maxTotal, total lag)``. Integer arithmetic throughout: exact
+    for any int64 offsets, where floating point shares overshoot the cap once lags pass
+    2**53.
+
+    Args:
+        latest: Where each partition could read to.
+        current: Where each partition's range starts (a partition missing here has no
+            lag).
+        maxTotal: The cap; 0 or less, or a total lag within it, leaves ``latest`` as is.
+    """
+    lag = {tp: max(end - current.get(tp, end), 0) for tp, end in latest.items()}
+    total = sum(lag.values())
+    if maxTotal <= 0 or total <= maxTotal:
+        return dict(latest)
+    shares = {tp: partition_lag * maxTotal // total for tp, partition_lag in lag.items()}
+    remainders = {tp: partition_lag * maxTotal % total for tp, partition_lag in lag.items()}
+    left = maxTotal - sum(shares.values())
+    for tp in sorted(remainders, key=lambda t: (-remainders[t], t))[:left]:
+        shares[tp] += 1
+    return {tp: current.get(tp, latest[tp]) + shares[tp] for tp in latest}

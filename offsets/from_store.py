@@ -30,8 +30,13 @@ from kafka_direct import (
     OffsetRange,
     TopicPartition,
 )
-from kafka_direct.consumer_strategy import Assign, ConsumerStrategy, Subscribe, SubscribePattern
-from kafka_direct.driver_consumer import DriverConsumer
+from kafka_direct.client.driver_consumer import DriverConsumer
+from kafka_direct.dstream.consumer_strategy import (
+    Assign,
+    ConsumerStrategy,
+    Subscribe,
+    SubscribePattern,
+)
 from offsets.offset_store import OffsetStore
 
 __all__ = ["createDirectStreamFromStore", "offsetRangesFromStore"]

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kafka_direct import OffsetRange, TopicPartition
-from kafka_direct.driver_consumer import DriverConsumer
-from kafka_direct.kafka_params import validate_params
+from kafka_direct.client.driver_consumer import DriverConsumer
+from kafka_direct.client.params import validate_params
 from offsets.offset_store import OffsetStore, chain_ranges, check_commit
 
 __all__ = ["KafkaOffsetStore"]

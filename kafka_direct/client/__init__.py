@@ -1,1 +1,13 @@
-"""Kafka clients of kafka-direct's own: the native columnar reader (see :mod:`.columnar`)."""
+"""How the driver and the executors talk to Kafka: librdkafka lives here only.
+
+* :mod:`~kafka_direct.client.params`: the Kafka settings, checked and made safe per side;
+* :mod:`~kafka_direct.client.driver_consumer`: the driver's consumer and admin client
+  (metadata, offsets, commits, group membership);
+* :mod:`~kafka_direct.client.data_consumer`: the executors' reads of one range, and their
+  per-worker consumer cache; :mod:`~kafka_direct.client.columnar`: the same read into Arrow
+  buffers by a small C extension (``_columnar``), with the pure-Python read as fallback;
+* :mod:`~kafka_direct.client.retry`: retries of the driver's calls;
+  :mod:`~kafka_direct.client.log_positions`: where a partition's log begins and ends.
+"""
+
+__all__: list[str] = []

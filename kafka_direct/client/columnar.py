@@ -5,7 +5,7 @@ The C extension ``_columnar`` consumes with the librdkafka that confluent-kafka 
 types and headers into bytes objects laid out as Arrow buffers, with the GIL released while
 it consumes. No Python object is made per record. Everything else stays here, shared with
 the Python reader: :class:`ColumnarDataConsumer` is a
-:class:`~kafka_direct.kafka_data_consumer.KafkaDataConsumer` whose range loop hands out
+:class:`~kafka_direct.client.data_consumer.KafkaDataConsumer` whose range loop hands out
 :class:`Chunk`s instead of messages, and decides about errors, gaps, data loss and stalls
 with the same methods.
 
@@ -25,13 +25,13 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_direct.errors import ConfigurationError
-from kafka_direct.kafka_data_consumer import (
+from kafka_direct.client.data_consumer import (
     _POLL_SLICE_S,
     MAX_BATCH,
     ConsumerCache,
     KafkaDataConsumer,
 )
+from kafka_direct.errors import ConfigurationError
 
 __all__ = ["IMPL_ENV", "Chunk", "ColumnarConsumerCache", "ColumnarDataConsumer",
            "NativeKafkaError", "choose_impl", "columnar_cache", "native_config",

@@ -33,13 +33,13 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kafka_direct.consumer_record import ConsumerRecord
-from kafka_direct.consumer_strategy import ConsumerStrategies, ConsumerStrategy
-from kafka_direct.direct_kafka_input_dstream import DirectKafkaInputDStream
+from kafka_direct.dstream.consumer_strategy import ConsumerStrategies, ConsumerStrategy
+from kafka_direct.dstream.direct_kafka_input_dstream import DirectKafkaInputDStream
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.kafka_rdd import KafkaRDD
 from kafka_direct.kafka_utils import KafkaUtils as _KafkaUtils
-from kafka_direct.location_strategy import LocationStrategies
 from kafka_direct.offset_range import OffsetRange
+from kafka_direct.rdd.kafka_rdd import KafkaRDD
+from kafka_direct.rdd.location_strategy import LocationStrategies
 from kafka_direct.topic_partition import TopicPartition
 
 __all__ = [

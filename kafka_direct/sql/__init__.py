@@ -7,7 +7,7 @@
 
 Both need PySpark 4.2 or newer (Python data sources with admission control) and pyarrow
 (``pip install "kafka-direct[structured]"``); :func:`register` makes them available to a
-session, classic or Spark Connect. The DataFrame view (:mod:`kafka_direct.sql.dataframe`)
+session, classic or Spark Connect. The DataFrame view (:mod:`kafka_direct.rdd.dataframe`)
 has no such needs.
 """
 

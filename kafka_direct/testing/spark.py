@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from kafka_direct.spark_support import ensure_pyspark_python
+from kafka_direct.rdd.spark_support import ensure_pyspark_python
 
 __all__ = ["LOOPBACK_CONF", "SPARK_TEST_CONF", "local_cluster_context", "spark_context",
            "wait_for_executors"]
@@ -100,7 +100,7 @@ def spark_context(master: str = "local[2,2]", app_name: str = "kafka-direct-test
 def wait_for_executors(sc: Any, count: int, timeout: float = 60.0) -> None:
     """Wait until ``count`` executors have registered (local-cluster starts them slowly)."""
     from kafka_direct.errors import ServiceError
-    from kafka_direct.spark_support import live_executors
+    from kafka_direct.rdd.spark_support import live_executors
     from kafka_direct.testing.process import wait_for
 
     if not wait_for(lambda: len(live_executors(sc)) >= count, timeout, interval=0.2):

@@ -8,7 +8,7 @@ import os
 import sys
 
 from kafka_direct import KafkaUtils, LocationStrategies, OffsetRange, TopicPartition
-from kafka_direct.spark_support import live_executors
+from kafka_direct.rdd.spark_support import live_executors
 from kafka_direct.testing import local_cluster_context
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kafka_direct import TopicPartition
-from kafka_direct.location_strategy import ExecutorLocation
+from kafka_direct.rdd.location_strategy import ExecutorLocation
 
 pytestmark = pytest.mark.cluster
 

@@ -17,9 +17,9 @@ from kafka_direct import (
     RecordError,
     UnknownTopicOrPartitionError,
 )
-from kafka_direct.kafka_data_consumer import ConsumerCache
-from kafka_direct.kafka_params import executor_params
-from kafka_direct.kafka_rdd import ReadSettings, read_range
+from kafka_direct.client.data_consumer import ConsumerCache
+from kafka_direct.client.params import executor_params
+from kafka_direct.rdd.kafka_rdd import ReadSettings, read_range
 
 
 def fill(kafka, topic, partitions, per_partition):

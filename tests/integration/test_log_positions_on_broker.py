@@ -8,9 +8,9 @@ import pytest
 from confluent_kafka import Producer
 
 from kafka_direct import DataLossError, TopicPartition
-from kafka_direct.driver_consumer import DriverConsumer
-from kafka_direct.log_positions import check_positions
-from kafka_direct.retry import Retrier
+from kafka_direct.client.driver_consumer import DriverConsumer
+from kafka_direct.client.log_positions import check_positions
+from kafka_direct.client.retry import Retrier
 
 NAME = "broker test stream"
 
@@ -96,7 +96,7 @@ def test_without_fail_on_data_loss_a_recreated_topic_goes_on_from_its_log_start(
     driver = driver_for(kafka)
     positions = {tp: 6}
     try:
-        with caplog.at_level(logging.WARNING, logger="kafka_direct.log_positions"):
+        with caplog.at_level(logging.WARNING, logger="kafka_direct.client.log_positions"):
             ends = check_positions(NAME, driver.latestOffsets([tp]), positions, driver, False,
                                    retrying())
     finally:

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from kafka_direct import OffsetMismatchError, OffsetRange, TopicPartition
-from kafka_direct.driver_consumer import DriverConsumer
+from kafka_direct.client.driver_consumer import DriverConsumer
 from offsets import CheckpointOffsetStore, KafkaOffsetStore, PostgresOffsetStore
 
 PARTITIONS = 2

@@ -13,8 +13,8 @@ import time
 import pytest
 
 from kafka_direct import CheckpointError, KafkaUtils, LocationStrategies, TopicPartition
-from kafka_direct.consumer_strategy import Assign, Subscribe, SubscribePattern
-from kafka_direct.direct_kafka_input_dstream import DirectKafkaInputDStream
+from kafka_direct.dstream.consumer_strategy import Assign, Subscribe, SubscribePattern
+from kafka_direct.dstream.direct_kafka_input_dstream import DirectKafkaInputDStream
 from kafka_direct.streaming import ManualClock, StreamingContext
 from kafka_direct.streaming.checkpoint import Checkpoint, CheckpointReader, CheckpointWriter
 from tests.streaming.helpers import Recorder, ScriptedInputDStream

@@ -37,7 +37,7 @@ class TimeStream(InputDStream):
 
 @pytest.fixture
 def cluster(monkeypatch):
-    from kafka_direct import direct_kafka_input_dstream
+    from kafka_direct.dstream import direct_kafka_input_dstream
 
     monkeypatch.setattr(direct_kafka_input_dstream, "kafka_rdd",
                         lambda sc, ranges, *args: Ranges(ranges))
@@ -54,7 +54,7 @@ def context():
 
 
 def kafka_stream(ssc, cluster):
-    from kafka_direct.direct_kafka_input_dstream import DirectKafkaInputDStream
+    from kafka_direct.dstream.direct_kafka_input_dstream import DirectKafkaInputDStream
 
     params = {"bootstrap.servers": "fake:9092", "group.id": "g",
               "auto.offset.reset": "earliest"}

@@ -17,10 +17,10 @@ from confluent_kafka import Producer
 from kafka_direct import DataLossError, OffsetRange
 from kafka_direct.client import columnar
 from kafka_direct.client.columnar import ColumnarConsumerCache, choose_impl
+from kafka_direct.client.data_consumer import ConsumerCache
+from kafka_direct.client.params import executor_params
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.kafka_data_consumer import ConsumerCache
-from kafka_direct.kafka_params import executor_params
-from kafka_direct.kafka_rdd import ReadSettings
+from kafka_direct.rdd.kafka_rdd import ReadSettings
 from kafka_direct.sql.source.arrow_rows import arrow_schema
 from kafka_direct.sql.source.partition_reader import PartitionReadSettings, read_partition
 

@@ -10,9 +10,9 @@ from confluent_kafka.admin import AdminClient
 from pyspark.errors import StreamingQueryException
 
 from kafka_direct import DataLossError, OffsetRange
-from kafka_direct.kafka_data_consumer import ConsumerCache
-from kafka_direct.kafka_params import executor_params
-from kafka_direct.kafka_rdd import ReadSettings
+from kafka_direct.client.data_consumer import ConsumerCache
+from kafka_direct.client.params import executor_params
+from kafka_direct.rdd.kafka_rdd import ReadSettings
 from kafka_direct.sql.source.partition_reader import PartitionReadSettings, read_partition
 from kafka_direct.task_errors import CarriedTaskError, carried_error, carry_errors
 from tests.structured.test_source_stream import Batches, expected, produce_numbered, stream

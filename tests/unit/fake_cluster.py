@@ -97,13 +97,13 @@ class FakeDriverConsumer:
         return {t: n for t, n in self.cluster.counts().items() if matches(t)}
 
     def listTopics(self, topics):
-        from kafka_direct.driver_consumer import TopicListing
+        from kafka_direct.client.driver_consumer import TopicListing
 
         unknown = {t for t in topics if t not in self.cluster.topics}
         return TopicListing(self.partitionsOf(topics), frozenset(unknown))
 
     def listMatching(self, matches, known=()):
-        from kafka_direct.driver_consumer import TopicListing
+        from kafka_direct.client.driver_consumer import TopicListing
 
         unknown = {t for t in known if t not in self.cluster.topics}
         return TopicListing(self.topicsMatching(matches), frozenset(unknown))
@@ -175,7 +175,7 @@ class FakeSparkContext:
 
 def stub_rdds(monkeypatch):
     """The stream's KafkaRDDs are the ranges themselves: compute() without Spark."""
-    from kafka_direct import direct_kafka_input_dstream
+    from kafka_direct.dstream import direct_kafka_input_dstream
 
     monkeypatch.setattr(direct_kafka_input_dstream, "kafka_rdd",
                         lambda sc, ranges, *args: list(ranges))
@@ -187,7 +187,7 @@ def make_stream(cluster, strategy, conf=None, batch_seconds=1, **options):
     ``options`` go to the stream's constructor (``waitClock=``).
     """
     from kafka_direct import LocationStrategies, StreamingContext
-    from kafka_direct.direct_kafka_input_dstream import DirectKafkaInputDStream
+    from kafka_direct.dstream.direct_kafka_input_dstream import DirectKafkaInputDStream
 
     ssc = StreamingContext(FakeSparkContext(conf), batch_seconds)
     drivers = []

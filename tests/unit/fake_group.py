@@ -137,7 +137,7 @@ class FakeAdmin:
 
 def driver_with(topics, **params):
     """A DriverConsumer over a FakeGroupConsumer of a cluster with ``topics``."""
-    from kafka_direct.driver_consumer import DriverConsumer
+    from kafka_direct.client.driver_consumer import DriverConsumer
 
     made = {}
 

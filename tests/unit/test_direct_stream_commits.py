@@ -219,8 +219,9 @@ def test_a_stream_read_only_through_a_window_commits_next_to_a_per_batch_output(
     # The outside reviewer's case: B is read only by window(2 s, 2 s); A has an output every
     # 1 s batch. B's odd batches are computed by the next window job, after their own batch
     # time completed; they must not hold B's commits back forever.
-    from kafka_direct import LocationStrategies, StreamingContext, direct_kafka_input_dstream
-    from kafka_direct.direct_kafka_input_dstream import DirectKafkaInputDStream
+    from kafka_direct import LocationStrategies, StreamingContext
+    from kafka_direct.dstream import direct_kafka_input_dstream
+    from kafka_direct.dstream.direct_kafka_input_dstream import DirectKafkaInputDStream
     from tests.unit.fake_cluster import FakeDriverConsumer, FakeSparkContext
 
     monkeypatch.setattr(direct_kafka_input_dstream, "kafka_rdd",
@@ -262,7 +263,7 @@ def test_a_stream_read_only_through_a_window_commits_next_to_a_per_batch_output(
 def test_a_batch_computed_after_its_own_batch_completed_passes_with_its_reader():
     # Whatever the graph: batch 1000 completed before the stream computed it (a later
     # batch's window job computes it), so no job of its own read it.
-    from kafka_direct.commit_queue import BatchCommitQueue
+    from kafka_direct.dstream.commit_queue import BatchCommitQueue
 
     queue = BatchCommitQueue()
     assert queue.batchSucceeded(1000).commits == []

@@ -34,7 +34,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from kafka_direct import ConsumerStrategies, TopicPartition, direct_kafka_input_dstream
+from kafka_direct import ConsumerStrategies, TopicPartition
+from kafka_direct.dstream import direct_kafka_input_dstream
 from kafka_direct.errors import ConfigurationError, DataLossError, KafkaDirectError
 from tests.unit.fake_cluster import FakeCluster, make_stream, on_job_thread
 

@@ -3,8 +3,8 @@ import logging
 import pytest
 
 from kafka_direct import DataLossError, OffsetOutOfRangeError, OffsetRange, PollTimeoutError
-from kafka_direct.kafka_data_consumer import ConsumerCache, KafkaDataConsumer
-from kafka_direct.kafka_rdd import ReadSettings, read_range
+from kafka_direct.client.data_consumer import ConsumerCache, KafkaDataConsumer
+from kafka_direct.rdd.kafka_rdd import ReadSettings, read_range
 from tests.unit.fake_kafka import FakeConsumer, FakeLog
 
 PARAMS = {"bootstrap.servers": "fake:1", "group.id": "spark-executor-g"}

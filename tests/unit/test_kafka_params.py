@@ -3,7 +3,7 @@ import logging
 import pytest
 
 from kafka_direct import ConfigurationError
-from kafka_direct.kafka_params import executor_params, redact, validate_params
+from kafka_direct.client.params import executor_params, redact, validate_params
 
 
 def test_validate_params_requires_bootstrap_servers_and_plain_values():
@@ -31,12 +31,12 @@ def test_secret_values_never_appear_in_errors_or_redacted_copies():
 
 
 def test_executor_params_force_safe_values_with_one_warning_each(caplog, monkeypatch):
-    from kafka_direct import kafka_params
+    from kafka_direct.client import params as kafka_params
 
     monkeypatch.setattr(kafka_params, "_warned", set())  # earlier tests warned already
     user = {"bootstrap.servers": "h:1", "group.id": "g", "enable.auto.commit": "true",
             "auto.offset.reset": "latest", "fetch.min.bytes": 10}
-    with caplog.at_level(logging.WARNING, logger="kafka_direct.kafka_params"):
+    with caplog.at_level(logging.WARNING, logger="kafka_direct.client.params"):
         fixed = executor_params(user)
         executor_params(user)  # the same overrides again: no new warnings
     assert fixed["enable.auto.commit"] is False

@@ -1,7 +1,7 @@
 import pytest
 
 from kafka_direct import ConfigurationError, LocationStrategies, TopicPartition
-from kafka_direct.location_strategy import ExecutorLocation, preferred_locations
+from kafka_direct.rdd.location_strategy import ExecutorLocation, preferred_locations
 
 EXECS = [ExecutorLocation("h2", "1"), ExecutorLocation("h1", "0"), ExecutorLocation("h1", "2")]
 TPS = [TopicPartition("t", p) for p in range(12)]

@@ -20,8 +20,8 @@ from kafka_direct.compat.pyspark_kafka import (
     utf8_decoder,
 )
 from kafka_direct.consumer_record import ConsumerRecord
-from kafka_direct.consumer_strategy import Assign, Subscribe
-from kafka_direct.location_strategy import PreferConsistent, PreferFixed
+from kafka_direct.dstream.consumer_strategy import Assign, Subscribe
+from kafka_direct.rdd.location_strategy import PreferConsistent, PreferFixed
 from tests.unit.fake_cluster import FakeSparkContext
 
 OLD = {"metadata.broker.list": "b:9092"}

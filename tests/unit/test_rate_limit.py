@@ -7,8 +7,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kafka_direct import ConfigurationError, TopicPartition
-from kafka_direct.per_partition_config import DefaultPerPartitionConfig, PerPartitionConfig
-from kafka_direct.rate_limit import clamp, maxMessagesPerPartition, prorate_total
+from kafka_direct.dstream.per_partition_config import DefaultPerPartitionConfig, PerPartitionConfig
+from kafka_direct.dstream.rate_limit import clamp, maxMessagesPerPartition
+from kafka_direct.offset_range import prorate_by_lag
 
 A, B, C = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("u", 0)
 
@@ -79,10 +80,10 @@ def test_min_rate_floors_limits_and_zero_lag_divides_nothing():
 
 
 def test_total_cap_is_split_by_lag_exactly():
-    ends = prorate_total({A: 1000, B: 300, C: 3}, {A: 0, B: 0, C: 0}, 100)
+    ends = prorate_by_lag({A: 1000, B: 300, C: 3}, {A: 0, B: 0, C: 0}, 100)
     assert sum(ends.values()) == 100
     assert ends[A] > ends[B] > ends[C] >= 0
-    assert prorate_total({A: 10, B: 10}, {A: 0, B: 5}, 100) == {A: 10, B: 10}
+    assert prorate_by_lag({A: 10, B: 10}, {A: 0, B: 5}, 100) == {A: 10, B: 10}
     assert clamp({A: 1000, B: 1000}, {A: 0, B: 0}, Config({A: 0, B: 0}, {A: 1, B: 1}), 1.0,
                  None, maxTotal=11) in ({A: 6, B: 5}, {A: 5, B: 6})
 
@@ -166,3 +167,11 @@ def test_default_config_rejects_overrides_it_cannot_honour():
         DefaultPerPartitionConfig({}, minRates={A: 0})
     with pytest.raises(ConfigurationError, match="TopicPartition"):
         DefaultPerPartitionConfig({}, maxRates={"t-0": 5})
+
+
+def test_the_direct_streams_total_cap_is_exact_beyond_floating_point():
+    # maxRecordsPerBatch is split with the source's exact integer split: lags beyond 2**53
+    # never read more than the cap (floating point shares overshot it by 2 here).
+    config = Config({A: 0, B: 0}, {A: 1, B: 1})
+    ends = clamp({A: 2**60 + 1, B: 3}, {A: 0, B: 0}, config, 1.0, None, maxTotal=2**60 + 1)
+    assert sum(ends.values()) == 2**60 + 1

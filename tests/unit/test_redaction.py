@@ -46,7 +46,7 @@ def test_params_lose_their_secret_values():
 
 
 def test_read_settings_repr_hides_secrets():
-    from kafka_direct.kafka_rdd import ReadSettings
+    from kafka_direct.rdd.kafka_rdd import ReadSettings
 
     settings = ReadSettings(params={"bootstrap.servers": "b:9092", "sasl.password": SECRET})
     assert SECRET not in repr(settings) and "b:9092" in repr(settings)

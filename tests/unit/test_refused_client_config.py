@@ -5,9 +5,9 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from kafka_direct import ConsumerStrategies, TopicPartition
-from kafka_direct.driver_consumer import DriverConsumer
+from kafka_direct.client.driver_consumer import DriverConsumer
+from kafka_direct.client.retry import Retrier
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.retry import Retrier
 from tests.unit.fake_cluster import FakeCluster, make_stream
 
 SECRET = "Qw7-not-to-be-shown"

@@ -5,9 +5,9 @@ import pytest
 
 from kafka_direct import ConsumerRecord, DataLossError, OffsetRange, RecordError
 from kafka_direct.client.columnar import ColumnarConsumerCache
-from kafka_direct.kafka_data_consumer import ConsumerCache
-from kafka_direct.kafka_rdd import ReadSettings
-from kafka_direct.sql.dataframe import record_to_row
+from kafka_direct.client.data_consumer import ConsumerCache
+from kafka_direct.rdd.dataframe import record_to_row
+from kafka_direct.rdd.kafka_rdd import ReadSettings
 from kafka_direct.sql.source.arrow_rows import RecordBatchBuilder, arrow_schema, source_schema
 from kafka_direct.sql.source.partition_reader import PartitionReadSettings, read_partition
 from kafka_direct.task_errors import CarriedTaskError, carried_error, carry_errors

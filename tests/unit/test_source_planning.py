@@ -1,5 +1,6 @@
 """Admission control and range planning: every offset in exactly one task, limits kept."""
 
+import math
 from collections import Counter
 from itertools import pairwise
 
@@ -8,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafka_direct import ConfigurationError, OffsetRange, TopicPartition
-from kafka_direct.rate_limit import prorate_total
-from kafka_direct.sql.source.admission import TriggerDelay, admit, available, prorate_exact
+from kafka_direct.offset_range import prorate_by_lag
+from kafka_direct.sql.source.admission import TriggerDelay, admit, available
 from kafka_direct.sql.source.planning import plan_ranges, split_ranges
 
 TPS = [TopicPartition(t, p) for t in ("a", "b") for p in range(3)]
@@ -74,12 +75,27 @@ def test_the_limit_is_shared_by_lag(batch):
         assert abs((end.get(tp, 0) - start.get(tp, 0)) - share) < 1 + 1e-9 * share
 
 
+def prorate_in_floats(latest, current, maxTotal):
+    """The direct stream's former split, in floating point: the reference where it is exact."""
+    lag = {tp: max(end - current.get(tp, end), 0) for tp, end in latest.items()}
+    total = sum(lag.values())
+    if maxTotal <= 0 or total <= maxTotal:
+        return dict(latest)
+    exact = {tp: partition_lag * maxTotal / total for tp, partition_lag in lag.items()}
+    shares = {tp: math.floor(value) for tp, value in exact.items()}
+    left = maxTotal - sum(shares.values())
+    for tp in sorted(exact, key=lambda t: (shares[t] - exact[t], t))[:left]:
+        shares[tp] += 1
+    return {tp: current.get(tp, latest[tp]) + shares[tp] for tp in latest}
+
+
 @given(st.dictionaries(st.sampled_from(TPS), st.integers(0, 10**6), min_size=1),
        st.integers(1, 10**6))
 def test_the_split_is_the_direct_streams_where_floating_point_is_exact(lags, maxTotal):
     current = {tp: 7 for tp in lags}
     latest = {tp: 7 + lag for tp, lag in lags.items()}
-    assert prorate_exact(latest, current, maxTotal) == prorate_total(latest, current, maxTotal)
+    assert prorate_by_lag(latest, current, maxTotal) == prorate_in_floats(latest, current,
+                                                                          maxTotal)
 
 
 def test_huge_offsets_never_overshoot_the_limit():

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError, OffsetStoreError
+from kafka_direct.offset_range import Offsets
 from kafka_direct.postgres.catalog import table_exists
 from kafka_direct.postgres.connection import retry_broken, transaction
 from kafka_direct.postgres.errors import CommitOutcomeUnknownError
@@ -40,8 +41,6 @@ from kafka_direct.topic_partition import TopicPartition
 __all__ = ["KEEP_PLANS", "SourceLink", "bind_plan", "catch_up", "covered"]
 
 logger = logging.getLogger(__name__)
-
-Offsets = dict[TopicPartition, int]
 
 #: Plans kept per store (only the newest counts; a few more help whoever investigates).
 KEEP_PLANS = 5
@@ -251,7 +250,7 @@ def covered(ranges: Sequence[Any], start: Offsets, stored: SourceOffsets | None)
 
 
 def catch_up(start: Offsets, stored: SourceOffsets | None, subscription: Any
-             ) -> Offsets | None:
+             ) -> dict[TopicPartition, int] | None:
     """The end of a batch that brings a checkpoint behind its offset store up to the store.
 
     A query restarted from a checkpoint older than its store (another run without that

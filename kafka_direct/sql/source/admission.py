@@ -6,8 +6,8 @@ Pure functions of offsets (and, for the trigger delay, of an injected clock):
   offsets, at most ``maxRows`` offsets in all (and at most ``maxRowsPerPartition`` times
   the partitions seen at this trigger), shared over the partitions in proportion to
   their lag as the direct stream's ``maxRecordsPerBatch`` shares them
-  (:func:`kafka_direct.rate_limit.prorate_total`, here in exact integers:
-  :func:`prorate_exact`). Never beyond latest, never before the start.
+  (:func:`kafka_direct.offset_range.prorate_by_lag`). Never beyond latest, never before
+  the start.
 * :class:`TriggerDelay`: ``minOffsetsPerTrigger`` with ``maxTriggerDelay``: a batch waits
   until that many offsets are available, or until ``maxTriggerDelay`` has passed since the
   last batch ran.
@@ -21,15 +21,14 @@ saw the partition are data loss, reported as any other.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from kafka_direct.conf_values import parse_int
+from kafka_direct.offset_range import Offsets, prorate_by_lag
 from kafka_direct.topic_partition import TopicPartition
 
-__all__ = ["NEW_PARTITION_START", "TriggerDelay", "admit", "available", "prorate_exact",
-           "start_of", "trigger_limit"]
-
-Offsets = Mapping[TopicPartition, int]
+__all__ = ["NEW_PARTITION_START", "TriggerDelay", "admit", "available", "start_of",
+           "trigger_limit"]
 
 #: Where a partition absent from a batch's start offsets starts: Kafka's first offset.
 NEW_PARTITION_START = 0
@@ -43,26 +42,6 @@ def start_of(start: Offsets, tp: TopicPartition) -> int:
 def available(start: Offsets, latest: Offsets) -> int:
     """Offsets between ``start`` and ``latest`` over all partitions (none for one behind)."""
     return sum(max(end - start_of(start, tp), 0) for tp, end in latest.items())
-
-
-def prorate_exact(latest: Offsets, current: Offsets, maxTotal: int
-                  ) -> dict[TopicPartition, int]:
-    """:func:`kafka_direct.rate_limit.prorate_total` in exact integers.
-
-    The same split (shares of ``maxTotal`` by lag, floored, the rest to the largest
-    remainders, ties by partition), exact for any int64 offsets, where floating point
-    shares can overshoot the limit once lags pass 2**53.
-    """
-    lag = {tp: max(end - current.get(tp, end), 0) for tp, end in latest.items()}
-    total = sum(lag.values())
-    if maxTotal <= 0 or total <= maxTotal:
-        return dict(latest)
-    shares = {tp: partition_lag * maxTotal // total for tp, partition_lag in lag.items()}
-    remainders = {tp: partition_lag * maxTotal % total for tp, partition_lag in lag.items()}
-    left = maxTotal - sum(shares.values())
-    for tp in sorted(remainders, key=lambda t: (-remainders[t], t))[:left]:
-        shares[tp] += 1
-    return {tp: current.get(tp, latest[tp]) + shares[tp] for tp in latest}
 
 
 def trigger_limit(partitions: int, maxRows: int | None = None,
@@ -122,7 +101,7 @@ def admit(start: Offsets, latest: Offsets, maxRows: int | None = None,
             forward[tp] = last
             begin[tp] = first
     if limit is not None:
-        forward = prorate_exact(forward, begin, limit)
+        forward = prorate_by_lag(forward, begin, limit)
     # A new partition that gets nothing this batch stays out of the end: absent means
     # "from offset 0" just the same, and an end that differs only by it would run an empty
     # batch.

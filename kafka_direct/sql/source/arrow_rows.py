@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kafka_direct.errors import RecordError
-from kafka_direct.sql.dataframe import (
+from kafka_direct.rdd.dataframe import (
     MAX_TIMESTAMP_MS,
     MIN_TIMESTAMP_MS,
     timestamp_error,
@@ -43,7 +43,7 @@ def source_schema(includeHeaders: bool) -> Any:
     """The source's StructType: Spark's Kafka source columns, ``headers`` only if asked."""
     from pyspark.sql.types import StructType
 
-    from kafka_direct.sql.dataframe import kafka_source_schema
+    from kafka_direct.rdd.dataframe import kafka_source_schema
 
     full = kafka_source_schema()
     return full if includeHeaders else StructType(full.fields[:7])

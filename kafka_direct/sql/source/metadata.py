@@ -1,6 +1,6 @@
 """The source's questions to Kafka on the driver: which partitions, where they start and end.
 
-One :class:`~kafka_direct.driver_consumer.DriverConsumer`, created on first use and closed by
+One :class:`~kafka_direct.client.driver_consumer.DriverConsumer`, created on first use and closed by
 :meth:`SourceMetadata.close`. It never joins a consumer group and never reads a record: it
 lists topics (``subscribe``, ``subscribePattern`` matched here with ``re.fullmatch``), asks
 for offsets (``ListOffsets`` with the source's isolation level: under ``read_committed``,
@@ -8,7 +8,7 @@ librdkafka's default, a partition ends at its last stable offset) and, only with
 ``commitOffsetsToGroup``, commits a batch's end to ``kafka.group.id``.
 
 Every question is retried ``fetchOffset.numRetries`` times, ``fetchOffset.retryIntervalMs``
-apart (:class:`~kafka_direct.retry.Retrier`).
+apart (:class:`~kafka_direct.client.retry.Retrier`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from kafka_direct.driver_consumer import DriverConsumer, TopicListing
+from kafka_direct.client.driver_consumer import DriverConsumer, TopicListing
+from kafka_direct.client.retry import Retrier
 from kafka_direct.errors import ConfigurationError, DataLossError, UnknownTopicOrPartitionError
-from kafka_direct.retry import Retrier
 from kafka_direct.sql.source.admission import NEW_PARTITION_START
 from kafka_direct.sql.source.offsets import EARLIEST, LATEST
 from kafka_direct.sql.source.options import OffsetSpec, SourceOptions
@@ -63,8 +63,6 @@ def _driver(params: dict[str, Any]) -> DriverConsumer:
     from confluent_kafka.admin import AdminClient
 
     return DriverConsumer(params, adminFactory=lambda p: _RefreshingAdmin(AdminClient(p)))
-
-Offsets = dict[TopicPartition, int]
 
 
 def _names(partitions: Iterable[TopicPartition]) -> str:
@@ -176,31 +174,31 @@ class SourceMetadata:
 
     # -- offsets --------------------------------------------------------------------------
 
-    def latest(self, partitions: Iterable[TopicPartition]) -> Offsets:
+    def latest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """End offsets (the last stable offset under ``read_committed``)."""
         wanted = sorted(set(partitions))
         if not wanted:
             return {}
         driver = self.driver
-        found: Offsets = self._retrying("reading latest offsets",
-                                        lambda: driver.latestOffsets(wanted))
+        found: dict[TopicPartition, int] = self._retrying("reading latest offsets",
+                                                          lambda: driver.latestOffsets(wanted))
         return found
 
-    def earliest(self, partitions: Iterable[TopicPartition]) -> Offsets:
+    def earliest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """Log start offsets."""
         wanted = sorted(set(partitions))
         if not wanted:
             return {}
         driver = self.driver
-        found: Offsets = self._retrying("reading earliest offsets",
-                                        lambda: driver.earliestOffsets(wanted))
+        found: dict[TopicPartition, int] = self._retrying("reading earliest offsets",
+                                                          lambda: driver.earliestOffsets(wanted))
         return found
 
-    def _high_watermarks(self, partitions: Iterable[TopicPartition]) -> Offsets:
+    def _high_watermarks(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         wanted = sorted(set(partitions))
         driver = self.driver
-        found: Offsets = self._retrying("reading high watermarks",
-                                        lambda: driver.highWatermarks(wanted))
+        found: dict[TopicPartition, int] = self._retrying("reading high watermarks",
+                                                          lambda: driver.highWatermarks(wanted))
         return found
 
     def for_times(self, timestamps: Mapping[TopicPartition, int]
@@ -213,14 +211,14 @@ class SourceMetadata:
         if not timestamps:
             return {}
         driver = self.driver
-        found: Offsets = self._retrying("looking offsets up by timestamp",
-                                        lambda: driver.offsetsForTimes(dict(timestamps)))
+        found: dict[TopicPartition, int] = self._retrying(
+            "looking offsets up by timestamp", lambda: driver.offsetsForTimes(dict(timestamps)))
         ends = self.latest(timestamps)
         return {tp: (found[tp] if 0 <= found.get(tp, -1) < ends.get(tp, 0) else None)
                 for tp in timestamps}
 
     def resolve(self, spec: OffsetSpec, partitions: Iterable[TopicPartition], *,
-                ending: bool = False) -> Offsets:
+                ending: bool = False) -> dict[TopicPartition, int]:
         """Concrete offsets of ``partitions`` as ``spec`` says.
 
         Args:
@@ -271,7 +269,8 @@ class SourceMetadata:
                 f"(use -2 for earliest and -1 for latest where the option allows): "
                 f"{'; '.join(faults)}. The source reads {_names(wanted)}")
 
-    def _given(self, named: Mapping[TopicPartition, int], spec: OffsetSpec) -> Offsets:
+    def _given(self, named: Mapping[TopicPartition, int], spec: OffsetSpec
+               ) -> dict[TopicPartition, int]:
         offsets = {tp: o for tp, o in named.items() if o >= 0}
         offsets.update(self.earliest(tp for tp, o in named.items() if o == EARLIEST))
         ends = self.latest(named)
@@ -286,7 +285,7 @@ class SourceMetadata:
         return offsets
 
     def _by_time(self, timestamps: Mapping[TopicPartition, int], spec: OffsetSpec,
-                 ending: bool) -> Offsets:
+                 ending: bool) -> dict[TopicPartition, int]:
         found = self.for_times(timestamps)
         unmatched = sorted(tp for tp, offset in found.items() if offset is None)
         if unmatched and not ending and self.options.timestampStrategy == "error":
@@ -303,7 +302,7 @@ class SourceMetadata:
     # -- positions against the log ----------------------------------------------------------
 
     def behind(self, start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]
-               ) -> Offsets:
+               ) -> dict[TopicPartition, int]:
         """``latest`` with partitions whose end fell below their start sorted out.
 
         Ends only grow in a live log. An end below the start is either a position held back
@@ -393,7 +392,7 @@ class SourceMetadata:
 
     def check_target(self, start: Mapping[TopicPartition, int],
                      target: Mapping[TopicPartition, int], present: set[TopicPartition]
-                     ) -> Offsets:
+                     ) -> dict[TopicPartition, int]:
         """``Trigger.AvailableNow``: the target offsets against the logs of now.
 
         The target was taken when the query started; a log that ends below it since was

@@ -45,9 +45,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafka_direct.client.params import check_with_librdkafka, force_param, validate_params
 from kafka_direct.conf_values import parse_bool, parse_int
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.kafka_params import check_with_librdkafka, force_param, validate_params
 from kafka_direct.sql.source.offsets import (
     parse_assign,
     parse_offsets_option,

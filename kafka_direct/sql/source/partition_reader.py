@@ -1,14 +1,14 @@
 """What one task of the source does: read an offset range as Arrow record batches.
 
 The reading itself is KafkaRDD's: a consumer from the Python worker's cache
-(:mod:`kafka_direct.kafka_data_consumer`) reads exactly ``[fromOffset, untilOffset)`` with
-:meth:`~kafka_direct.kafka_data_consumer.KafkaDataConsumer.read_batches`, so offsets without
+(:mod:`kafka_direct.client.data_consumer`) reads exactly ``[fromOffset, untilOffset)`` with
+:meth:`~kafka_direct.client.data_consumer.KafkaDataConsumer.read_batches`, so offsets without
 a record (transaction markers, aborted transactions under ``read_committed``, compaction)
 are gaps, deleted offsets are a :class:`~kafka_direct.errors.DataLossError` (or, with
 ``failOnDataLoss=false``, a warning and a jump to the log start), so is a range that now ends
 beyond its log's end (or a warning, and the range ends with what exists), and a retried task
 starts
-from a fresh consumer. The consumer's life follows :func:`kafka_direct.kafka_rdd.read_range`:
+from a fresh consumer. The consumer's life follows :func:`kafka_direct.rdd.kafka_rdd.read_range`:
 a read that fails or is abandoned closes the cached consumer. Our errors travel to the driver
 as data (:func:`kafka_direct.task_errors.carry_errors`).
 """
@@ -30,11 +30,11 @@ from kafka_direct.client.columnar import (
     columnar_cache,
     native_config,
 )
+from kafka_direct.client.data_consumer import ConsumerCache, KafkaDataConsumer, consumer_cache
 from kafka_direct.errors import ConfigurationError, DataLossError, OffsetOutOfRangeError
-from kafka_direct.kafka_data_consumer import ConsumerCache, KafkaDataConsumer, consumer_cache
-from kafka_direct.kafka_rdd import ReadSettings
 from kafka_direct.offset_range import OffsetRange
-from kafka_direct.sql.dataframe import MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS
+from kafka_direct.rdd.dataframe import MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS
+from kafka_direct.rdd.kafka_rdd import ReadSettings
 from kafka_direct.sql.source.arrow_rows import ChunkBatchBuilder, RecordBatchBuilder
 from kafka_direct.task_errors import carry_errors
 

@@ -44,10 +44,10 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from kafka_direct.client.params import executor_params
 from kafka_direct.errors import KafkaDirectError
-from kafka_direct.kafka_params import executor_params
-from kafka_direct.kafka_rdd import ReadSettings
-from kafka_direct.offset_range import OffsetRange
+from kafka_direct.offset_range import OffsetRange, Offsets
+from kafka_direct.rdd.kafka_rdd import ReadSettings
 from kafka_direct.sql.link.source_side import SourceLink, bind_plan, catch_up, covered
 from kafka_direct.sql.offsets_json import SourceOffsets, offsets_from_json, offsets_to_json
 from kafka_direct.sql.source.admission import NEW_PARTITION_START, TriggerDelay, admit, start_of
@@ -61,8 +61,6 @@ from kafka_direct.topic_partition import TopicPartition
 __all__ = ["KafkaDirectStreamReader", "plan_offsets", "read_settings"]
 
 logger = logging.getLogger(__name__)
-
-Offsets = dict[TopicPartition, int]
 
 #: The ReadMaxRows of a per-partition cap alone: Spark's Long.MaxValue, no bound itself.
 _NO_BOUND = 2**63 - 1
@@ -171,7 +169,7 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             return offsets_to_json(offsets)
 
     def _from_store(self, committed: SourceOffsets, partitions: set[TopicPartition]
-                    ) -> Offsets:
+                    ) -> dict[TopicPartition, int]:
         """The store's offsets, checked against the logs: the query's position.
 
         Once the store has offsets, ``startingOffsets`` no longer applies: a partition the
@@ -366,7 +364,7 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                  if str(r.partition) in stored.get(r.topic, {})
                  and stored[r.topic][str(r.partition)] != r.fromOffset}
         # Ranges of one partition follow each other: its first range holds its start.
-        firsts: Offsets = {}
+        firsts: dict[TopicPartition, int] = {}
         for r in ranges:
             tp = TopicPartition(r.topic, r.partition)
             if tp in moved:

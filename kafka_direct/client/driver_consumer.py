@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafka_direct.client.params import refusal
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.kafka_params import refusal
 from kafka_direct.topic_partition import TopicPartition
 
 __all__ = ["DriverConsumer", "TopicListing", "admin_params", "is_cooperative"]
@@ -360,7 +360,7 @@ class DriverConsumer:
         under ``read_committed`` (the last stable offset) it tells a position held back by
         an open transaction (at or below the high watermark: the records exist) from a log
         that lost offsets (the high watermark below the position too); see
-        :func:`kafka_direct.log_positions.check_positions`.
+        :func:`kafka_direct.client.log_positions.check_positions`.
         """
         return self._listOffsets(partitions, _spec("latest"), readCommitted=False)
 

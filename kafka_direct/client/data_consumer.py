@@ -24,6 +24,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from kafka_direct.client.params import redact
 from kafka_direct.errors import (
     DataLossError,
     KafkaReadError,
@@ -31,7 +32,6 @@ from kafka_direct.errors import (
     PollTimeoutError,
     UnknownTopicOrPartitionError,
 )
-from kafka_direct.kafka_params import redact
 
 __all__ = ["ConsumerCache", "KafkaDataConsumer", "consumer_cache"]
 

@@ -24,13 +24,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from kafka_direct.client.params import executor_params, force_param, validate_params
 from kafka_direct.conf_values import check_offset
 from kafka_direct.errors import ConfigurationError, UnknownTopicOrPartitionError
-from kafka_direct.kafka_params import executor_params, force_param, validate_params
 from kafka_direct.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
-    from kafka_direct.driver_consumer import DriverConsumer
+    from kafka_direct.client.driver_consumer import DriverConsumer
 
 __all__ = ["Assign", "ConsumerStrategies", "ConsumerStrategy", "Subscribe", "SubscribePattern"]
 

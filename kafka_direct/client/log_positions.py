@@ -23,7 +23,7 @@ from kafka_direct.errors import DataLossError
 from kafka_direct.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
-    from kafka_direct.driver_consumer import DriverConsumer
+    from kafka_direct.client.driver_consumer import DriverConsumer
 
 __all__ = ["check_positions"]
 

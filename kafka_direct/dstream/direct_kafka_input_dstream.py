@@ -14,13 +14,14 @@ re-created: that is data loss, reported (``DataLossError``), or with
 The ranges of each batch are the stream's checkpoint data: a recovered driver regenerates
 pending batches with exactly the same ranges. ``commitAsync`` ties the ranges to their batch
 and commits them once that batch and every batch before it succeeded (see
-:mod:`kafka_direct.commit_queue`), and on stop; never for a failed batch.
+:mod:`kafka_direct.dstream.commit_queue`), and on stop; never for a failed batch.
 
-The stream composes one concept per module: :mod:`~kafka_direct.stream_settings` (its Spark
-settings, checked at construction), :mod:`~kafka_direct.partition_discovery` (which
-partitions, and how long to wait for them), :mod:`~kafka_direct.starting_offsets` (where new
-partitions start), :mod:`~kafka_direct.log_positions` (data loss), :mod:`~kafka_direct.rate_limit`
-and :mod:`~kafka_direct.retry`.
+The stream composes one concept per module: :mod:`~kafka_direct.dstream.stream_settings`
+(its Spark settings, checked at construction), :mod:`~kafka_direct.dstream.partition_discovery`
+(which partitions, and how long to wait for them),
+:mod:`~kafka_direct.dstream.starting_offsets` (where new partitions start),
+:mod:`~kafka_direct.client.log_positions` (data loss), :mod:`~kafka_direct.dstream.rate_limit`
+and :mod:`~kafka_direct.client.retry`.
 """
 
 from __future__ import annotations
@@ -31,22 +32,21 @@ from typing import TYPE_CHECKING, Any
 
 from typing_extensions import override
 
-from kafka_direct.commit_queue import CommitCallback, StreamCommits
-from kafka_direct.consumer_strategy import ConsumerStrategy
-from kafka_direct.driver_consumer import DriverConsumer
+from kafka_direct.client.driver_consumer import DriverConsumer
+from kafka_direct.client.log_positions import check_positions
+from kafka_direct.client.params import check_with_librdkafka
+from kafka_direct.client.retry import Retrier
+from kafka_direct.dstream.commit_queue import CommitCallback, StreamCommits
+from kafka_direct.dstream.consumer_strategy import ConsumerStrategy
+from kafka_direct.dstream.partition_discovery import PartitionDiscovery, WaitClock
+from kafka_direct.dstream.per_partition_config import DefaultPerPartitionConfig, PerPartitionConfig
+from kafka_direct.dstream.rate_limit import clamp
+from kafka_direct.dstream.starting_offsets import StartingOffsets, StartingOffsetsCallback
+from kafka_direct.dstream.stream_settings import StreamSettings
 from kafka_direct.errors import CheckpointError, ConfigurationError, KafkaDirectError
-from kafka_direct.kafka_params import check_with_librdkafka
-from kafka_direct.kafka_rdd import KafkaRDD, ReadSettings
-from kafka_direct.kafka_rdd_factory import kafka_rdd
-from kafka_direct.location_strategy import LocationStrategy, PreferBrokers
-from kafka_direct.log_positions import check_positions
 from kafka_direct.offset_range import CanCommitOffsets, OffsetRange
-from kafka_direct.partition_discovery import PartitionDiscovery, WaitClock
-from kafka_direct.per_partition_config import DefaultPerPartitionConfig, PerPartitionConfig
-from kafka_direct.rate_limit import clamp
-from kafka_direct.retry import Retrier
-from kafka_direct.starting_offsets import StartingOffsets, StartingOffsetsCallback
-from kafka_direct.stream_settings import StreamSettings
+from kafka_direct.rdd.kafka_rdd import KafkaRDD, ReadSettings, kafka_rdd
+from kafka_direct.rdd.location_strategy import LocationStrategy, PreferBrokers
 from kafka_direct.streaming.input_dstream import InputDStream
 from kafka_direct.streaming.job_scheduler import BATCH_TIME_PROPERTY
 from kafka_direct.streaming.rate_controller import (
@@ -86,7 +86,7 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
 
     Raises:
         ConfigurationError: A strategy of the wrong type, a Spark setting out of range (see
-            :class:`~kafka_direct.stream_settings.StreamSettings`), a deserializer or
+            :class:`~kafka_direct.dstream.stream_settings.StreamSettings`), a deserializer or
             handler that is not callable, or (with the real driver consumer) a Kafka
             parameter librdkafka refuses.
     """
@@ -302,7 +302,7 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
         own batch's completion went by before it was computed, holding back every commit
         after it). A batch without a job of its own passes with the next batch of the
         stream that succeeds (the window job that read it), see
-        :class:`~kafka_direct.commit_queue.BatchCommitQueue`.
+        :class:`~kafka_direct.dstream.commit_queue.BatchCommitQueue`.
         """
         if self.isPastBatch(time):
             # Computed for a later batch (a window, or a recovered state reading a batch

@@ -31,7 +31,7 @@ from kafka_direct.offset_range import OffsetRange
 from kafka_direct.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
-    from kafka_direct.driver_consumer import DriverConsumer
+    from kafka_direct.client.driver_consumer import DriverConsumer
 
 __all__ = ["BatchCommitQueue", "CommitCallback", "QueuedCommit", "Release", "StreamCommits",
            "describe_offsets"]

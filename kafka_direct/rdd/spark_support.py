@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from kafka_direct.location_strategy import ExecutorLocation
+from kafka_direct.rdd.location_strategy import ExecutorLocation
 
 __all__ = ["ensure_pyspark_python", "live_executors", "located_rdd"]
 

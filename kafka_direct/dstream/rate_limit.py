@@ -10,22 +10,19 @@ Pure functions of offsets and rates, so they are tested against Spark's formulas
   Scala original read the whole backlog in the first batch) is split over the partitions in
   proportion to their lag, then capped by each partition's maximum rate.
 * Any limit in force is floored at ``minRatePerPartition`` records per batch.
-* Optionally a total cap per batch (Structured Streaming's ``maxOffsetsPerTrigger``) is split
-  over the partitions by lag.
+* Optionally a total cap per batch (``maxRecordsPerBatch``, as Structured Streaming's
+  ``maxOffsetsPerTrigger``) is split over the partitions by lag
+  (:func:`kafka_direct.offset_range.prorate_by_lag`, the split the source uses too).
 * No partition with zero lag causes a division by zero: no lag, no limit needed.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
-
-from kafka_direct.per_partition_config import PerPartitionConfig
+from kafka_direct.dstream.per_partition_config import PerPartitionConfig
+from kafka_direct.offset_range import Offsets, prorate_by_lag
 from kafka_direct.topic_partition import TopicPartition
 
-__all__ = ["clamp", "maxMessagesPerPartition", "prorate_total"]
-
-Offsets = Mapping[TopicPartition, int]
+__all__ = ["clamp", "maxMessagesPerPartition"]
 
 
 def maxMessagesPerPartition(latest: Offsets, current: Offsets, config: PerPartitionConfig,
@@ -66,24 +63,6 @@ def maxMessagesPerPartition(latest: Offsets, current: Offsets, config: PerPartit
             for tp, limit in per_partition.items()}
 
 
-def prorate_total(latest: Offsets, current: Offsets, maxTotal: int) -> dict[TopicPartition, int]:
-    """Ends that read at most ``maxTotal`` records in all, shared in proportion to lag.
-
-    Shares are floored, then the records left over go to the largest remainders, so the
-    total is exactly ``min(maxTotal, total lag)``.
-    """
-    lag = {tp: max(end - current.get(tp, end), 0) for tp, end in latest.items()}
-    total = sum(lag.values())
-    if maxTotal <= 0 or total <= maxTotal:
-        return dict(latest)
-    exact = {tp: partition_lag * maxTotal / total for tp, partition_lag in lag.items()}
-    shares = {tp: math.floor(value) for tp, value in exact.items()}
-    left = maxTotal - sum(shares.values())
-    for tp in sorted(exact, key=lambda t: (shares[t] - exact[t], t))[:left]:
-        shares[tp] += 1
-    return {tp: current.get(tp, latest[tp]) + shares[tp] for tp in latest}
-
-
 def clamp(latest: Offsets, current: Offsets, config: PerPartitionConfig, batchSeconds: float,
           estimatedRate: float | None = None, maxTotal: int = 0) -> dict[TopicPartition, int]:
     """The end offset of each partition's range for this batch.
@@ -96,5 +75,5 @@ def clamp(latest: Offsets, current: Offsets, config: PerPartitionConfig, batchSe
         ends = {tp: min(current.get(tp, end) + limits[tp], end) if tp in limits else end
                 for tp, end in latest.items()}
     if maxTotal > 0:
-        ends = prorate_total(ends, current, maxTotal)
+        ends = prorate_by_lag(ends, current, maxTotal)
     return ends

@@ -4,26 +4,31 @@ Partition ``i`` holds the records of ``offsetRanges()[i]``: a task assigns its c
 consumer to the range's topic-partition and reads exactly ``[fromOffset, untilOffset)``,
 streaming (memory does not grow with the range). Reads are deterministic, so a retried task
 sees exactly the records the failed attempt saw.
+
+:func:`kafka_rdd` builds one placed by a location strategy: ``KafkaUtils.createRDD`` and the
+direct stream both build theirs with it, so neither entry point imports the other.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pyspark.rdd import PipelinedRDD
 
+from kafka_direct.client.data_consumer import ConsumerCache, KafkaDataConsumer, consumer_cache
 from kafka_direct.conf_values import parse_int
 from kafka_direct.consumer_record import ConsumerRecord
 from kafka_direct.errors import ConfigurationError, KafkaDirectError, KafkaReadError
-from kafka_direct.kafka_data_consumer import ConsumerCache, KafkaDataConsumer, consumer_cache
 from kafka_direct.offset_range import HasOffsetRanges, OffsetRange
+from kafka_direct.rdd.location_strategy import LocationStrategy, preferred_locations
+from kafka_direct.rdd.spark_support import live_executors, located_rdd
 from kafka_direct.redaction import redact_params
 from kafka_direct.task_errors import carry_errors, typed_rdd_class
 
-__all__ = ["KafkaRDD", "ReadSettings", "read_range"]
+__all__ = ["KafkaRDD", "ReadSettings", "kafka_rdd", "read_range"]
 
 logger = logging.getLogger(__name__)
 
@@ -250,9 +255,26 @@ class KafkaRDD(typed_rdd_class(PipelinedRDD), HasOffsetRanges):  # type: ignore[
         Columns: key, value (binary), topic, partition, offset, timestamp, timestampType,
         headers. Needs raw records (no deserializers or messageHandler).
         """
-        from kafka_direct.sql.dataframe import records_to_dataframe
+        from kafka_direct.rdd.dataframe import records_to_dataframe
 
         return records_to_dataframe(self, self._settings, spark)
 
     def __repr__(self) -> str:
         return f"KafkaRDD[{self.id()}] with {len(self._offsetRanges)} offset ranges"
+
+
+def kafka_rdd(sc: Any, ranges: list[OffsetRange], settings: ReadSettings,
+              strategy: LocationStrategy, leaders: Mapping[Any, str] | None = None
+              ) -> KafkaRDD:
+    """A KafkaRDD of ``ranges`` (already checked), partition ``i`` reading ``ranges[i]``.
+
+    Args:
+        sc: The SparkContext.
+        ranges: The offset ranges, in partition order.
+        settings: How executors read.
+        strategy: Where each range is preferably read.
+        leaders: Partition leaders' hosts, for ``PreferBrokers``.
+    """
+    locations = preferred_locations(
+        strategy, [r.topicPartition() for r in ranges], live_executors(sc), leaders)
+    return KafkaRDD(located_rdd(sc, ranges, locations), ranges, settings)

@@ -4,7 +4,7 @@ First match wins: the offsets given to the strategy, the group's committed offse
 strategy's starting timestamp, then the reset policy (``auto.offset.reset`` at start,
 ``newPartitionOffsets`` for partitions found while running). Every start offset is checked
 against the log: a given offset beyond the end is a mistake, a committed one beyond the end
-means the log lost what the group read (data loss, see :mod:`kafka_direct.log_positions`).
+means the log lost what the group read (data loss, see :mod:`kafka_direct.client.log_positions`).
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from kafka_direct.consumer_strategy import ConsumerStrategy
-from kafka_direct.driver_consumer import DriverConsumer
+from kafka_direct.client.driver_consumer import DriverConsumer
+from kafka_direct.client.log_positions import Retrying, check_positions
+from kafka_direct.dstream.consumer_strategy import ConsumerStrategy
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.log_positions import Retrying, check_positions
 from kafka_direct.topic_partition import TopicPartition
 
 __all__ = ["StartingOffsets", "StartingOffsetsCallback"]

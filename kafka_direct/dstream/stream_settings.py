@@ -16,7 +16,7 @@ has them):
   known partitions a rebalance hides.
 * ``spark.streaming.backpressure.initialRate`` = 0: finite number >= 0 (records/s).
 
-Rate limits per partition are :mod:`kafka_direct.per_partition_config`'s.
+Rate limits per partition are :mod:`kafka_direct.dstream.per_partition_config`'s.
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ import time
 from collections.abc import Mapping
 from typing import Protocol
 
-from kafka_direct.consumer_strategy import ConsumerStrategy
-from kafka_direct.driver_consumer import DriverConsumer
+from kafka_direct.client.driver_consumer import DriverConsumer
+from kafka_direct.dstream.consumer_strategy import ConsumerStrategy
 from kafka_direct.errors import PartitionsRevokedError
 from kafka_direct.topic_partition import TopicPartition
 
