@@ -20,8 +20,8 @@ PACKAGES = ("kafka_direct", "offsets", "sinks")
 VOCABULARY = {f"kafka_direct.{name}" for name in (
     "errors", "task_errors", "redaction", "conf_values", "topic_partition",
     "consumer_record", "offset_range")}
-#: The face: the package itself and Spark's entry points.
-FACE = {"kafka_direct", "kafka_direct.kafka_utils"}
+#: The face: the package itself, Spark's entry points, and a moved module's old path.
+FACE = {"kafka_direct", "kafka_direct.kafka_utils", "kafka_direct.spark_support"}
 
 ENGINE, CLIENT, POSTGRES = ("kafka_direct.streaming", "kafka_direct.client",
                             "kafka_direct.postgres")
