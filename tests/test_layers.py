@@ -136,6 +136,12 @@ def test_the_engine_knows_nothing_of_kafka():
     assert strays == []
 
 
+def test_the_two_ingest_jobs_stand_apart():
+    # Both stand on the job's options and table; neither runs through the other.
+    assert offenders(["kafka_direct.app.structured_ingest"], ("kafka_direct.app.ingest_job",)) == []
+    assert offenders(["kafka_direct.app.ingest_job"], ("kafka_direct.app.structured_ingest",)) == []
+
+
 def test_every_module_is_under_a_rule():
     ruled = [*FORBIDDEN, *FACE, *VOCABULARY]
     unruled = [name for name in MODULES if not hits(name, ruled)]

@@ -100,8 +100,11 @@ def _run_ingest(args: argparse.Namespace) -> int:
 
 def _run_demo(args: argparse.Namespace) -> int:
     from kafka_direct.app.demo import DemoOptions, run_demo
-    from kafka_direct.app.ingest_job import check_master
-    from kafka_direct.app.ingest_options import MAX_PARTITIONS, check_batch_interval
+    from kafka_direct.app.ingest_options import (
+        MAX_PARTITIONS,
+        check_batch_interval,
+        check_master,
+    )
     from kafka_direct.app.kafka_cluster import check_topic_name
 
     for name in ("events", "partitions", "max_rate_per_partition"):

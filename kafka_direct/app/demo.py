@@ -26,8 +26,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any, TextIO
 
 from kafka_direct.app.ingest_command import produce_samples, services
-from kafka_direct.app.ingest_job import check_table, ensure_table
 from kafka_direct.app.ingest_options import DSN_ENV
+from kafka_direct.app.ingest_table import check_table, ensure_table
 from kafka_direct.errors import ConfigurationError, ServiceError
 from kafka_direct.redaction import redact_text
 from kafka_direct.topic_partition import TopicPartition

@@ -24,21 +24,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from kafka_direct.app.ingest_job import (
-    IngestResult,
-    check_table,
-    parse_starting_offsets,
-    run_ingest,
-)
+from kafka_direct.app.ingest_job import run_ingest
 from kafka_direct.app.ingest_options import (
     DEFAULT_TOPIC,
+    IngestResult,
     IngestSettings,
     add_arguments,
     describe,
+    parse_starting_offsets,
     settings_from_args,
 )
+from kafka_direct.app.ingest_table import check_table
+from kafka_direct.app.interrupts import TwoStageInterrupt
 from kafka_direct.app.kafka_cluster import KafkaCluster
-from kafka_direct.app.stop_signals import StopSignals
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.redaction import redact_text
 from kafka_direct.topic_partition import TopicPartition
@@ -196,7 +194,7 @@ def run_ingest_command(args: argparse.Namespace, out: TextIO, err: TextIO | None
     settings = settings_from_args(args)
     logger.info("ingest settings: %s", describe(settings))
     options = settings.options
-    with StopSignals() as signals, contextlib.ExitStack() as stack:
+    with TwoStageInterrupt() as signals, contextlib.ExitStack() as stack:
         if settings.dsn is not None:
             check_dsn(settings.dsn, settings.dsnSource)
         if settings.bootstrapServers is not None:

@@ -18,14 +18,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from kafka_direct.app.ingest_job import (
+from kafka_direct.app.ingest_options import (
     TASK_ATTEMPTS,
     IngestOptions,
     IngestResult,
-    ensure_table,
     parse_starting_offsets,
 )
-from kafka_direct.app.stop_signals import StopSignals
+from kafka_direct.app.ingest_table import ensure_table
+from kafka_direct.app.interrupts import TwoStageInterrupt
 from kafka_direct.errors import KafkaDirectError, StreamingQueryFailedError
 from kafka_direct.topic_partition import TopicPartition
 
@@ -137,7 +137,7 @@ def source_options(options: IngestOptions, bootstrapServers: str, dsn: str,
 def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
                           out: TextIO | None = None,
                           kafkaParams: Mapping[str, Any] | None = None,
-                          signals: StopSignals | None = None,
+                          signals: TwoStageInterrupt | None = None,
                           result: IngestResult | None = None,
                           checkpointDir: str | Path | None = None) -> IngestResult:
     """Run the ingest job as a streaming query until stopped, idle long enough, or failed.

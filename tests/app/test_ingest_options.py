@@ -8,8 +8,8 @@ import argparse
 
 import pytest
 
-from kafka_direct.app.ingest_job import TASK_ATTEMPTS
 from kafka_direct.app.ingest_options import (
+    TASK_ATTEMPTS,
     add_arguments,
     describe,
     settings_from_args,

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 
-from kafka_direct.app.ingest_job import check_table
+from kafka_direct.app.ingest_table import check_table
 from kafka_direct.topic_partition import TopicPartition
 
 RECORDS = 2400

@@ -2,7 +2,7 @@
 
 import pytest
 
-from kafka_direct.app.ingest_job import IngestOptions
+from kafka_direct.app.ingest_options import IngestOptions
 from kafka_direct.app.structured_ingest import source_options
 
 

@@ -15,7 +15,8 @@ import sys
 import time
 
 from kafka_direct import KafkaDirectError
-from kafka_direct.app.ingest_job import IngestOptions, run_ingest
+from kafka_direct.app.ingest_job import run_ingest
+from kafka_direct.app.ingest_options import IngestOptions
 from kafka_direct.streaming.batch_log import BatchLogListener
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_direct.app.ingest_job import ensure_table
+from kafka_direct.app.ingest_table import ensure_table
 from kafka_direct.testing import EmbeddedPostgres
 
 APP = Path(__file__).with_name("ingest_fault_app.py")

@@ -105,7 +105,7 @@ def test_the_ingest_job_runs_with_a_least_privileged_role(kafka, kafka_topic, li
 
 
 def test_a_table_the_role_may_not_create_is_named_with_the_grant(limited, pg_schema):
-    from kafka_direct.app.ingest_job import ensure_table
+    from kafka_direct.app.ingest_table import ensure_table
 
     with pytest.raises(OffsetStoreError) as raised:
         ensure_table(limited, pg_schema, "not_created_for_it")

@@ -1,10 +1,14 @@
 """Ctrl-C and SIGTERM for a long-running job: the first asks politely, the second insists.
 
-The first SIGINT or SIGTERM sets :attr:`StopSignals.requested`: the job stops after the
-running batch, which finishes and commits its offsets with its rows; no batch starts after
-it. A second signal raises :class:`KeyboardInterrupt` in the main thread: the job stops at
-once, cancelling the running batch (its committed partitions stay committed, the rest is
-read again by the next run, so nothing is lost or written twice).
+The first SIGINT or SIGTERM sets :attr:`TwoStageInterrupt.requested`: the job stops after
+the running batch, which finishes and commits its offsets with its rows; no batch starts
+after it. A second signal raises :class:`KeyboardInterrupt` in the main thread: the job
+stops at once, cancelling the running batch (its committed partitions stay committed, the
+rest is read again by the next run, so nothing is lost or written twice).
+
+The engine's :class:`kafka_direct.streaming.stop_signals.StopSignals` is the
+StreamingContext's own (``spark.streaming.stopGracefullyOnShutdown``); the ingest job
+handles the signals itself, around the whole run (services, Spark, the summary).
 """
 
 from __future__ import annotations
@@ -15,14 +19,14 @@ import threading
 from types import FrameType, TracebackType
 from typing import Any
 
-__all__ = ["StopSignals"]
+__all__ = ["TwoStageInterrupt"]
 
 logger = logging.getLogger(__name__)
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-class StopSignals:
+class TwoStageInterrupt:
     """SIGINT/SIGTERM handlers for the block: first a graceful stop, then an immediate one.
 
     Use as a context manager on the main thread; elsewhere it installs nothing (Python
@@ -62,7 +66,7 @@ class StopSignals:
             signal.signal(signum, handler)
         self._previous.clear()
 
-    def __enter__(self) -> StopSignals:
+    def __enter__(self) -> TwoStageInterrupt:
         self.install()
         return self
 
