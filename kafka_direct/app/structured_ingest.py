@@ -128,6 +128,10 @@ def source_options(options: IngestOptions, bootstrapServers: str, dsn: str,
     if options.maxRatePerPartition:
         perPartition = max(int(options.maxRatePerPartition * options.batchInterval), 1)
         source["maxOffsetsPerPartitionPerTrigger"] = str(perPartition)
+    # Each batch's end goes to the consumer group after its commit, for lag tools only:
+    # the query resumes from its checkpoint or the offset store, never from the group.
+    source["kafka.group.id"] = options.group
+    source["commitOffsetsToGroup"] = "true"
     source["offsetStore.name"] = options.group
     source["offsetStore.dsn"] = dsn
     source["offsetStore.schema"] = options.schema

@@ -96,3 +96,24 @@ def test_a_mistake_found_when_the_structured_query_starts_is_exit_2(kafka, kafka
     assert last.startswith("kafka-direct ingest: ConfigurationError: option 'startingOffsets'"), \
         last
     assert "beyond its end offset 5" in last and "kafka-direct-error:" not in last
+
+
+@pytest.mark.parametrize("api", ["dstream", "structured"])
+def test_the_jobs_lag_is_visible_to_kafkas_group_tools(kafka, kafka_topic, postgres, pg_schema,
+                                                       api):
+    # After each batch's PostgreSQL commit its end offsets go to the consumer group, for
+    # monitoring only: a group lag tool then shows the job caught up.
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    topic = kafka_topic(partitions=2)
+    kafka.produce(topic, [b"a"] * 7, partition=0)
+    kafka.produce(topic, [b"b"] * 4, partition=1)
+    group = f"lag-{api}-{pg_schema}"
+    done = _ingest(kafka, postgres, topic, pg_schema, "--api", api, "--group", group)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0),
+                                                   TopicPartition(topic, 1)])
+    answer = admin.list_consumer_group_offsets([request])[group].result(30)
+    assert {tp.partition: tp.offset for tp in answer.topic_partitions} == {0: 7, 1: 4}
