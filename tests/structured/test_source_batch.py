@@ -227,3 +227,23 @@ def test_option_mistakes_fail_at_load_naming_the_option(spark_session, kafka, ka
             "kafka.bootstrap.servers", kafka.bootstrap_servers).option(
             "subscribe", topic).load().collect()
     assert "fixed schema" in str(raised.value)
+
+
+def test_a_token_provider_named_in_the_options_authenticates_driver_and_executors(
+        spark_session, kafka, kafka_topic, tmp_path):
+    # Options are strings: ``kafka.oauth_cb`` names the provider by module path, imported
+    # where each client is created (the driver's metadata client, each task's consumer).
+    topic = kafka_topic(partitions=2)
+    kafka.produce(topic, [b"a", b"b"], partition=0)
+    calls = tmp_path / "calls"
+    df = read(spark_session, kafka, subscribe=topic,
+              **{"kafka.security.protocol": "SASL_PLAINTEXT",
+                 "kafka.sasl.mechanisms": "OAUTHBEARER",
+                 "kafka.sasl.oauthbearer.config": str(calls),
+                 "kafka.oauth_cb": "tests.integration.oauth_tokens:provide"})
+    if READER["name"] == "c":  # chosen explicitly: a clear refusal, not a silent switch
+        with pytest.raises(Exception, match="the native reader cannot apply oauth_cb"):
+            df.collect()
+        return
+    assert values(df) == [(0, 0, b"a"), (0, 1, b"b")]
+    assert len(set(calls.read_text().split())) >= 2  # the driver's and a task's
