@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import re
 import unicodedata
 import uuid
@@ -309,25 +310,37 @@ def example_database(postgres):
     from psycopg2.extensions import make_dsn
 
     name = f"docs_{uuid.uuid4().hex[:10]}"
-    with _autocommit(postgres) as cursor:
+    with autocommit_cursor(postgres) as cursor:
         cursor.execute(f'CREATE DATABASE "{name}"')
     yield make_dsn(postgres.dsn, dbname=name)
-    with _autocommit(postgres) as cursor:
+    with autocommit_cursor(postgres) as cursor:
         cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-class _autocommit:
-    def __init__(self, postgres):
-        self.connection = postgres.connect()
-        self.connection.autocommit = True
+@contextlib.contextmanager
+def autocommit_cursor(postgres):
+    connection = postgres.connect()
+    connection.autocommit = True
+    try:
+        with connection.cursor() as cursor:
+            yield cursor
+    finally:
+        connection.close()
 
-    def __enter__(self):
-        self.cursor = self.connection.cursor()
-        return self.cursor
 
-    def __exit__(self, *exc):
-        self.cursor.close()
-        self.connection.close()
+def stop_what_an_example_left_running():
+    """A failed example may leave a streaming context or query behind: stop them, not Spark."""
+    from kafka_direct import StreamingContext
+
+    context = StreamingContext.getActive()
+    if context is not None:
+        context.stop(stopSparkContext=False)
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    if session is not None:
+        for query in session.streams.active:
+            query.stop()
 
 
 def tables_holding_the_topic(dsn):
@@ -359,10 +372,15 @@ def test_readme_example_runs(number, example_topic, example_database, spark, kaf
             check_structured_support()
         except Exception as error:
             pytest.skip(f"Structured Streaming unavailable here: {error}")
+    # The examples find the services where the README says; their SparkContext.getOrCreate()
+    # and SparkSession.builder.getOrCreate() return the session's Spark (the spark fixture).
     monkeypatch.setenv("KAFKA_DIRECT_BOOTSTRAP", kafka.bootstrap_servers)
     monkeypatch.setenv("KAFKA_DIRECT_PG_DSN", example_database)
-    exec(compile(code, f"README.md python block {number}", "exec"),
-         {"__name__": f"readme_example_{number}"})
+    try:
+        exec(compile(code, f"README.md python block {number}", "exec"),
+             {"__name__": f"readme_example_{number}"})
+    finally:
+        stop_what_an_example_left_running()
     tables = tables_holding_the_topic(example_database)
     assert tables, f"example {number} wrote no table with the topic's records"
     for table, (rows, distinct) in tables.items():
