@@ -25,6 +25,7 @@ import pytest
 
 # Where the code keeps its option names. Modules that move only need this block updated.
 import kafka_direct
+import kafka_direct.streaming as engine
 import offsets
 import sinks
 from kafka_direct import per_partition_config, stream_settings
@@ -34,7 +35,6 @@ from kafka_direct.sql.sink_options import KNOWN_OPTIONS as SINK_OPTIONS
 from kafka_direct.sql.source_link import LINK_OPTIONS
 from kafka_direct.sql.source_options import KAFKA_PREFIX
 from kafka_direct.sql.source_options import KNOWN_OPTIONS as SOURCE_OPTIONS
-from kafka_direct.streaming import context as engine_context
 
 ROOT = Path(__file__).parents[1]
 README = ROOT / "README.md"
@@ -43,7 +43,7 @@ CONFIGURATION = DOCS / "configuration.md"
 #: The packages whose string literals name Spark settings and environment variables.
 PACKAGES = [Path(module.__file__).parent for module in (kafka_direct, offsets, sinks)]
 #: The engine's package: every Spark setting read there belongs in the engine's table.
-ENGINE = Path(engine_context.__file__).parent
+ENGINE = Path(engine.__file__).parent
 #: The modules whose ``*_CONF`` constants are the direct stream's settings.
 DIRECT_STREAM_MODULES = (stream_settings, per_partition_config)
 
