@@ -91,8 +91,8 @@ def test_a_dataframe_keeps_the_offsets_of_its_first_action(spark_session, kafka,
                                                           kafka_topic):
     # PySpark plans a Python data source once per DataFrame, at its first action; later
     # actions on it (and on DataFrames derived from it) reuse those ranges. Spark's own
-    # source resolves earliest / latest again at every action. Documented in the README
-    # (differences from Spark's source): build a new DataFrame to see newer records.
+    # source resolves earliest / latest again at every action. Documented in
+    # docs/structured-source.md: build a new DataFrame to see newer records.
     topic = kafka_topic()
     produce_numbered(kafka, topic, 1, 3)
     df = read(spark_session, kafka, subscribe=topic)  # earliest to latest
