@@ -6,7 +6,12 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from kafka_direct.client.params import executor_params, refusal, validate_params
+from kafka_direct.client.params import (
+    executor_params,
+    refusal,
+    resolve_callbacks,
+    validate_params,
+)
 from kafka_direct.conf_values import parse_bool
 from kafka_direct.consumer_record import ConsumerRecord
 from kafka_direct.dstream.direct_kafka_input_dstream import DirectKafkaInputDStream
@@ -44,7 +49,7 @@ def check_consumer_params(params: Mapping[str, Any]) -> Any:
     from confluent_kafka import Consumer, KafkaException
 
     try:
-        return Consumer(dict(params))
+        return Consumer(resolve_callbacks(params))
     except (KafkaException, ValueError, TypeError) as error:
         # Not chained: librdkafka's own text may quote a secret value; refusal() cuts it out.
         raise refusal(error, params) from None

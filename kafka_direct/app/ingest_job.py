@@ -165,6 +165,9 @@ def run_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
                 notRun.add(int(time.timestamp() * 1000))
                 return
             counts = sink.write(rdd)
+            # The batch is in PostgreSQL: its end offsets go to the consumer group, for lag
+            # tools only (the job resumes from the offset store; a failed commit warns).
+            stream.commitAsync(rdd.offsetRanges())
             rows = counts.get("upserted", counts["rows"])
             result.rowsWritten += rows
             result.rangesSkipped += counts.get("skipped", 0)

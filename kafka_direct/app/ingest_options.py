@@ -272,7 +272,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="one librdkafka property (repeatable; wins over the file); "
                             "VALUE env:NAME reads the environment variable NAME")
     kafka.add_argument("--group", default="kafka-direct-ingest",
-                       help="consumer group the offsets are stored under")
+                       help="consumer group the offsets are stored under; each batch's end offsets "
+                       "are also committed to this Kafka consumer group after the batch "
+                       "commits, so Kafka's group tools show the job's lag (monitoring only: "
+                       "the job resumes from the offsets in PostgreSQL)")
     kafka.add_argument("--starting-offsets", default="earliest",
                        help='where partitions without stored offsets start: earliest, latest '
                             'or JSON {"topic": {"0": 42}}')

@@ -33,9 +33,10 @@ def ensure_table(dsn: str, schema: str, table: str) -> None:
     from psycopg2 import sql
 
     from kafka_direct.postgres.catalog import ensure_tables
+    from kafka_direct.postgres.connection import connect
     from kafka_direct.postgres.errors import fix_for
 
-    connection = psycopg2.connect(dsn)
+    connection = connect(dsn)
     try:
         with connection, connection.cursor() as cursor:
             ensure_tables(cursor, schema, {table: [sql.SQL(
@@ -86,12 +87,12 @@ def check_table(dsn: str, schema: str, table: str, group: str,
 
     ``stored`` gives the offsets instead (a structured query keeps them in its own store).
     """
-    import psycopg2
     from psycopg2 import sql
 
+    from kafka_direct.postgres.connection import connect
     from offsets.postgres_offset_store import PostgresOffsetStore
 
-    connection = psycopg2.connect(dsn)
+    connection = connect(dsn)
     try:
         with connection, connection.cursor() as cursor:
             cursor.execute(sql.SQL(

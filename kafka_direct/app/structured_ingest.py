@@ -128,6 +128,10 @@ def source_options(options: IngestOptions, bootstrapServers: str, dsn: str,
     if options.maxRatePerPartition:
         perPartition = max(int(options.maxRatePerPartition * options.batchInterval), 1)
         source["maxOffsetsPerPartitionPerTrigger"] = str(perPartition)
+    # Each batch's end goes to the consumer group after its commit, for lag tools only:
+    # the query resumes from its checkpoint or the offset store, never from the group.
+    source["kafka.group.id"] = options.group
+    source["commitOffsetsToGroup"] = "true"
     source["offsetStore.name"] = options.group
     source["offsetStore.dsn"] = dsn
     source["offsetStore.schema"] = options.schema
@@ -205,10 +209,15 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
                 if progress.done.is_set() or stopRequested.is_set():
                     _stop_after_running_batch(query)
                     break
-                # PySpark takes seconds as a float (its stub says int).
-                query.awaitTermination(0.2)  # type: ignore[arg-type]
+                try:
+                    # PySpark takes seconds as a float (its stub says int).
+                    query.awaitTermination(0.2)  # type: ignore[arg-type]
+                except Exception as failure:
+                    # A failed query raises here, before query.exception() is asked: the
+                    # typed error it carries is recovered from the same text either way.
+                    _raise_failure(query, failure)
             progress.poll(query)
-            _raise_failure(query)
+            _raise_failure(query, query.exception())
         finally:
             if query.isActive:
                 query.stop()
@@ -227,8 +236,21 @@ def _stop_after_running_batch(query: Any, timeout: float = 600.0) -> None:
     query.stop()
 
 
-def _raise_failure(query: Any) -> None:
-    failure = query.exception()
+def _raise_failure(query: Any, failure: BaseException | None) -> None:
+    """Raise what stopped ``query``: its typed error when it carries one.
+
+    Args:
+        query: The streaming query.
+        failure: How the query ended (``query.exception()``, or what ``awaitTermination``
+            raised); None when it did not fail.
+
+    Raises:
+        KafkaDirectError: The source's or the sink's typed error, recovered from the text
+            of Spark's exception.
+        StreamingQueryFailedError: The query failed with an error of neither (redacted).
+    """
+    if failure is None:
+        failure = query.exception()
     if failure is None:
         return
     from kafka_direct.task_errors import carried_error

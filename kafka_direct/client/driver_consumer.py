@@ -37,7 +37,9 @@ ClientFactory = Callable[[dict[str, Any]], Any]
 _ADMIN_PREFIXES = ("bootstrap.servers", "metadata.broker.list", "security.", "ssl.", "sasl.",
                    "client.id", "socket.", "broker.", "api.version", "reconnect.", "retry.",
                    "client.dns", "connections.max", "debug", "log_level", "topic.metadata",
-                   "metadata.max", "enable.ssl")
+                   "metadata.max", "enable.ssl",
+                   # A token provider: an admin client under OAUTHBEARER needs it as much.
+                   "oauth_cb")
 
 #: Kafka's own topics: never part of a pattern's match (as the Java client's
 #: ``exclude.internal.topics=true``, its default).
@@ -101,6 +103,31 @@ def _spec(kind: str, *args: Any) -> Any:
     return getattr(admin.__dict__["OffsetSpec"], kind)(*args)
 
 
+class UnansweredError(Exception):
+    """A ListOffsets question Kafka did not answer with an offset (a glitch: retried)."""
+
+
+def _answered(key: Any, future: Any, timeout: float, timestamp: bool) -> int:
+    """The offset ``future`` answers for partition ``key``, or UnansweredError.
+
+    A broker that stops answering mid-request can leave librdkafka's result at an offset no
+    log has (``OFFSET_INVALID``, -1001): taken as the end of a log it would read as data
+    loss. Only a question by timestamp has a negative answer (-1: no record at or after it).
+    """
+    import concurrent.futures
+
+    where = f"{key.topic}-{key.partition}"
+    try:
+        offset = int(future.result(timeout).offset)
+    except concurrent.futures.TimeoutError:
+        raise UnansweredError(f"ListOffsets for {where}: no answer within {timeout:g} s") \
+            from None
+    if offset < 0 and not (timestamp and offset == -1):
+        raise UnansweredError(f"ListOffsets for {where} answered offset {offset}, which no "
+                              "log has (the broker did not answer the request in full)")
+    return offset
+
+
 def _consumer(params: dict[str, Any]) -> Any:
     from confluent_kafka import Consumer
 
@@ -121,6 +148,9 @@ def _create(what: str, factory: ClientFactory, params: dict[str, Any]) -> Any:
     """
     from confluent_kafka import KafkaException
 
+    from kafka_direct.client.params import resolve_callbacks
+
+    params = resolve_callbacks(params)
     try:
         return factory(params)
     except (KafkaException, ValueError, TypeError) as error:
@@ -317,13 +347,18 @@ class DriverConsumer:
         return found
 
     def _listOffsets(self, partitions: Iterable[TopicPartition], spec: Any,
-                     readCommitted: bool | None = None) -> dict[TopicPartition, int]:
+                     readCommitted: bool | None = None, timestamp: bool = False
+                     ) -> dict[TopicPartition, int]:
         """One ListOffsets request for ``partitions``.
 
         Args:
             partitions: The partitions.
             spec: An OffsetSpec (latest, earliest, for_timestamp).
             readCommitted: The isolation level; the stream's own when None.
+            timestamp: ``spec`` asks by timestamp (-1, no such record, is an answer).
+
+        Raises:
+            UnansweredError: A partition's answer timed out or was no offset (retryable).
         """
         from confluent_kafka import IsolationLevel
         from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -338,7 +373,8 @@ class DriverConsumer:
             futures = self._admin.list_offsets(request, isolation_level=level,
                                                request_timeout=self.timeout)
             try:
-                return {TopicPartition(k.topic, k.partition): int(f.result(self.timeout).offset)
+                return {TopicPartition(k.topic, k.partition): _answered(k, f, self.timeout,
+                                                                        timestamp)
                         for k, f in futures.items()}
             except Exception as error:
                 if attempt == 2 or "leader" not in str(error).lower():
@@ -374,7 +410,8 @@ class DriverConsumer:
         """The first offset at or after each timestamp (ms); the end offset if none."""
         result = {}
         for tp, timestamp in timestamps.items():
-            found = self._listOffsets([tp], _spec("for_timestamp", int(timestamp)))
+            found = self._listOffsets([tp], _spec("for_timestamp", int(timestamp)),
+                                      timestamp=True)
             result.update(found)
         missing = [tp for tp, offset in result.items() if offset < 0]
         if missing:

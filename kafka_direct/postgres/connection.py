@@ -4,6 +4,7 @@
   holding "password" in its plans, never a password inside a DSN), connected with libpq,
   so the environment (``PGHOST``, ``PGPASSWORD``, ...) and ``~/.pgpass`` work too. Its repr
   shows nothing of the DSN.
+* :func:`connect`: a new connection to a DSN, failing with no piece of it.
 * :func:`cached_connection`: one connection per database in each Python process (Spark's
   Python workers outlive tasks and jobs), forgotten after a failure. The structured sink,
   the offset link and the DStream sinks all keep theirs here.
@@ -31,6 +32,7 @@ from kafka_direct.redaction import REDACTED, redact_dsn_pieces
 __all__ = [
     "Database",
     "cached_connection",
+    "connect",
     "drop_cached",
     "retry_broken",
     "transaction",
@@ -105,6 +107,16 @@ class Database:
             merged = self.dsn
         shown = redact_dsn_pieces(describe_database_error(error, merged), self.dsn)
         return shown.replace(self.password, REDACTED) if self.password else shown
+
+
+def connect(dsn: str) -> Any:
+    """A new psycopg2 connection to ``dsn``; a failure carries no piece of the DSN.
+
+    libpq quotes a connection string it cannot parse (a bad %-escape, an unquoted space),
+    password included: :meth:`Database.connect` raises the driver's error class again with
+    the text redacted and no chain.
+    """
+    return Database(dsn).connect()
 
 
 def cached_connection(database: Database) -> Any:

@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 
 def test_ingest_writes_a_topic_once_and_a_rerun_adds_only_new_records(kafka, kafka_topic,
                                                                       postgres, pg_schema):
@@ -49,4 +51,85 @@ def test_ingest_without_services_starts_the_embedded_ones_and_creates_its_topic(
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "created topic kafka-direct-events (3 partitions)" in done.stderr
     assert "table public.kafka_events: 300 rows, 0 duplicates" in done.stdout
+    assert "stored offsets == log end" in done.stdout
+
+
+
+def _ingest(kafka, postgres, topic, schema, *extra):
+    return subprocess.run(
+        [sys.executable, "-m", "kafka_direct.app.cli", "ingest", "--bootstrap-servers",
+         kafka.bootstrap_servers, "--dsn", postgres.dsn, "--topic", topic, "--schema", schema,
+         "--batch-interval", "0.5", "--stop-after-idle", "1", *extra],
+        capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("api", ["dstream", "structured"])
+def test_a_failing_job_ends_with_its_typed_error_on_both_apis(kafka, kafka_topic, postgres,
+                                                              pg_schema, api):
+    # Records the job never read are deleted: the next run stops with DataLossError, the
+    # same way on both APIs (the structured job used to end with an untyped
+    # StreamingQueryException carrying a base64 marker).
+    topic = kafka_topic(partitions=1)
+    kafka.produce(topic, [b"v"] * 5)
+    first = _ingest(kafka, postgres, topic, pg_schema, "--api", api)
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    kafka.produce(topic, [b"w"] * 5)
+    kafka.delete_records(topic, 0, 10)
+    done = _ingest(kafka, postgres, topic, pg_schema, "--api", api)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "kafka-direct ingest stopped: DataLossError: " in done.stdout, done.stdout[-3000:]
+    assert f"{topic}-0" in done.stdout and "run it again to resume" in done.stdout
+    # The job's own last words (Spark's task-failure log lines above them are Spark's).
+    for text in (done.stdout, done.stderr.strip().splitlines()[-1]):
+        assert "unexpected" not in text and "StreamingQueryException" not in text
+        assert "kafka-direct-error:" not in text  # the carrier's marker stays inside
+
+
+def test_a_mistake_found_when_the_structured_query_starts_is_exit_2(kafka, kafka_topic,
+                                                                     postgres, pg_schema):
+    topic = kafka_topic(partitions=1)
+    kafka.produce(topic, [b"v"] * 5)
+    done = _ingest(kafka, postgres, topic, pg_schema, "--api", "structured",
+                   "--starting-offsets", f'{{"{topic}": {{"0": 100}}}}')
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("kafka-direct ingest: ConfigurationError: option 'startingOffsets'"), \
+        last
+    assert "beyond its end offset 5" in last and "kafka-direct-error:" not in last
+
+
+@pytest.mark.parametrize("api", ["dstream", "structured"])
+def test_the_jobs_lag_is_visible_to_kafkas_group_tools(kafka, kafka_topic, postgres, pg_schema,
+                                                       api):
+    # After each batch's PostgreSQL commit its end offsets go to the consumer group, for
+    # monitoring only: a group lag tool then shows the job caught up.
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    topic = kafka_topic(partitions=2)
+    kafka.produce(topic, [b"a"] * 7, partition=0)
+    kafka.produce(topic, [b"b"] * 4, partition=1)
+    group = f"lag-{api}-{pg_schema}"
+    done = _ingest(kafka, postgres, topic, pg_schema, "--api", api, "--group", group)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0),
+                                                   TopicPartition(topic, 1)])
+    answer = admin.list_consumer_group_offsets([request])[group].result(30)
+    assert {tp.partition: tp.offset for tp in answer.topic_partitions} == {0: 7, 1: 4}
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("api", ["dstream", "structured"])
+def test_the_job_on_separate_executor_processes(kafka, kafka_topic, postgres, pg_schema, api):
+    # local-cluster: executors are JVMs of their own, with their own Python workers; the
+    # source, the sink and the offset store must work with nothing shared with the driver.
+    topic = kafka_topic(partitions=3)
+    for partition in range(3):
+        kafka.produce(topic, [f"{partition}-{i}".encode() for i in range(40)],
+                      partition=partition)
+    done = _ingest(kafka, postgres, topic, pg_schema, "--api", api,
+                   "--master", "local-cluster[2,1,1024]")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"table {pg_schema}.kafka_events: 120 rows, 0 duplicates" in done.stdout
     assert "stored offsets == log end" in done.stdout

@@ -35,4 +35,5 @@ def test_no_rate_no_cap_and_the_rest_of_the_mapping():
     assert options == {
         "kafka.security.protocol": "SSL", "kafka.bootstrap.servers": "k:9092",
         "subscribePattern": "e.*", "startingOffsets": "latest", "offsetStore.name": "g",
-        "offsetStore.dsn": "dbname=x", "offsetStore.schema": "s"}
+        "offsetStore.dsn": "dbname=x", "offsetStore.schema": "s", "kafka.group.id": "g",
+        "commitOffsetsToGroup": "true"}

@@ -312,7 +312,10 @@ def test_an_unreachable_broker_is_retried_then_a_clear_error(spark, own_kafka):
     try:
         driver.clock.advance(1000)
         with pytest.raises(KafkaUnavailableError, match="failed 3 times") as info:
-            driver.ssc.awaitTermination(60)
+            if not driver.ssc.awaitTermination(60):
+                # Where the driver's threads are, for a run that neither failed nor ended.
+                pytest.fail("the stream neither failed nor stopped; threads:\n"
+                            + _thread_stacks())
         assert info.value.attempts == 3
     finally:
         own_kafka.resume()
@@ -343,3 +346,13 @@ def test_real_time_batches_on_the_system_clock(spark, kafka, kafka_topic):
     finally:
         ssc.stop(stopSparkContext=False, stopGracefully=True)
     assert sorted(values) == [f"v{i}" for i in range(5)]
+
+
+def _thread_stacks():
+    import sys
+    import threading
+    import traceback
+
+    names = {t.ident: t.name for t in threading.enumerate()}
+    return "\n".join(f"--- {names.get(ident, ident)}\n" + "".join(traceback.format_stack(frame))
+                     for ident, frame in sys._current_frames().items())

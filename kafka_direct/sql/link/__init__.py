@@ -69,6 +69,7 @@ from kafka_direct.sql.link.sink_side import AppliedPlan, apply_batch_plan, sourc
 from kafka_direct.sql.link.source_side import SourceLink
 from kafka_direct.sql.link.tables import (
     LINK_LOCK_SPACE,
+    LINK_OPTIONS,
     PLANS_TABLE,
     STORES_TABLE,
     StoreRef,
@@ -78,6 +79,7 @@ from kafka_direct.sql.link.tables import (
 
 __all__ = [
     "LINK_LOCK_SPACE",
+    "LINK_OPTIONS",
     "PLANS_TABLE",
     "STORES_TABLE",
     "AppliedPlan",

@@ -17,6 +17,7 @@ from kafka_direct.postgres.connection import Database
 
 __all__ = [
     "LINK_LOCK_SPACE",
+    "LINK_OPTIONS",
     "PLANS_TABLE",
     "STORES_TABLE",
     "StoreRef",
@@ -31,6 +32,8 @@ PLANS_TABLE = "kafka_direct_offset_plans"
 #: First key of the store's advisory lock (the second: hashtext of "schema/store").
 LINK_LOCK_SPACE = 0x6B6C
 _OPTION_PREFIX = "offsetstore."
+#: The link's options (source and sink alike), lower case as Spark hands them over.
+LINK_OPTIONS = frozenset(_OPTION_PREFIX + name for name in ("name", "dsn", "schema", "password"))
 
 
 @dataclass(frozen=True, slots=True)
