@@ -61,27 +61,34 @@ def user_rows(row: Callable[[Any], Sequence[Any]], records: Iterable[Any],
     the record's key or value. Raised inside the range's transaction, so nothing of the
     range is committed.
     """
-    offset = -1
-    try:
-        for record in records:
-            offset = record.offset
-            yield row(record)
-    except KafkaDirectError:
-        raise
-    except Exception as error:
-        name = getattr(row, "__qualname__", None) or type(row).__qualname__
-        text = str(error)
-        if len(text) > _MAX_USER_MESSAGE:
-            text = text[:_MAX_USER_MESSAGE] + "..."
-        kind = type(error).__qualname__
-        where = f"{offsetRange.topic}-{offsetRange.partition}"
-        raise SinkWriteError(
-            f"row function {name} failed on {where} at offset {offset} (range "
-            f"[{offsetRange.fromOffset}, {offsetRange.untilOffset})): {kind}: {text}. Nothing "
-            "of the range was committed; fix the function (or the record) and run again",
-            topic=offsetRange.topic, partition=offsetRange.partition,
-            fromOffset=offsetRange.fromOffset, untilOffset=offsetRange.untilOffset,
-            offset=offset, function="row", errorType=kind, errorMessage=text) from None
+    for record in records:
+        # Only the function's own failure is the function's: a read that fails (data loss,
+        # carried from the records' iterator) keeps its own type.
+        try:
+            values = row(record)
+        except KafkaDirectError:
+            raise
+        except Exception as error:
+            raise _row_failure(row, error, offsetRange, record.offset) from None
+        yield values
+
+
+def _row_failure(row: Callable[[Any], Sequence[Any]], error: Exception, offsetRange: Any,
+                 offset: int) -> SinkWriteError:
+    """The SinkWriteError of ``row`` failing on the record at ``offset``."""
+    name = getattr(row, "__qualname__", None) or type(row).__qualname__
+    text = str(error)
+    if len(text) > _MAX_USER_MESSAGE:
+        text = text[:_MAX_USER_MESSAGE] + "..."
+    kind = type(error).__qualname__
+    where = f"{offsetRange.topic}-{offsetRange.partition}"
+    return SinkWriteError(
+        f"row function {name} failed on {where} at offset {offset} (range "
+        f"[{offsetRange.fromOffset}, {offsetRange.untilOffset})): {kind}: {text}. Nothing "
+        "of the range was committed; fix the function (or the record) and run again",
+        topic=offsetRange.topic, partition=offsetRange.partition,
+        fromOffset=offsetRange.fromOffset, untilOffset=offsetRange.untilOffset,
+        offset=offset, function="row", errorType=kind, errorMessage=text)
 
 
 def copy_rows(cursor: Any, table: Any, columns: Sequence[str], rows: Iterable[Sequence[Any]],
