@@ -178,7 +178,6 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
     local = options.master.startswith("local")
     loopback = local if options.loopbackDriver is None else options.loopbackDriver
     defaults = {} if local else {"spark.task.maxFailures": str(TASK_ATTEMPTS)}
-    defaults["spark.python.worker.reuse"] = "false"
     with tempfile.TemporaryDirectory(prefix="kafka-direct-ingest-") as scratch, spark_context(
             options.master, "kafka-direct-ingest", test_conf=local, loopback=loopback,
             defaults=defaults, own_session=signals is not None) as sc:
