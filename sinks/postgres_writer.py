@@ -19,6 +19,7 @@ from decimal import Decimal
 from typing import Any
 
 from kafka_direct.errors import KafkaDirectError, SinkWriteError
+from kafka_direct.task_errors import CarriedTaskError
 
 __all__ = [
     "KafkaRDDSink",
@@ -72,7 +73,9 @@ def user_rows(row: Callable[[Any], Sequence[Any]], records: Iterable[Any],
         for record in records:
             offset = record.offset
             yield row(record)
-    except KafkaDirectError:
+    except (KafkaDirectError, CarriedTaskError):
+        # The records' own errors (a DataLossError carried out of the reader) are not the
+        # row function's: they keep their type.
         raise
     except Exception as error:
         name = getattr(row, "__qualname__", None) or type(row).__qualname__
