@@ -185,6 +185,12 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
             signals.install()
         spark = SparkSession(sc)
         register(spark)
+        if local:
+            from kafka_direct.worker_exit import end_lookup_daemon
+
+            # Spark's data source lookup is done; its idle worker would print a traceback
+            # when Spark closes it a minute later (see the module).
+            end_lookup_daemon(sc)
         reader = spark.readStream.format(SOURCE_FORMAT)
         for key, value in source_options(options, bootstrapServers, dsn,
                                          kafkaParams or {}).items():
