@@ -81,3 +81,9 @@ __all__ = [
     "__version__",
     "typed_errors",
 ]
+
+# In a Python worker of Spark's: leave quietly when Spark closes it between tasks (see the
+# module), so reused workers need not be turned off to keep a job's stderr clean.
+from kafka_direct.worker_exit import quiet_idle_exit as _quiet_idle_exit
+
+_quiet_idle_exit()

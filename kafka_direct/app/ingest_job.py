@@ -126,10 +126,6 @@ def run_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
     local = options.master.startswith("local")
     loopback = local if options.loopbackDriver is None else options.loopbackDriver
     defaults = {} if local else {"spark.task.maxFailures": str(TASK_ATTEMPTS)}
-    # A reused Python worker reading its next task when the context stops fails to flush
-    # and prints a traceback on the way out; a worker per task ends cleanly (few tasks a
-    # batch here, so the fork costs nothing worth keeping).
-    defaults["spark.python.worker.reuse"] = "false"
     with store.lockGroup(options.group), spark_context(
             options.master, "kafka-direct-ingest", test_conf=local, loopback=loopback,
             defaults=defaults, own_session=signals is not None) as sc:

@@ -178,7 +178,6 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
     local = options.master.startswith("local")
     loopback = local if options.loopbackDriver is None else options.loopbackDriver
     defaults = {} if local else {"spark.task.maxFailures": str(TASK_ATTEMPTS)}
-    defaults["spark.python.worker.reuse"] = "false"
     with tempfile.TemporaryDirectory(prefix="kafka-direct-ingest-") as scratch, spark_context(
             options.master, "kafka-direct-ingest", test_conf=local, loopback=loopback,
             defaults=defaults, own_session=signals is not None) as sc:
@@ -186,6 +185,12 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
             signals.install()
         spark = SparkSession(sc)
         register(spark)
+        if local:
+            from kafka_direct.worker_exit import end_lookup_daemon
+
+            # Spark's data source lookup is done; its idle worker would print a traceback
+            # when Spark closes it a minute later (see the module).
+            end_lookup_daemon(sc)
         reader = spark.readStream.format(SOURCE_FORMAT)
         for key, value in source_options(options, bootstrapServers, dsn,
                                          kafkaParams or {}).items():
