@@ -84,6 +84,6 @@ __all__ = [
 
 # In a Python worker of Spark's: leave quietly when Spark closes it between tasks (see the
 # module), so reused workers need not be turned off to keep a job's stderr clean.
-from kafka_direct.worker_exit import quiet_idle_exit as _quiet_idle_exit
+from kafka_direct.rdd.worker_exit import quiet_idle_exit as _quiet_idle_exit
 
 _quiet_idle_exit()

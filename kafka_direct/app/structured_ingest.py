@@ -186,7 +186,7 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
         spark = SparkSession(sc)
         register(spark)
         if local:
-            from kafka_direct.worker_exit import end_lookup_daemon
+            from kafka_direct.rdd.worker_exit import end_lookup_daemon
 
             # Spark's data source lookup is done; its idle worker would print a traceback
             # when Spark closes it a minute later (see the module).

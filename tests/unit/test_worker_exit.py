@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from kafka_direct.worker_exit import end_lookup_daemon, quiet_idle_exit
+from kafka_direct.rdd.worker_exit import end_lookup_daemon, quiet_idle_exit
 
 
 @pytest.fixture
