@@ -20,6 +20,8 @@ from typing import Any
 from kafka_direct.app.ingest_job import TASK_ATTEMPTS, IngestOptions, check_master
 from kafka_direct.app.kafka_cluster import check_topic_name
 from kafka_direct.app.kafka_properties import ENV_PREFIX, kafka_params
+from kafka_direct.app.typed.options import TypedOptions, options_from_args
+from kafka_direct.app.typed.options import add_arguments as add_record_arguments
 from kafka_direct.errors import ConfigurationError
 
 __all__ = ["DEFAULT_TOPIC", "DSN_ENV", "EPILOG", "MAX_PARTITIONS", "TASK_ATTEMPTS",
@@ -130,6 +132,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     job.add_argument("--ui-port", type=int, default=None,
                      help="serve the streaming statistics page and /metrics on 127.0.0.1 "
                           "at this port (0: any free port)")
+    add_record_arguments(parser)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +150,7 @@ class IngestSettings:
         stateDir: Where the embedded services keep their data (None: temporary).
         dsnSource: Where the DSN came from (``--dsn``, ``--dsn-file FILE``, an environment
             variable), for errors about it.
+        records: How records become rows (None or raw: today's raw bytes).
 
     Its repr shows no secret: the DSN and the Kafka properties are redacted.
     """
@@ -161,6 +165,7 @@ class IngestSettings:
     stateDir: Path | None
     dsnSource: str = "--dsn"
     checkpointDir: Path | None = None
+    records: TypedOptions | None = None
 
     def __repr__(self) -> str:
         from kafka_direct.app.dsn_check import scrub
@@ -330,6 +335,7 @@ def settings_from_args(args: argparse.Namespace,
             f"--master {args.master} runs executors elsewhere, which cannot reach the embedded "
             "services (they listen on 127.0.0.1): give --bootstrap-servers and --dsn")
     params = kafka_params(args.kafka_properties, args.kafka_param, environ)
+    records = options_from_args(args, environ)
     topics = tuple(args.topics or (() if args.pattern else (DEFAULT_TOPIC,)))
     options = IngestOptions(
         topics=topics, pattern=args.pattern, group=args.group, table=args.table,
@@ -348,7 +354,8 @@ def settings_from_args(args: argparse.Namespace,
                           kafkaParams=params, createTopics=args.create_topics or embeddedKafka,
                           partitions=args.partitions, sampleEvents=samples,
                           stateDir=stateDir, dsnSource=dsnSource,
-                          checkpointDir=_state_dir(getattr(args, "checkpoint_dir", None)))
+                          checkpointDir=_state_dir(getattr(args, "checkpoint_dir", None)),
+                          records=records)
 
 
 def describe(settings: IngestSettings) -> dict[str, Any]:
