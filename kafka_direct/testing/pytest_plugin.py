@@ -77,8 +77,10 @@ def connect_session(spark_connect: SparkConnectServer) -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def schema_registry() -> Iterator[Any]:
-    """A Confluent-compatible Schema Registry on 127.0.0.1 for the session (HTTP, so Spark's
-    executors reach it too): :class:`~kafka_direct.testing.schema_registry.LocalSchemaRegistry`.
+    """A Confluent-compatible Schema Registry on 127.0.0.1 for the session.
+
+    Served over HTTP, so Spark's executors reach it too
+    (:class:`~kafka_direct.testing.schema_registry.LocalSchemaRegistry`).
     """
     from kafka_direct.testing.schema_registry import LocalSchemaRegistry
 

@@ -136,8 +136,8 @@ def widest(first: str, second: str) -> str | None:
     pair = {_base(first), _base(second)}
     if pair <= {"smallint", "integer", "real", "double precision"}:
         return "double precision"
-    if pair <= {"smallint", "integer", "bigint", "numeric"}:
-        return "numeric"
+    if pair <= {"smallint", "integer", "bigint", "numeric", "real", "double precision"}:
+        return "numeric"  # exact for both (a bigint does not fit a double)
     if pair <= {"text", "varchar"}:
         return "text"
     return None

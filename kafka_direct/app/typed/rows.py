@@ -132,10 +132,12 @@ class RowBuilder:
             raise _BadRecordError(str(error)) from None
         row: dict[str, Any] = {}
         where = (topic, partition, offset)
+        pending: dict[str, ColumnInfo] = {}  # columns this record adds or widens, if good
         for name, raw in keyFields.items():
-            row[name] = self._column(name, raw, keyTypes.get(name), keySchema, where)
+            row[name] = self._column(name, raw, keyTypes.get(name), keySchema, where, pending)
         for name, raw in valueFields.items():
-            converted = self._column(name, raw, valueTypes.get(name), valueSchema, where)
+            converted = self._column(name, raw, valueTypes.get(name), valueSchema, where,
+                                     pending)
             if name in row and row[name] != converted and row[name] is not None:
                 raise _BadRecordError(f"the key's field {name!r} and the value's differ")
             if name not in row or converted is not None:
@@ -148,11 +150,15 @@ class RowBuilder:
                            f"{'key' if tombstone else 'record'}")
             if row[name] is None:
                 raise _BadRecordError(f"key column {name!r} is null")
+        self.new.update(pending)
+        for name in row:
+            if name in self.existing or name in self.new:  # a null of no type yet: not yet
+                self.columns.setdefault(name, None)
         return row
 
     def _column(self, name: str, raw: Any, schemaType: str | None, fromSchema: bool,
-                where: tuple[str, int, int]) -> Any:
-        """``raw`` converted for column ``name``, registering a column new to the table."""
+                where: tuple[str, int, int], pending: dict[str, ColumnInfo]) -> Any:
+        """``raw`` converted for column ``name``; a column new to the table into ``pending``."""
         if name not in self.columns:
             _check_name(name)
         column = self.existing.get(name)
@@ -166,15 +172,13 @@ class RowBuilder:
                     "again: it resumes at this batch", table=self.target, field=name,
                     columnType=column, newType=schemaType, topic=where[0],
                     partition=where[1], offset=where[2])
-            self.columns.setdefault(name, None)
             return self._convert(name, column, raw)
-        known = self.new.get(name)
+        known = pending.get(name) or self.new.get(name)
         wanted = schemaType or infer_type(raw)
         if known is None:
             if wanted is None:
                 return None  # a null of a field with no type yet: no column for it yet
-            self.new[name] = (wanted, fromSchema, *where)
-            self.columns.setdefault(name, None)
+            pending[name] = (wanted, fromSchema, *where)
             return self._convert(name, wanted, raw)
         kind = known[0]
         if wanted is not None and wanted != kind and not fits(kind, wanted):
@@ -190,7 +194,7 @@ class RowBuilder:
                         columnType=kind, newType=wanted, topic=where[0],
                         partition=where[1], offset=where[2])
                 return self._convert(name, kind, raw)  # a bad record: the value says why
-            self.new[name] = (joined, known[1] and fromSchema, *known[2:])
+            pending[name] = (joined, known[1] and fromSchema, *known[2:])
             kind = joined
         return self._convert(name, kind, raw)
 
