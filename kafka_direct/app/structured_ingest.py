@@ -246,12 +246,14 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
 def _typed_query(spark: Any, rows: Any, records: TypedOptions, options: IngestOptions,
                  dsn: str, location: str) -> StreamingQuery:
     """Start the query writing typed rows (:mod:`kafka_direct.app.typed.structured`)."""
+    from kafka_direct.app.typed.formats import fetch_schemas
     from kafka_direct.app.typed.structured import FORMAT, TypedIngestSink, sink_options
 
     spark.dataSource.register(TypedIngestSink)
     writer = rows.writeStream.format(FORMAT)
+    schemas = fetch_schemas(records, options.topics)  # the tasks need not ask the registry
     for key, value in sink_options(records, dsn, options.schema, options.table, options.group,
-                                   options.statementTimeoutMs).items():
+                                   options.statementTimeoutMs, schemas).items():
         writer = writer.option(key, value)
     query: StreamingQuery = (
         writer.option("checkpointLocation", location).queryName(QUERY_NAME)

@@ -287,3 +287,29 @@ def test_a_bad_record_neither_adds_nor_widens_columns():
     rows.build("t", 0, 0, None, b'{"id": 1, "n": 1}')
     kind, _ = rows.build("t", 0, 1, None, b'{"n": 1.5, "m": 2}')  # no key: bad
     assert kind == BAD and rows.new["n"][0] == "bigint" and "m" not in rows.new
+
+
+def test_schemas_given_by_the_driver_need_no_registry_and_fetched_ones_come_back():
+    from fastavro import parse_schema, schemaless_writer
+
+    schema = {"type": "record", "name": "R", "fields": [{"name": "n", "type": "int"}]}
+    body = io.BytesIO()
+    schemaless_writer(body, parse_schema(schema), {"n": 3})
+    record = b"\x00" + (77).to_bytes(4, "big") + body.getvalue()
+    nowhere = RegistrySettings("http://127.0.0.1:9")  # nothing listens: asking would fail
+    given = RowBuilder(TypedOptions(valueFormat="avro", registry=nowhere), "s.t", None,
+                       {77: (json.dumps(schema),)})
+    assert given.build("t", 0, 0, None, record) == (ROW, {"key": None, "n": 3})
+    assert given.fetched == {}
+    registry = RegistrySettings("mock://typed-rows-fetched")
+    from confluent_kafka.schema_registry import Schema
+
+    from kafka_direct.app.typed import formats
+
+    schemaId = formats.registry_client(registry).register_schema(
+        "t-value", Schema(json.dumps(schema), "AVRO"))
+    asked = RowBuilder(TypedOptions(valueFormat="avro", registry=registry), "s.t", None)
+    asked.build("t", 0, 0, None, b"\x00" + schemaId.to_bytes(4, "big") + body.getvalue())
+    assert list(asked.fetched) == [schemaId]
+    assert formats.fetch_schemas(TypedOptions(valueFormat="avro", registry=registry),
+                                 ["t", "no-such-topic"]) == asked.fetched

@@ -72,6 +72,8 @@ class TypedDStreamWriter(KafkaRDDSink):
     statementTimeoutMs: int | None = None
     batches: int = field(default=0, repr=False)
     cleaned: bool = field(default=False, repr=False)
+    schemas: dict[int, tuple[str, ...]] = field(default_factory=dict, repr=False)
+    topics: set[str] = field(default_factory=set, repr=False)
 
     def __repr__(self) -> str:
         return f"TypedDStreamWriter({self.schema}.{self.table}, group={self.group!r})"
@@ -111,14 +113,22 @@ class TypedDStreamWriter(KafkaRDDSink):
         if any(r.count() for r in offsetRanges):
             from kafka_direct.task_errors import typed_errors
 
+            fresh = {r.topic for r in offsetRanges} - self.topics
+            if fresh and self.options.registry is not None:
+                from kafka_direct.app.typed.formats import fetch_schemas
+
+                self.schemas.update(fetch_schemas(self.options, sorted(fresh)))
+            self.topics |= fresh
             stager = Stager(self.dsn, self.schema, self.table, self.options, self.queryId,
-                            batch, self.statementTimeoutMs)
+                            batch, self.statementTimeoutMs, tuple(sorted(self.schemas.items())))
             try:
                 with typed_errors():
                     parts = rdd.mapPartitionsWithIndex(_StageTask(stager)).collect()
             except BaseException:
                 self._drop(batch)
                 raise
+        for part in parts:  # schemas a task had to fetch: the next tasks get them
+            self.schemas.update(part.schemas)
         moved = MoveCounts()
 
         def move(cursor: Any) -> int:

@@ -19,22 +19,34 @@ directly: the deserializer's per-message work (subject lookup, rules, schema exp
 costs about three times the decoding itself, and the job needs the writer schema anyway
 for its column types. A record that cannot be decoded raises :class:`DecodeError` (a bad
 record); a registry that fails raises :class:`~kafka_direct.errors.SchemaRegistryError`.
+
+Schemas travel with the tasks: the driver fetches the topics' registered schemas
+(:func:`fetch_schemas`) and every schema a task had to ask the registry for comes back
+with its result, so the next tasks get their texts in their closure. A task then neither
+asks the registry nor imports its client (a few seconds of imports in a fresh Python
+worker); only a schema id it has never been given makes it ask.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kafka_direct.app.typed.options import RegistrySettings, TypedOptions
 from kafka_direct.errors import SchemaRegistryError
 
-__all__ = ["DecodeError", "PartDecoder", "avro_type", "decoders", "registry_client"]
+__all__ = ["DecodeError", "PartDecoder", "SchemaTexts", "avro_type", "decoders",
+           "fetch_schemas", "registry_client"]
 
 Decoded = tuple[dict[str, Any], Mapping[str, str], bool]
+#: A schema id -> its schema's text, after the texts of the schemas it references.
+SchemaTexts = Mapping[int, tuple[str, ...]]
+
+logger = logging.getLogger(__name__)
 
 _clients: dict[RegistrySettings, Any] = {}
 _schemas: dict[tuple[RegistrySettings, int], tuple[Any, dict[str, str], bool]] = {}
@@ -126,11 +138,14 @@ class PartDecoder:
     """
 
     def __init__(self, part: str, kind: str, declared: Mapping[str, str],
-                 registry: RegistrySettings | None) -> None:
+                 registry: RegistrySettings | None, known: SchemaTexts | None = None) -> None:
         self.part = part
         self.kind = kind
         self.declared = dict(declared)
         self.registry = registry
+        self.known = dict(known or {})
+        #: Schemas this decoder had to ask the registry for (their texts).
+        self.fetched: dict[int, tuple[str, ...]] = {}
         self._rawTypes = {part: "bytea"}
         self._jsonTypes = dict(declared)
 
@@ -197,27 +212,21 @@ class PartDecoder:
         return loaded
 
     def _load(self, schemaId: int) -> tuple[Any, dict[str, str], bool]:
+        texts = self.known.get(schemaId)
+        if texts is None:
+            assert self.registry is not None
+            texts = schema_texts(self.registry, schemaId, self.part)
+            self.fetched[schemaId] = texts
+        return self._parse(schemaId, texts)
+
+    def _parse(self, schemaId: int, texts: tuple[str, ...]) -> tuple[Any, dict[str, str], bool]:
         from fastavro import parse_schema
 
-        assert self.registry is not None
-        client = registry_client(self.registry)
-        try:
-            schema = client.get_schema(schemaId)
-        except Exception as error:
-            if _not_found(error):
-                raise DecodeError(f"the {self.part}'s schema id {schemaId} is not in the "
-                                  "Schema Registry") from None
-            raise _registry_failure(error, f"to give schema id {schemaId}") from None
-        if (schema.schema_type or "AVRO").upper() != "AVRO":
-            raise DecodeError(f"the {self.part}'s schema id {schemaId} is a "
-                              f"{schema.schema_type} schema, not Avro")
         named: dict[str, Any] = {}
         try:
-            for reference in schema.references or ():
-                self._reference(client, reference, named)
-            parsed = parse_schema(json.loads(schema.schema_str), named_schemas=named)
-        except DecodeError:
-            raise
+            for text in texts[:-1]:
+                parse_schema(json.loads(text), named_schemas=named)
+            parsed = parse_schema(json.loads(texts[-1]), named_schemas=named)
         except Exception as error:
             raise DecodeError(f"the {self.part}'s schema id {schemaId} is not a valid Avro "
                               f"schema: {type(error).__name__}") from None
@@ -226,26 +235,84 @@ class PartDecoder:
             return parsed, types, True
         return parsed, {self.part: avro_type(parsed, named)}, False
 
-    def _reference(self, client: Any, reference: Any, named: dict[str, Any]) -> None:
-        """Parse a referenced schema (and its references) into ``named``."""
-        from fastavro import parse_schema
 
-        try:
-            found = client.get_version(reference.subject, reference.version)
-        except Exception as error:
-            if _not_found(error):
-                raise DecodeError(f"the {self.part}'s schema references {reference.subject} "
-                                  f"version {reference.version}, which is not in the "
-                                  "registry") from None
-            raise _registry_failure(error, f"to give {reference.subject} version "
-                                           f"{reference.version}") from None
-        for inner in found.schema.references or ():
-            self._reference(client, inner, named)
-        parse_schema(json.loads(found.schema.schema_str), named_schemas=named)
+def schema_texts(registry: RegistrySettings, schemaId: int, part: str = "value"
+                 ) -> tuple[str, ...]:
+    """Schema ``schemaId``'s text from the registry, after those of its references.
+
+    Raises:
+        DecodeError: The registry has no such id (or reference), or it is not Avro.
+        SchemaRegistryError: The registry failed.
+    """
+    client = registry_client(registry)
+    try:
+        schema = client.get_schema(schemaId)
+    except Exception as error:
+        if _not_found(error):
+            raise DecodeError(f"the {part}'s schema id {schemaId} is not in the Schema "
+                              "Registry") from None
+        raise _registry_failure(error, f"to give schema id {schemaId}") from None
+    if (schema.schema_type or "AVRO").upper() != "AVRO":
+        raise DecodeError(f"the {part}'s schema id {schemaId} is a {schema.schema_type} "
+                          "schema, not Avro")
+    texts: list[str] = []
+    for reference in schema.references or ():
+        _reference(client, reference, texts, part)
+    return (*texts, schema.schema_str)
 
 
-def decoders(options: TypedOptions) -> tuple[PartDecoder, PartDecoder]:
-    """The (key, value) decoders of the options."""
+def _reference(client: Any, reference: Any, texts: list[str], part: str) -> None:
+    """Append a referenced schema's text after those of its own references."""
+    try:
+        found = client.get_version(reference.subject, reference.version)
+    except Exception as error:
+        if _not_found(error):
+            raise DecodeError(f"the {part}'s schema references {reference.subject} version "
+                              f"{reference.version}, which is not in the registry") from None
+        raise _registry_failure(error, f"to give {reference.subject} version "
+                                       f"{reference.version}") from None
+    for inner in found.schema.references or ():
+        _reference(client, inner, texts, part)
+    if found.schema.schema_str not in texts:
+        texts.append(found.schema.schema_str)
+
+
+def fetch_schemas(options: TypedOptions, topics: Iterable[str]) -> dict[int, tuple[str, ...]]:
+    """The schemas registered under the topics' subjects (``<topic>-key``/``-value``).
+
+    For the driver to hand to tasks. Best effort: a subject the registry lacks is skipped,
+    and a registry that fails is logged (the tasks then ask it themselves).
+    """
+    if options.registry is None:
+        return {}
+    parts = [p for p, kind in (("key", options.keyFormat), ("value", options.valueFormat))
+             if kind == "avro"]
+    found: dict[int, tuple[str, ...]] = {}
+    client = registry_client(options.registry)
+    for topic in topics:
+        for part in parts:
+            subject = f"{topic}-{part}"
+            try:
+                for version in client.get_versions(subject):
+                    schemaId = client.get_version(subject, version).schema_id
+                    if schemaId not in found:
+                        found[schemaId] = schema_texts(options.registry, schemaId, part)
+            except DecodeError:
+                continue
+            except SchemaRegistryError as error:
+                logger.warning("fetching the schemas of %s failed (tasks ask the registry "
+                               "themselves): %s", subject, error)
+            except Exception as error:
+                if not _not_found(error):
+                    logger.warning("fetching the schemas of %s failed (tasks ask the "
+                                   "registry themselves): %s", subject,
+                                   _registry_failure(error, f"to list {subject}"))
+    return found
+
+
+def decoders(options: TypedOptions, known: SchemaTexts | None = None
+             ) -> tuple[PartDecoder, PartDecoder]:
+    """The (key, value) decoders of the options (``known``: schema texts given)."""
     declared = dict(options.columns)
-    return (PartDecoder("key", options.keyFormat, declared, options.registry),
-            PartDecoder("value", options.valueFormat, declared, options.registry))
+    return (PartDecoder("key", options.keyFormat, declared, options.registry, known),
+            PartDecoder("value", options.valueFormat, declared, options.registry, known))

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kafka_direct.app.typed.columns import convert, fits, infer_type, widest
-from kafka_direct.app.typed.formats import DecodeError, decoders
+from kafka_direct.app.typed.formats import DecodeError, SchemaTexts, decoders
 from kafka_direct.app.typed.options import (
     COORDINATES,
     NAME_LIMIT,
@@ -72,14 +72,16 @@ class RowBuilder:
         options: The record options.
         target: ``schema.table``, for messages.
         existing: The table's columns and their types (None: no table yet).
+        schemas: Avro schema texts by id, given by the driver (others are fetched).
     """
 
     def __init__(self, options: TypedOptions, target: str,
-                 existing: Mapping[str, str] | None) -> None:
+                 existing: Mapping[str, str] | None, schemas: SchemaTexts | None = None
+                 ) -> None:
         self.options = options
         self.target = target
         self.existing = dict(existing or {})
-        self.keyDecoder, self.valueDecoder = decoders(options)
+        self.keyDecoder, self.valueDecoder = decoders(options, schemas)
         #: Columns the task's rows carry that the table does not have yet.
         self.new: dict[str, ColumnInfo] = {}
         #: Every column the task's rows carry, in the order first seen.
@@ -90,6 +92,11 @@ class RowBuilder:
 
     def __repr__(self) -> str:
         return f"RowBuilder({self.target})"
+
+    @property
+    def fetched(self) -> dict[int, tuple[str, ...]]:
+        """Schemas the decoders had to ask the registry for (not given)."""
+        return {**self.keyDecoder.fetched, **self.valueDecoder.fetched}
 
     def build(self, topic: str, partition: int, offset: int, key: bytes | None,
               value: bytes | None) -> tuple[str, dict[str, Any] | str] | None:

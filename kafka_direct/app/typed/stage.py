@@ -58,6 +58,8 @@ class StagedPart:
         columns: ``(name, type, fromSchema, topic, partition, offset)`` of every field
             column the rows carry; the type is the table's for its existing columns, else
             the schema's or the inferred one; the coordinates say where it was first seen.
+        schemas: Avro schemas the task had to fetch from the registry (id, texts), for the
+            driver to give the next tasks.
     """
 
     partitionId: int
@@ -67,6 +69,7 @@ class StagedPart:
     deadLetters: int = 0
     ignored: int = 0
     columns: tuple[tuple[str, str, bool, str, int, int], ...] = field(default=())
+    schemas: tuple[tuple[int, tuple[str, ...]], ...] = field(default=(), repr=False)
 
     @property
     def table(self) -> str:
@@ -89,6 +92,7 @@ class Stager:
             id (structured).
         batchId: Registry key of the batch.
         statementTimeoutMs: ``statement_timeout`` of the task's transaction.
+        schemas: Avro schema texts by id the driver knows (the task asks for no other).
     """
 
     dsn: str = field(repr=False)
@@ -98,6 +102,7 @@ class Stager:
     queryId: str
     batchId: int
     statementTimeoutMs: int | None = None
+    schemas: tuple[tuple[int, tuple[str, ...]], ...] = field(default=(), repr=False)
 
     def __repr__(self) -> str:
         return f"Stager({self.schema}.{self.table}, batch {self.batchId})"
@@ -123,7 +128,8 @@ class Stager:
             from kafka_direct.app.typed.table import table_columns
 
             builder = RowBuilder(self.options, target, table_columns(cursor, self.schema,
-                                                                     self.table))
+                                                                     self.table),
+                                 dict(self.schemas))
             return self._stage(cursor, builder, partitionId, token, records)
 
     def _stage(self, cursor: Any, builder: RowBuilder, partitionId: int, token: str,
@@ -164,8 +170,9 @@ class Stager:
                        ERROR, *staged)
             counts["rows"] += copy_rows(cursor, stage, columns,
                                         _lines(rows, staged, counts), chunk_rows=CHUNK_ROWS)
+        fetched = tuple(sorted(builder.fetched.items()))
         if not counts["rows"]:
-            return StagedPart(partitionId, token, ignored=counts["ignored"])
+            return StagedPart(partitionId, token, ignored=counts["ignored"], schemas=fetched)
         cursor.execute(sql.SQL(
             "INSERT INTO {} (token, query_id, batch_id, partition_id, staging_table, rows) "
             "VALUES (%s, %s, %s, %s, %s, %s)").format(sql.Identifier(self.schema,
@@ -173,7 +180,8 @@ class Stager:
             (token, self.queryId, self.batchId, partitionId, STAGE_PREFIX + token,
              counts["rows"]))
         return StagedPart(partitionId, token, counts["rows"], counts["deletes"],
-                          counts["dead"], counts["ignored"], _described(builder, staged))
+                          counts["dead"], counts["ignored"], _described(builder, staged),
+                          fetched)
 
 
 def _lines(rows: list[tuple[Any, ...]], staged: list[str], counts: dict[str, int]

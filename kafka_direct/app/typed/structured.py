@@ -15,7 +15,9 @@
 Options (strings, as Spark passes them): ``dsn``, ``schema``, ``table``,
 ``offsetStore.name``, ``statementTimeoutMs``, ``records`` (the record options as JSON) and
 ``schemaRegistry.password`` (the registry's client settings as JSON: the key holds
-"password" so that Spark redacts the value in plans and logs).
+"password" so that Spark redacts the value in plans and logs) and ``schemas`` (the Avro
+schemas the driver fetched for the topics at start, by id: tasks ask the registry only for
+ids they were not given).
 """
 
 from __future__ import annotations
@@ -47,8 +49,12 @@ _REGISTRY_OPTION = "schemaRegistry.password"
 
 
 def sink_options(options: TypedOptions, dsn: str, schema: str, table: str, group: str,
-                 statementTimeoutMs: int | None) -> dict[str, str]:
-    """The sink's options for the job (DSN and registry settings included: never log them)."""
+                 statementTimeoutMs: int | None,
+                 schemas: Mapping[int, tuple[str, ...]] | None = None) -> dict[str, str]:
+    """The sink's options for the job (DSN and registry settings included: never log them).
+
+    ``schemas``: Avro schema texts by id for the tasks (others they fetch themselves).
+    """
     records = {"valueFormat": options.valueFormat, "keyFormat": options.keyFormat,
                "keyColumns": list(options.keyColumns), "onTombstone": options.onTombstone,
                "onBadRecord": options.onBadRecord, "deadLetterTable": options.deadLetterTable,
@@ -61,6 +67,7 @@ def sink_options(options: TypedOptions, dsn: str, schema: str, table: str, group
         given[_REGISTRY_OPTION] = json.dumps({"url": options.registry.url,
                                               "config": [list(c) for c in
                                                          options.registry.config]})
+        given["schemas"] = json.dumps({str(k): list(v) for k, v in (schemas or {}).items()})
     return given
 
 
@@ -72,6 +79,7 @@ class _Settings:
     group: str
     options: TypedOptions
     statementTimeoutMs: int | None
+    schemas: tuple[tuple[int, tuple[str, ...]], ...] = ()
 
     def __repr__(self) -> str:
         return f"_Settings({self.schema}.{self.table})"
@@ -94,9 +102,11 @@ def _settings(given: Mapping[str, str]) -> _Settings:
             deadLetterTable=records["deadLetterTable"],
             columns=tuple((str(n), str(t)) for n, t in records["columns"]))
         timeout = lowered.get("statementtimeoutms")
+        schemas = tuple(sorted((int(k), tuple(str(t) for t in v)) for k, v in
+                               json.loads(lowered.get("schemas") or "{}").items()))
         return _Settings(lowered.get("dsn", ""), lowered["schema"], lowered["table"],
                          lowered["offsetstore.name"], options,
-                         int(timeout) if timeout else None)
+                         int(timeout) if timeout else None, schemas)
     except (KeyError, ValueError, TypeError) as error:
         raise ConfigurationError(f"the {FORMAT} sink is the ingest job's own; its options "
                                  f"are set by the job ({type(error).__name__})",
@@ -145,7 +155,7 @@ class _Writer(DataSourceStreamArrowWriter):
                                      "only", setting="writeStream")
         s = self.settings
         stager = Stager(s.dsn, s.schema, s.table, s.options, str(queryId), int(batch),
-                        s.statementTimeoutMs)
+                        s.statementTimeoutMs, s.schemas)
         part = stager.stage(context.partitionId(), _records(iterator))
         return TypedCommitMessage(str(queryId), int(batch), part)
 
