@@ -186,3 +186,67 @@ def test_an_incompatible_schema_change_stops_the_job_naming_field_and_types(
         done.stdout[-3000:]
     assert "type text" in done.stdout and "(type integer)" in done.stdout
     assert query(postgres, f'SELECT count(*) FROM "{pg_schema}".typed') == [(3,)]
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_raw_keys_mirrored_with_deletes_and_ignored_tombstones(kafka, kafka_topic, postgres,
+                                                               pg_schema, api):
+    # --key-columns key: raw records upserted on their key bytes, a compacted topic's view.
+    topic = kafka_topic()
+    kafka.produce(topic, [b"a1", b"b1", b"a2", None, b"c1", b"b2", None],
+                  keys=[b"a", b"b", b"a", b"c", b"c", b"b", b"d"])
+    ok(ingest(kafka, postgres, topic, pg_schema, api, "--key-columns", "key",
+              "--on-tombstone", "delete", table="mirror"))
+    rows = query(postgres, f'SELECT key, value, kafka_offset FROM "{pg_schema}".mirror')
+    assert sorted((bytes(k), bytes(v), o) for k, v, o in rows) == [
+        (b"a", b"a2", 2), (b"b", b"b2", 5), (b"c", b"c1", 4)]
+    ok(ingest(kafka, postgres, topic, pg_schema, api, "--on-tombstone", "ignore",
+              table="no_tombstones"))
+    assert query(postgres, f'SELECT count(*), count(value) FROM "{pg_schema}".no_tombstones'
+                 ) == [(5, 5)]
+
+
+def test_registry_login_from_the_environment_never_shows(kafka, kafka_topic, postgres,
+                                                         pg_schema):
+    import os
+
+    from kafka_direct.testing.schema_registry import LocalSchemaRegistry
+
+    secret = "pw-9f8e7d6c"
+    with LocalSchemaRegistry(user="loader", password=secret) as registry:
+        topic = kafka_topic()
+        registry.register(f"{topic}-value", {"type": "record", "name": "R", "fields": [
+            {"name": "id", "type": "long"}]})
+        kafka.produce(topic, [b"\x00\x00\x00\x00\x01\x02", b"\x00\x00\x00\x00\x01\x04"])
+        argv = [sys.executable, "-m", "kafka_direct.app.cli", "-v", "ingest",
+                "--bootstrap-servers", kafka.bootstrap_servers, "--dsn", postgres.dsn,
+                "--topic", topic, "--schema", pg_schema, "--table", "authed",
+                "--batch-interval", "0.5", "--stop-after-idle", "1", "--value-format", "avro",
+                "--schema-registry", registry.url, "--schema-registry-auth", "env:REG_AUTH"]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "REG_AUTH": f"loader:{secret}"})
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        assert query(postgres, f'SELECT id FROM "{pg_schema}".authed ORDER BY id') == [
+            (1,), (2,)]
+        refused = subprocess.run(argv, capture_output=True, text=True, timeout=300,
+                                 env={**os.environ, "REG_AUTH": "loader:wrong-pw"})
+    for text in (done.stdout, done.stderr, refused.stdout, refused.stderr):
+        assert secret not in text and "wrong-pw" not in text
+
+
+def test_option_mistakes_are_one_line_and_exit_2(kafka, kafka_topic, postgres, pg_schema):
+    topic = kafka_topic()
+    done = ingest(kafka, postgres, topic, pg_schema, "dstream", "--value-format", "avro")
+    assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.stderr.strip().splitlines()[-1] == (
+        "kafka-direct ingest: ConfigurationError: --value-format avro needs --schema-registry "
+        "URL: Avro records name their schema by its id in a Confluent-compatible Schema "
+        "Registry")
+    with psycopg2.connect(postgres.dsn) as connection, connection.cursor() as cursor:
+        cursor.execute(f'CREATE TABLE "{pg_schema}".keyless (topic text, kafka_partition int, '
+                       "kafka_offset bigint, id bigint)")
+    connection.close()
+    done = ingest(kafka, postgres, topic, pg_schema, "structured", "--value-format", "json",
+                  "--key-columns", "id", table="keyless")
+    assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "has no unique constraint or index on exactly them: ALTER TABLE" in done.stderr
