@@ -201,7 +201,7 @@ def test_raw_keys_mirrored_with_deletes_and_ignored_tombstones(kafka, kafka_topi
     assert sorted((bytes(k), bytes(v), o) for k, v, o in rows) == [
         (b"a", b"a2", 2), (b"b", b"b2", 5), (b"c", b"c1", 4)]
     ok(ingest(kafka, postgres, topic, pg_schema, api, "--on-tombstone", "ignore",
-              table="no_tombstones"))
+              "--group", f"ignore-{topic}", table="no_tombstones"))
     assert query(postgres, f'SELECT count(*), count(value) FROM "{pg_schema}".no_tombstones'
                  ) == [(5, 5)]
 

@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kafka_direct.app.typed.options import RegistrySettings, TypedOptions
-from kafka_direct.errors import SchemaRegistryError
+from kafka_direct.errors import ConfigurationError, SchemaRegistryError
 
 __all__ = ["DecodeError", "PartDecoder", "SchemaTexts", "avro_type", "decoders",
            "fetch_schemas", "registry_client"]
@@ -66,13 +66,29 @@ class DecodeError(ValueError):
 
 
 def registry_client(settings: RegistrySettings) -> Any:
-    """This process's ``SchemaRegistryClient`` for ``settings`` (made on first use)."""
+    """This process's ``SchemaRegistryClient`` for ``settings`` (made on first use).
+
+    Raises:
+        ConfigurationError: The client refuses its settings (an unknown key, a bad value).
+    """
     with _mutex:
         client = _clients.get(settings)
         if client is None:
-            from confluent_kafka.schema_registry import SchemaRegistryClient
+            try:
+                from confluent_kafka.schema_registry import SchemaRegistryClient
+            except ImportError as missing:
+                raise ConfigurationError(
+                    "Avro records need confluent-kafka's Schema Registry client: pip install "
+                    "'confluent-kafka[avro]'", setting="--schema-registry") from missing
+            try:
+                client = SchemaRegistryClient.new_client(settings.client_conf())
+            except (ValueError, TypeError, OSError) as error:  # OSError: an ssl.* file
+                from kafka_direct.redaction import redact_text
 
-            client = SchemaRegistryClient.new_client(settings.client_conf())
+                raise ConfigurationError(
+                    "--schema-registry-param / --schema-registry-auth: the Schema Registry "
+                    f"client refuses its settings: {redact_text(str(error))[:300]}",
+                    setting="--schema-registry-param") from None
             _clients[settings] = client
         return client
 

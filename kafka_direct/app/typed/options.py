@@ -104,8 +104,8 @@ class RegistrySettings:
         url: The registry's URL (``http(s)://...``, or ``mock://...`` for tests in one
             process).
         config: More settings of confluent-kafka's ``SchemaRegistryClient``
-            (``basic.auth.user.info``, ``basic.auth.credentials.source``,
-            ``ssl.ca.location`` ...), as sorted pairs.
+            (``basic.auth.user.info``, ``ssl.ca.location``, ``bearer.auth.*`` ...), as
+            sorted pairs.
     """
 
     url: str = field(repr=False)
@@ -131,9 +131,17 @@ class RegistrySettings:
                  for k, v in self.config}
         return f"RegistrySettings(url={redact_text(self.url)!r}, config={shown!r})"
 
-    def client_conf(self) -> dict[str, str]:
-        """The ``SchemaRegistryClient`` configuration (secret: never log it)."""
-        return {"url": self.url.strip(), **dict(self.config)}
+    def client_conf(self) -> dict[str, Any]:
+        """The ``SchemaRegistryClient`` configuration (secret: never log it).
+
+        Whole numbers of settings that are no secrets become ints (``max.retries=3``,
+        ``timeout=10``): the client checks their types.
+        """
+        conf: dict[str, Any] = {"url": self.url.strip()}
+        for key, value in self.config:
+            numeric = value.isdigit() and key not in _SECRET_CONF and not _secret(key)
+            conf[key] = int(value) if numeric else value
+        return conf
 
 
 def _secret(key: str) -> bool:
@@ -256,8 +264,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     records.add_argument("--schema-registry-param", metavar="KEY=VALUE", action="append",
                          default=[],
                          help="one SchemaRegistryClient setting (repeatable), e.g. "
-                              "ssl.ca.location=/ca.pem or basic.auth.credentials.source="
-                              "URL; VALUE env:NAME reads a variable")
+                              "ssl.ca.location=/ca.pem or basic.auth.user.info=env:NAME; "
+                              "VALUE env:NAME reads a variable")
     records.add_argument("--columns", metavar="NAME:TYPE,...", default=None,
                          help="PostgreSQL types of JSON fields (e.g. id:bigint,"
                               "amount:numeric(12,2),ts:timestamptz); other fields' types "
@@ -308,9 +316,12 @@ def _registry(args: argparse.Namespace, environ: Mapping[str, str]) -> RegistryS
             raise ConfigurationError("--schema-registry-auth must be USER:PASSWORD (or "
                                      "env:NAME of a variable holding it)")
         config["basic.auth.user.info"] = info
-        config.setdefault("basic.auth.credentials.source", "USER_INFO")
     url = _resolve("url", url, environ)
-    return RegistrySettings(url, tuple(sorted(config.items())))
+    settings = RegistrySettings(url, tuple(sorted(config.items())))
+    from kafka_direct.app.typed.formats import registry_client
+
+    registry_client(settings)  # the client checks its settings: a mistake is found now
+    return settings
 
 
 def _resolve(key: str, value: str, environ: Mapping[str, str]) -> str:
