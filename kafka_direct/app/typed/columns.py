@@ -18,15 +18,17 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import functools
 import json
 import math
 import re
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError
 
-__all__ = ["INTEGER_RANGES", "KNOWN_TYPES", "convert", "fits", "infer_type",
+__all__ = ["INTEGER_RANGES", "KNOWN_TYPES", "convert", "converter", "fits", "infer_type",
            "normalise_type", "widest"]
 
 #: The types the job can check values for (others are written as text and left to
@@ -298,36 +300,67 @@ def convert(kind: str, value: Any) -> Any:
         ValueError: The value does not fit the column; the message says why without
             quoting the value (records may hold private data).
     """
-    if value is None:
-        return None
-    base = _base(kind)
-    if base in INTEGER_RANGES:
-        return _integer(value, base)
-    if base in ("double precision", "real"):
-        return _float(value, base)
-    if base == "numeric":
-        return _decimal(value, kind)
-    if base == "boolean":
-        if not isinstance(value, bool):
-            raise ValueError(f"{_describe(value)} is not a boolean")
-        return value
-    if base in ("text", "varchar"):
-        return _text(value, kind)
-    if base == "bytea":
-        if not isinstance(value, bytes | bytearray | memoryview):
-            raise ValueError(f"{_describe(value)} is not bytes")
-        return bytes(value)
-    if base in ("jsonb", "json"):
-        return _json(value)
-    if base in ("timestamp", "timestamptz"):
-        return _timestamp(value, base)
-    if base == "date":
-        return _date(value)
-    if base == "time":
-        return _time(value)
-    if base == "uuid":
-        return _uuid(value)
+    return converter(kind)(value)
+
+
+def _boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{_describe(value)} is not a boolean")
+    return value
+
+
+def _bytes(value: Any) -> bytes:
+    if not isinstance(value, bytes | bytearray | memoryview):
+        raise ValueError(f"{_describe(value)} is not bytes")
+    return bytes(value)
+
+
+def _other(value: Any) -> Any:
     # A type of the user's own table the job does not know: text, for PostgreSQL to parse.
     if isinstance(value, str | int | float | decimal.Decimal) and not isinstance(value, bool):
         return value if not isinstance(value, str) else _text(value, "text")
     return _json(value)
+
+
+@functools.lru_cache(maxsize=512)
+def converter(kind: str) -> Callable[[Any], Any]:
+    """The conversion of values for a column of type ``kind`` (see :func:`convert`)."""
+    base = _base(kind)
+    convert: Callable[[Any], Any]
+    if base in INTEGER_RANGES:
+        limit = INTEGER_RANGES[base]
+
+        def convert(value: Any) -> Any:
+            if type(value) is int and -limit <= value < limit:  # the common case, quickly
+                return value
+            return _integer(value, base)
+    elif base in ("double precision", "real"):
+        convert = functools.partial(_float, kind=base)
+    elif base == "numeric":
+        convert = functools.partial(_decimal, kind=kind)
+    elif base == "boolean":
+        convert = _boolean
+    elif base in ("text", "varchar"):
+        def convert(value: Any) -> Any:
+            if type(value) is str and "\x00" not in value and base == "text":
+                return value
+            return _text(value, kind)
+    elif base == "bytea":
+        convert = _bytes
+    elif base in ("jsonb", "json"):
+        convert = _json
+    elif base in ("timestamp", "timestamptz"):
+        convert = functools.partial(_timestamp, kind=base)
+    elif base == "date":
+        convert = _date
+    elif base == "time":
+        convert = _time
+    elif base == "uuid":
+        convert = _uuid
+    else:
+        convert = _other
+
+    def nullable(value: Any) -> Any:
+        return None if value is None else convert(value)
+
+    return nullable

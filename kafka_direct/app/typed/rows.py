@@ -21,10 +21,10 @@ records of one key, the one with the highest offset wins.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from kafka_direct.app.typed.columns import convert, fits, infer_type, widest
+from kafka_direct.app.typed.columns import convert, converter, fits, infer_type, widest
 from kafka_direct.app.typed.formats import DecodeError, SchemaTexts, decoders
 from kafka_direct.app.typed.options import (
     COORDINATES,
@@ -86,6 +86,9 @@ class RowBuilder:
         self.new: dict[str, ColumnInfo] = {}
         #: Every column the task's rows carry, in the order first seen.
         self.columns: dict[str, None] = {}
+        #: (column, schema type) -> (column type, value type or None for any, converter).
+        self._settled: dict[tuple[str, str | None], tuple[str, type | None,
+                                                           Callable[[Any], Any]]] = {}
         self.tombstone = options.onTombstone
         self.keyColumns = options.keyColumns
         self.deadLetter = options.onBadRecord == "dead-letter"
@@ -166,6 +169,23 @@ class RowBuilder:
     def _column(self, name: str, raw: Any, schemaType: str | None, fromSchema: bool,
                 where: tuple[str, int, int], pending: dict[str, ColumnInfo]) -> Any:
         """``raw`` converted for column ``name``; a column new to the table into ``pending``."""
+        settled = self._settled.get((name, schemaType))
+        if settled is not None and (settled[1] is None or type(raw) is settled[1]):
+            try:
+                return settled[2](raw)  # a column whose type this value cannot change
+            except ValueError as error:
+                raise _BadRecordError(f"field {name!r}: {error} (column type "
+                                      f"{settled[0]})") from None
+        return self._slowColumn(name, raw, schemaType, fromSchema, where, pending)
+
+    def _settle(self, name: str, schemaType: str | None, kind: str,
+                valueType: type | None) -> None:
+        """Remember that ``name``'s values (of ``valueType``; None: any) go to ``kind``."""
+        if name in self.columns:  # its name is checked
+            self._settled[(name, schemaType)] = (kind, valueType, converter(kind))
+
+    def _slowColumn(self, name: str, raw: Any, schemaType: str | None, fromSchema: bool,
+                    where: tuple[str, int, int], pending: dict[str, ColumnInfo]) -> Any:
         if name not in self.columns:
             _check_name(name)
         column = self.existing.get(name)
@@ -179,6 +199,7 @@ class RowBuilder:
                     "again: it resumes at this batch", table=self.target, field=name,
                     columnType=column, newType=schemaType, topic=where[0],
                     partition=where[1], offset=where[2])
+            self._settle(name, schemaType, column, None)
             return self._convert(name, column, raw)
         known = pending.get(name) or self.new.get(name)
         wanted = schemaType or infer_type(raw)
@@ -203,6 +224,9 @@ class RowBuilder:
                 return self._convert(name, kind, raw)  # a bad record: the value says why
             pending[name] = (joined, known[1] and fromSchema, *known[2:])
             kind = joined
+        elif name not in pending and raw is not None and (fromSchema or wanted == kind):
+            # Values of this type (a schema's: any) leave the column's type as it is.
+            self._settle(name, schemaType, kind, None if fromSchema else type(raw))
         return self._convert(name, kind, raw)
 
     @staticmethod

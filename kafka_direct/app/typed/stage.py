@@ -20,6 +20,7 @@ target until the driver's commit moves them, in the batch's transaction.
 
 from __future__ import annotations
 
+import io
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -137,7 +138,6 @@ class Stager:
         from psycopg2 import sql
 
         from kafka_direct.sql.sink_staging import STAGE_PREFIX, STAGED_TABLE
-        from sinks.postgres_writer import copy_rows
 
         stage = sql.Identifier(self.schema, STAGE_PREFIX + token)
         staged: list[str] = []  # field columns the staging table has, in order
@@ -168,8 +168,11 @@ class Stager:
                 staged += fresh
             columns = (KIND, "topic", "kafka_partition", "kafka_offset", RAW_KEY, RAW_VALUE,
                        ERROR, *staged)
-            counts["rows"] += copy_rows(cursor, stage, columns,
-                                        _lines(rows, staged, counts), chunk_rows=CHUNK_ROWS)
+            text = "".join(_lines(rows, staged, counts))
+            cursor.copy_expert(sql.SQL("COPY {} ({}) FROM STDIN").format(
+                stage, sql.SQL(", ").join(sql.Identifier(c) for c in columns)).as_string(cursor),
+                io.StringIO(text))
+            counts["rows"] += len(rows)
         fetched = tuple(sorted(builder.fetched.items()))
         if not counts["rows"]:
             return StagedPart(partitionId, token, ignored=counts["ignored"], schemas=fetched)
@@ -184,17 +187,44 @@ class Stager:
                           fetched)
 
 
+_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _copy_text(value: Any) -> str:
+    """One staged value in COPY's text format (every staged field column is text)."""
+    kind = type(value)
+    if kind is str:
+        return value.translate(_ESCAPES)  # type: ignore[no-any-return]
+    if value is None:
+        return "\\N"
+    if kind is int:
+        return str(value)
+    if kind is bool:
+        return "t" if value else "f"
+    if kind is float:
+        return repr(value)
+    if kind is bytes:
+        return "\\\\x" + str(value.hex())  # bytea's hex input, its backslash escaped for COPY
+    return str(value).translate(_ESCAPES)
+
+
 def _lines(rows: list[tuple[Any, ...]], staged: list[str], counts: dict[str, int]
-           ) -> Iterator[tuple[Any, ...]]:
+           ) -> Iterator[str]:
+    """The rows as lines of COPY's text format, in the staging table's column order."""
+    nulls = "\t".join(["\\N"] * len(staged))
     for (kind, body), topic, partition, offset, key, value in rows:
+        head = f"{topic.translate(_ESCAPES)}\t{partition}\t{offset}"
         if kind == BAD:
             counts["dead"] += 1
-            yield (BAD, topic, partition, offset, key, value, body, *([None] * len(staged)))
+            line = "\t".join((BAD, head, _copy_text(key), _copy_text(value),
+                              _copy_text(body)))
+            yield f"{line}\t{nulls}\n" if staged else f"{line}\n"
             continue
         if kind == DELETE:
             counts["deletes"] += 1
-        yield (kind, topic, partition, offset, None, None, None,
-               *(body.get(c) for c in staged))
+        fields = "\t".join([_copy_text(body.get(c)) for c in staged])
+        yield f"{kind}\t{head}\t\\N\t\\N\t\\N\t{fields}\n" if staged else \
+            f"{kind}\t{head}\t\\N\t\\N\t\\N\n"
 
 
 def _described(builder: RowBuilder, staged: list[str]
