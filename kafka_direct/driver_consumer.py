@@ -37,7 +37,9 @@ ClientFactory = Callable[[dict[str, Any]], Any]
 _ADMIN_PREFIXES = ("bootstrap.servers", "metadata.broker.list", "security.", "ssl.", "sasl.",
                    "client.id", "socket.", "broker.", "api.version", "reconnect.", "retry.",
                    "client.dns", "connections.max", "debug", "log_level", "topic.metadata",
-                   "metadata.max", "enable.ssl")
+                   "metadata.max", "enable.ssl",
+                   # A token provider: an admin client under OAUTHBEARER needs it as much.
+                   "oauth_cb")
 
 #: Kafka's own topics: never part of a pattern's match (as the Java client's
 #: ``exclude.internal.topics=true``, its default).
@@ -146,6 +148,9 @@ def _create(what: str, factory: ClientFactory, params: dict[str, Any]) -> Any:
     """
     from confluent_kafka import KafkaException
 
+    from kafka_direct.kafka_params import resolve_callbacks
+
+    params = resolve_callbacks(params)
     try:
         return factory(params)
     except (KafkaException, ValueError, TypeError) as error:

@@ -48,7 +48,9 @@ MAX_BATCH = 5000
 def _confluent_consumer(params: dict[str, Any]) -> Any:
     from confluent_kafka import Consumer
 
-    return Consumer(params)
+    from kafka_direct.kafka_params import resolve_callbacks
+
+    return Consumer(resolve_callbacks(params))
 
 
 class KafkaDataConsumer:

@@ -17,12 +17,14 @@ from kafka_direct.errors import ConfigurationError
 from kafka_direct.redaction import REDACTED, is_secret_key, redact_params, redact_text
 
 __all__ = [
+    "CALLBACK_KEYS",
     "EXECUTOR_GROUP_PREFIX",
     "check_with_librdkafka",
     "executor_params",
     "force_param",
     "redact",
     "refusal",
+    "resolve_callbacks",
     "validate_params",
 ]
 
@@ -46,6 +48,13 @@ _JAVA_ONLY = {
                         "instead of a JAAS line (sasl.mechanism: PLAIN, SCRAM-SHA-256 or "
                         "SCRAM-SHA-512; security.protocol: SASL_SSL or SASL_PLAINTEXT)",
 }
+
+#: confluent-kafka settings whose value is a Python function. Given as a string
+#: ``"package.module:function"`` they are imported in each process that creates a client
+#: (the driver and every executor): a token provider for OAUTHBEARER (AWS MSK IAM, a custom
+#: OAuth flow) then works where a function object would have to be pickled, and where
+#: options are strings (the Structured Streaming source's ``kafka.oauth_cb``).
+CALLBACK_KEYS = frozenset({"oauth_cb", "error_cb", "stats_cb", "throttle_cb"})
 
 _EXECUTOR_DEFAULTS = {"queued.max.messages.kbytes": 16384, "queued.min.messages": 20000,
                       "fetch.queue.backoff.ms": 10}
@@ -136,6 +145,53 @@ def refusal(error: BaseException, params: Mapping[str, Any]) -> ConfigurationErr
         "properties: see librdkafka's CONFIGURATION.md for each one's name, type and range")
 
 
+def _import_function(key: str, path: str) -> Any:
+    """The function ``path`` (``package.module:function`` or ``package.module.function``)."""
+    import importlib
+
+    module_name, colon, name = path.partition(":")
+    if not colon:
+        module_name, _, name = path.rpartition(".")
+    fix = (f"give {key} as 'package.module:function', importable on the driver and on every "
+           "executor (installed, or shipped with --py-files)")
+    if not module_name or not name or not all(p.isidentifier()
+                                              for p in (*module_name.split("."), name)):
+        raise ConfigurationError(f"kafkaParams {key}={path!r} names no function; {fix}",
+                                 key=key)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ConfigurationError(f"kafkaParams {key}={path!r}: module {module_name!r} cannot "
+                                 f"be imported ({type(error).__name__}: {error}); {fix}",
+                                 key=key) from None
+    function = getattr(module, name, None)
+    if not callable(function):
+        raise ConfigurationError(f"kafkaParams {key}={path!r}: {module_name} has no function "
+                                 f"{name!r}; {fix}", key=key)
+    return function
+
+
+def resolve_callbacks(params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` with each callback named by a string (see CALLBACK_KEYS) imported.
+
+    Called wherever a client is created, in the process that creates it: the string
+    crosses to executors (and through checkpoints) as plain data.
+
+    Raises:
+        ConfigurationError: A name that does not import, or names no function.
+    """
+    resolved = dict(params)
+    for key in CALLBACK_KEYS & resolved.keys():
+        value = resolved[key]
+        if isinstance(value, str):
+            resolved[key] = _import_function(key, value)
+        elif not callable(value):
+            raise ConfigurationError(
+                f"kafkaParams {key} must be a function or 'package.module:function', got "
+                f"{type(value).__name__}", key=key)
+    return resolved
+
+
 def check_with_librdkafka(params: Mapping[str, Any]) -> None:
     """Let librdkafka check every property name and value, without connecting anywhere.
 
@@ -151,6 +207,7 @@ def check_with_librdkafka(params: Mapping[str, Any]) -> None:
     offline = {k: v for k, v in params.items()
                if k not in ("bootstrap.servers", "metadata.broker.list")}
     offline.setdefault("group.id", _DEFAULT_GROUP)  # a consumer needs one
+    offline = resolve_callbacks(offline)
     try:
         consumer = Consumer(offline, logger=logger)
     except (KafkaException, ValueError, TypeError) as error:

@@ -10,7 +10,12 @@ from kafka_direct.conf_values import parse_bool
 from kafka_direct.consumer_record import ConsumerRecord
 from kafka_direct.direct_kafka_input_dstream import DirectKafkaInputDStream
 from kafka_direct.errors import ConfigurationError, UnknownTopicOrPartitionError
-from kafka_direct.kafka_params import executor_params, refusal, validate_params
+from kafka_direct.kafka_params import (
+    executor_params,
+    refusal,
+    resolve_callbacks,
+    validate_params,
+)
 from kafka_direct.kafka_rdd import KafkaRDD, ReadSettings
 from kafka_direct.kafka_rdd_factory import kafka_rdd
 from kafka_direct.location_strategy import (
@@ -41,7 +46,7 @@ def check_consumer_params(params: Mapping[str, Any]) -> Any:
     from confluent_kafka import Consumer, KafkaException
 
     try:
-        return Consumer(dict(params))
+        return Consumer(resolve_callbacks(params))
     except (KafkaException, ValueError, TypeError) as error:
         # Not chained: librdkafka's own text may quote a secret value; refusal() cuts it out.
         raise refusal(error, params) from None

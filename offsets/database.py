@@ -18,6 +18,7 @@ from kafka_direct.redaction import REDACTED, redact_dsn_pieces
 __all__ = [
     "CommitOutcomeUnknownError",
     "commit_or_unknown",
+    "connect",
     "describe_database_error",
     "fix_for",
     "schema_exists",
@@ -42,6 +43,21 @@ def describe_database_error(error: BaseException, dsn: str | None = None) -> str
     if _DSN_COMPLAINT.match(text):
         text = _QUOTED.sub(lambda m: m.group(0) if m.group(1) == "=" else REDACTED, text)
     return redact_dsn_pieces(text, dsn) or type(error).__name__
+
+
+def connect(dsn: str, **kwargs: Any) -> Any:
+    """A new psycopg2 connection to ``dsn``; a failure carries no piece of the DSN.
+
+    libpq quotes a connection string it cannot parse (a bad %-escape, an unquoted space),
+    password included, and every error raised ``from`` the driver's would carry that along:
+    the driver's error class is raised again with the text redacted and no chain.
+    """
+    import psycopg2
+
+    try:
+        return psycopg2.connect(dsn, **kwargs)
+    except psycopg2.Error as error:
+        raise type(error)(describe_database_error(error, dsn)) from None
 
 
 def schema_exists(cursor: Any, schema: str) -> bool:

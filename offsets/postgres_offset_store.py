@@ -108,9 +108,9 @@ class PostgresOffsetStore(OffsetStore):
         """A new connection to the store's database."""
         if self._connect is not None:
             return self._connect()
-        import psycopg2
+        from offsets.database import connect
 
-        return psycopg2.connect(self._dsn)
+        return connect(str(self._dsn))  # __init__ took exactly one of dsn and connect
 
     def _identifier(self) -> Any:
         from psycopg2 import sql

@@ -56,6 +56,7 @@ from sinks.postgres_writer import (
     KafkaRDDSink,
     copy_rows,
     database_errors,
+    user_rows,
     worker_connection,
     worker_transaction,
 )
@@ -170,7 +171,8 @@ class _Upserter:
         with database_errors(f"{self.schema}.{self.table}", self.ranges[index], self.dsn), \
                 worker_transaction(self.dsn, self.statementTimeoutMs) as cursor:
             cursor.execute(self._stage())
-            rows = ((*self.row(r), ordinal) for ordinal, r in enumerate(records))
+            rows = ((*values, ordinal) for ordinal, values in
+                    enumerate(user_rows(self.row, records, self.ranges[index])))
             copied = copy_rows(cursor, sql.Identifier(_STAGE), (*self.columns, _ORDINAL),
                                rows)
             self._fence(cursor)

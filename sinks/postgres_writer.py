@@ -18,12 +18,15 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from decimal import Decimal
 from typing import Any
 
+from kafka_direct.errors import KafkaDirectError, SinkWriteError
+
 __all__ = [
     "KafkaRDDSink",
     "copy_rows",
     "database_errors",
     "drop_connection",
     "encode_copy_value",
+    "user_rows",
     "worker_connection",
     "worker_transaction",
 ]
@@ -48,6 +51,43 @@ def encode_copy_value(value: Any) -> str:
     if isinstance(value, datetime.datetime | datetime.date | datetime.time):
         return value.isoformat()
     return str(value).translate(_ESCAPES)
+
+
+#: How much of a user function's error message a SinkWriteError keeps.
+_MAX_USER_MESSAGE = 500
+
+
+def user_rows(row: Callable[[Any], Sequence[Any]], records: Iterable[Any],
+              offsetRange: Any) -> Iterator[Sequence[Any]]:
+    """``row(record)`` for each record; a failure is one typed error naming the record.
+
+    A user's row function that raises on an executor would reach the driver as Spark's
+    untyped error; here it becomes a :class:`SinkWriteError` naming the function, topic,
+    partition and offset, with the user's exception type and message (shortened), never
+    the record's key or value. Raised inside the range's transaction, so nothing of the
+    range is committed.
+    """
+    offset = -1
+    try:
+        for record in records:
+            offset = record.offset
+            yield row(record)
+    except KafkaDirectError:
+        raise
+    except Exception as error:
+        name = getattr(row, "__qualname__", None) or type(row).__qualname__
+        text = str(error)
+        if len(text) > _MAX_USER_MESSAGE:
+            text = text[:_MAX_USER_MESSAGE] + "..."
+        kind = type(error).__qualname__
+        where = f"{offsetRange.topic}-{offsetRange.partition}"
+        raise SinkWriteError(
+            f"row function {name} failed on {where} at offset {offset} (range "
+            f"[{offsetRange.fromOffset}, {offsetRange.untilOffset})): {kind}: {text}. Nothing "
+            "of the range was committed; fix the function (or the record) and run again",
+            topic=offsetRange.topic, partition=offsetRange.partition,
+            fromOffset=offsetRange.fromOffset, untilOffset=offsetRange.untilOffset,
+            offset=offset, function="row", errorType=kind, errorMessage=text) from None
 
 
 def copy_rows(cursor: Any, table: Any, columns: Sequence[str], rows: Iterable[Sequence[Any]],
@@ -84,12 +124,12 @@ def copy_rows(cursor: Any, table: Any, columns: Sequence[str], rows: Iterable[Se
 
 def worker_connection(dsn: str) -> Any:
     """This worker's connection to ``dsn`` (made on first use, or after a failure)."""
-    import psycopg2
+    from offsets.database import connect
 
     with _lock:
         connection = _connections.get(dsn)
         if connection is None or connection.closed:
-            connection = psycopg2.connect(dsn)
+            connection = connect(dsn)
             _connections[dsn] = connection
         return connection
 

@@ -52,6 +52,7 @@ from sinks.postgres_writer import (
     KafkaRDDSink,
     copy_rows,
     database_errors,
+    user_rows,
     worker_connection,
     worker_transaction,
 )
@@ -173,7 +174,7 @@ class _PartitionWriter:
                 written = -1  # applied before: the transaction ends with nothing written
             else:
                 written = copy_rows(cursor, sql.Identifier(self.schema, self.table),
-                                    self.columns, (self.row(r) for r in records))
+                                    self.columns, user_rows(self.row, records, offsetRange))
                 store.advance(cursor, self.group, offsetRange)
         if written < 0:
             yield ("skipped", index, 0)

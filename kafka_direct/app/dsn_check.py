@@ -46,11 +46,11 @@ def check_dsn(dsn: str, source: str = "--dsn") -> None:
 
     try:
         settings = parse_dsn(dsn)
-    except psycopg2.Error as error:
+    except psycopg2.Error:
         raise ConfigurationError(
             f"{source} is not a valid libpq connection string (key=value pairs such as "
             "'host=db dbname=app user=loader', or a postgresql:// URI); it is not shown "
-            "because it may hold a password") from error
+            "because it may hold a password") from None  # the driver's text quotes it
     extra = {} if "connect_timeout" in settings else {"connect_timeout": CONNECT_TIMEOUT_S}
     try:
         connection = psycopg2.connect(dsn, **extra)
@@ -58,8 +58,8 @@ def check_dsn(dsn: str, source: str = "--dsn") -> None:
         cause = scrub(" ".join(str(error).split()), dsn)
         if getattr(error, "pgcode", None) is None and _BAD_PARAMETER.search(cause):
             raise ConfigurationError(f"{source} has a parameter libpq refuses: {cause}"
-                                     ) from error
+                                     ) from None
         raise OffsetStoreError(f"cannot connect to PostgreSQL with the DSN from {source}: "
                                f"{cause}", store=f"PostgreSQL ({source})",
-                               cause=cause) from error
+                               cause=cause) from None
     connection.close()

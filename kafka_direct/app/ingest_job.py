@@ -237,9 +237,9 @@ def ensure_table(dsn: str, schema: str, table: str) -> None:
     import psycopg2
     from psycopg2 import sql
 
-    from offsets.database import fix_for, schema_exists, table_exists
+    from offsets.database import connect, fix_for, schema_exists, table_exists
 
-    connection = psycopg2.connect(dsn)
+    connection = connect(dsn)
     try:
         with connection, connection.cursor() as cursor:
             if not schema_exists(cursor, schema):
@@ -469,12 +469,12 @@ def check_table(dsn: str, schema: str, table: str, group: str,
 
     ``stored`` gives the offsets instead (a structured query keeps them in its own store).
     """
-    import psycopg2
     from psycopg2 import sql
 
+    from offsets.database import connect
     from offsets.postgres_offset_store import PostgresOffsetStore
 
-    connection = psycopg2.connect(dsn)
+    connection = connect(dsn)
     try:
         with connection, connection.cursor() as cursor:
             cursor.execute(sql.SQL(

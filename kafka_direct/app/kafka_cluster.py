@@ -57,7 +57,9 @@ class KafkaCluster:
         from confluent_kafka import KafkaException
         from confluent_kafka.admin import AdminClient
 
-        self.params = dict(params)
+        from kafka_direct.kafka_params import resolve_callbacks
+
+        self.params = resolve_callbacks(params)
         self.bootstrap_servers = str(self.params["bootstrap.servers"])
         try:
             self._admin = AdminClient(self.params, logger=logger)

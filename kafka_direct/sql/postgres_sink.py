@@ -9,8 +9,9 @@ Usage::
        .start())
 
 The options (table, schema, columns, mode, keyColumns, createTable, ...) are described in
-:mod:`kafka_direct.sql.sink_options`. ``df.write.format("kafka-direct-postgres")`` writes a
-batch DataFrame the same way, in one transaction.
+docs/configuration.md and checked by :mod:`kafka_direct.sql.sink_options`.
+``df.write.format("kafka-direct-postgres")`` writes a batch DataFrame the same way, in one
+transaction.
 
 The protocol
 ------------

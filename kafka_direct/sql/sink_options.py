@@ -1,36 +1,10 @@
 """The options of the ``kafka-direct-postgres`` sink, checked before anything runs.
 
-==================  ======================================================================
-option              meaning
-==================  ======================================================================
-``dsn``             libpq connection string or URI of the database (default: libpq's
-                    environment, ``PGHOST`` ... and ``~/.pgpass``)
-``password``        the password apart from the DSN (Spark redacts options named so in
-                    its plans; it never redacts a password inside ``dsn``)
-``table``           the target table (required; a plain name: give its schema apart)
-``schema``          the target's schema (default ``public``)
-``columns``         target columns for the DataFrame's columns, in order, comma-separated
-                    (default: the DataFrame's column names)
-``mode``            ``append`` (default), ``update`` (upsert on ``keyColumns``) or
-                    ``complete`` (replace the table's rows; the default when Spark asks to
-                    overwrite: ``outputMode("complete")``, ``mode("overwrite")``)
-``keyColumns``      the upsert key of ``mode=update`` (comma-separated target columns with
-                    a unique constraint or index)
-``createTable``     ``true``: create a missing target from the DataFrame's schema (with the
-                    key as primary key); default ``false``
-``stagingSchema``   where the sink keeps its staging tables and commit records (default:
-                    ``schema``; the role needs CREATE there)
-``statementTimeoutMs``  ``statement_timeout`` of the sink's transactions (default: none)
-``staleStagingMinutes``  staged rows older than this, of batches that never committed nor
-                    aborted, are dropped (default 1440)
-``offsetStore.name``    link to the kafka-direct source's offset store (same name on both);
-                    ``offsetStore.schema`` its tables' schema (default ``public``), in the
-                    sink's database
-``microBatch.queryId``  with ``microBatch.batchId``: a batch write (``df.write``) that is
-                    this micro-batch of this streaming query, committed once like a
-                    ``writeStream`` batch (set by :func:`kafka_direct.sql.foreach_batch_sink`
-                    inside ``foreachBatch``; not for ``writeStream``)
-==================  ======================================================================
+The options (``dsn``, ``password``, ``table``, ``schema``, ``columns``, ``mode``,
+``keyColumns``, ``createTable``, ``stagingSchema``, ``statementTimeoutMs``,
+``staleStagingMinutes``, the offset link's ``offsetStore.*`` and ``microBatch.queryId`` /
+``microBatch.batchId``) are described, with their defaults, in the sink's table in
+docs/configuration.md, which tests/test_docs.py keeps in step with :data:`KNOWN_OPTIONS`.
 
 Option names are case-insensitive (Spark lowercases them). :class:`SinkOptions` never shows
 the DSN or the password: not in its repr, not in an error.
@@ -45,9 +19,9 @@ from typing import Any
 
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.sql.sink_database import Database
-from kafka_direct.sql.source_link import SourceLink
+from kafka_direct.sql.source_link import LINK_OPTIONS, SourceLink
 
-__all__ = ["MODES", "SinkOptions", "parse_options", "resolve_mode"]
+__all__ = ["KNOWN_OPTIONS", "MODES", "SinkOptions", "parse_options", "resolve_mode"]
 
 #: The sink's write modes.
 MODES = ("append", "update", "complete")
@@ -57,14 +31,14 @@ _KNOWN = {"dsn", "password", "table", "schema", "columns", "mode", "keycolumns",
           "microbatch.queryid", "microbatch.batchid",
           # Set by Spark itself (writeStream's checkpointLocation, queryName, path).
           "checkpointlocation", "path", "queryname"}
-_LINK_OPTIONS = {"offsetstore.name", "offsetstore.dsn", "offsetstore.schema",
-                 "offsetstore.password"}
+#: Every option the sink accepts by name, lower case as Spark hands them over.
+KNOWN_OPTIONS = frozenset(_KNOWN | LINK_OPTIONS)
 _NAME_LIMIT = 63  # PostgreSQL truncates longer identifiers
 
 
 @dataclass(frozen=True, slots=True)
 class SinkOptions:
-    """The sink's checked options (see the module's table).
+    """The sink's checked options (described in docs/configuration.md).
 
     Attributes:
         database: Where to connect (never shown).
@@ -240,7 +214,7 @@ def parse_options(options: Mapping[str, Any], fieldNames: Sequence[str], overwri
         ConfigurationError: A missing or bad option, named with the fix.
     """
     lowered = {str(k).lower(): v for k, v in options.items()}
-    unknown = sorted(k for k in lowered if k not in _KNOWN and k not in _LINK_OPTIONS
+    unknown = sorted(k for k in lowered if k not in KNOWN_OPTIONS
                      and not k.startswith("spark."))
     if unknown:
         raise ConfigurationError(

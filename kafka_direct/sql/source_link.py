@@ -32,7 +32,7 @@ from kafka_direct.sql.source_offsets import offsets_from_json
 from kafka_direct.sql.store_lock import HeldSession, StoreLock
 from kafka_direct.topic_partition import TopicPartition
 
-__all__ = ["KEEP_PLANS", "SourceLink", "bind_plan", "catch_up", "covered"]
+__all__ = ["KEEP_PLANS", "LINK_OPTIONS", "SourceLink", "bind_plan", "catch_up", "covered"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +42,8 @@ Offsets = dict[TopicPartition, int]
 KEEP_PLANS = 5
 
 _OPTION_PREFIX = "offsetstore."
+#: The link's options (source and sink alike), lower case as Spark hands them over.
+LINK_OPTIONS = frozenset(_OPTION_PREFIX + name for name in ("name", "dsn", "schema", "password"))
 
 
 @dataclass(frozen=True, slots=True)

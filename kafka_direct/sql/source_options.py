@@ -20,16 +20,10 @@ the fix. The differences:
   ``maxOffsetsPerTrigger`` too, the smaller cap wins. A rate per partition:
   records per second per partition x trigger interval.
 
-Options (Spark's defaults): ``assign`` | ``subscribe`` | ``subscribePattern`` (exactly one);
-``startingOffsets`` (streams ``latest``, batch ``earliest``), ``endingOffsets`` (batch only,
-``latest``), ``startingTimestamp`` > ``startingOffsetsByTimestamp`` > ``startingOffsets``
-in priority (the same for the ending ones), ``startingOffsetsByTimestampStrategy``
-(``error`` | ``latest``), ``maxOffsetsPerTrigger``, ``maxOffsetsPerPartitionPerTrigger``,
-``minOffsetsPerTrigger``,
-``maxTriggerDelay`` (``15m``), ``failOnDataLoss`` (true), ``includeHeaders`` (false),
-``groupIdPrefix``, ``minPartitions``, ``maxRecordsPerPartition``,
-``kafkaConsumer.pollTimeoutMs`` (120000), ``fetchOffset.numRetries`` (3),
-``fetchOffset.retryIntervalMs`` (1000).
+Every option with its default is in the source's table in docs/configuration.md, which
+tests/test_docs.py keeps in step with :data:`KNOWN_OPTIONS`. ``startingTimestamp`` >
+``startingOffsetsByTimestamp`` > ``startingOffsets`` in priority (the same for the ending
+ones), as Spark.
 
 kafka-direct's own: ``reader`` (``c`` | ``python``): which executor reader builds the record
 batches, the native columnar one or the Python one; unset, the environment variable
@@ -56,6 +50,7 @@ from kafka_direct.sql.source_offsets import (
 from kafka_direct.topic_partition import TopicPartition
 
 __all__ = [
+    "KAFKA_PREFIX",
     "KNOWN_OPTIONS",
     "OffsetSpec",
     "SourceOptions",
@@ -66,6 +61,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+#: The prefix of the options that are librdkafka properties (``kafka.bootstrap.servers``).
+KAFKA_PREFIX = "kafka."
 #: Options of other parts of kafka-direct that a source may be given (the offset link).
 _OTHER_PREFIXES = ("offsetstore.",)
 #: Every option the source reads, ``kafka.*`` aside, in Spark's spelling (for messages).
@@ -289,8 +286,8 @@ def _subscription(opts: Mapping[str, str]) -> Subscription:
 
 
 def _kafka_params(opts: Mapping[str, str], check_client: bool) -> dict[str, Any]:
-    params = {key[len("kafka."):]: value for key, value in opts.items()
-              if key.startswith("kafka.")}
+    params = {key[len(KAFKA_PREFIX):]: value for key, value in opts.items()
+              if key.startswith(KAFKA_PREFIX)}
     for key, fix in _REFUSED_KAFKA.items():
         if key in params:
             raise ConfigurationError(f"option 'kafka.{key}' is not supported: {fix}")
@@ -366,7 +363,7 @@ def _reader(opts: Mapping[str, str]) -> str | None:
 
 def _warn_unknown(opts: Mapping[str, str]) -> None:
     for key in sorted(opts):
-        if key.startswith("kafka.") or key.startswith(_OTHER_PREFIXES) or key in KNOWN_OPTIONS:
+        if key.startswith((KAFKA_PREFIX, *_OTHER_PREFIXES)) or key in KNOWN_OPTIONS:
             continue
         close = difflib.get_close_matches(key, KNOWN_OPTIONS, n=1)
         hint = f" (did you mean {_SPELLING.get(close[0], close[0])!r}?)" if close else ""

@@ -52,17 +52,18 @@ class RateEstimator(ABC):
                 "accepts only 'pid'")
 
         def setting(key: str, default: float) -> float:
-            raw = conf.get(f"spark.streaming.backpressure.pid.{key}", str(default))
+            raw = conf.get(key, str(default))
             try:
                 return float(raw)
             except ValueError as error:
-                raise ConfigurationError(
-                    f"spark.streaming.backpressure.pid.{key} must be a number, got {raw!r}"
-                ) from error
+                raise ConfigurationError(f"{key} must be a number, got {raw!r}") from error
 
-        return PIDRateEstimator(batchInterval, setting("proportional", 1.0),
-                                setting("integral", 0.2), setting("derived", 0.0),
-                                setting("minRate", 100.0))
+        # Whole names, so that the settings can be found in the source (docs/configuration.md).
+        return PIDRateEstimator(
+            batchInterval, setting("spark.streaming.backpressure.pid.proportional", 1.0),
+            setting("spark.streaming.backpressure.pid.integral", 0.2),
+            setting("spark.streaming.backpressure.pid.derived", 0.0),
+            setting("spark.streaming.backpressure.pid.minRate", 100.0))
 
 
 class PIDRateEstimator(RateEstimator):

@@ -117,3 +117,19 @@ def test_the_jobs_lag_is_visible_to_kafkas_group_tools(kafka, kafka_topic, postg
                                                    TopicPartition(topic, 1)])
     answer = admin.list_consumer_group_offsets([request])[group].result(30)
     assert {tp.partition: tp.offset for tp in answer.topic_partitions} == {0: 7, 1: 4}
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("api", ["dstream", "structured"])
+def test_the_job_on_separate_executor_processes(kafka, kafka_topic, postgres, pg_schema, api):
+    # local-cluster: executors are JVMs of their own, with their own Python workers; the
+    # source, the sink and the offset store must work with nothing shared with the driver.
+    topic = kafka_topic(partitions=3)
+    for partition in range(3):
+        kafka.produce(topic, [f"{partition}-{i}".encode() for i in range(40)],
+                      partition=partition)
+    done = _ingest(kafka, postgres, topic, pg_schema, "--api", api,
+                   "--master", "local-cluster[2,1,1024]")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"table {pg_schema}.kafka_events: 120 rows, 0 duplicates" in done.stdout
+    assert "stored offsets == log end" in done.stdout

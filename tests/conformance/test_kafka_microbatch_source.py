@@ -427,9 +427,9 @@ def test_bad_source_options_ending_offsets_fail_the_stream(spark_session, tmp_pa
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "difference (not in README's list): readStream.load() accepts endingOffsets; the error "
-    "comes when the query starts. PySpark's DataSource.schema(), all that load() runs, "
-    "cannot tell a stream from a batch read"))
+    "difference (docs/migration.md): readStream.load() accepts endingOffsets; the error comes when "
+    "the query starts. PySpark's DataSource.schema(), all that load() runs, cannot tell a stream "
+    "from a batch read"))
 @pytest.mark.parametrize("option,value", ENDINGS[:2])
 def test_bad_source_options_ending_offsets_fail_at_load(spark_session, option, value):
     """KafkaSourceSuiteBase: "bad source options" (Spark: IllegalArgumentException from
@@ -449,7 +449,7 @@ def test_bad_source_options_ending_offsets_fail_at_load(spark_session, option, v
     pytest.param("kafka.enable.auto.commit", "someValue", marks=pytest.mark.xfail(
         strict=True, reason="difference: kafka-direct does not refuse kafka.enable.auto.commit "
         "(Spark: 'not supported'); it forces it off with a warning (documented in "
-        "kafka_direct/sql/source_options.py, not in README's list of differences)")),
+        "kafka_direct/sql/source_options.py and docs/migration.md)")),
 ])
 def test_unsupported_kafka_configs(spark_session, key, value):
     """KafkaSourceSuiteBase: "unsupported kafka configs"."""
@@ -578,10 +578,10 @@ def test_trigger_available_now(spark_session, kafka, kafka_topic, tmp_path):
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "difference (README): a partition missing from a metadata answer while its topic exists "
-    "keeps its position (a transient gap is never taken for data loss); a topic re-created "
-    "with fewer partitions between two triggers looks the same, so AvailableNow reads what "
-    "the remaining partitions hold, where Spark fails"))
+    "difference (docs/migration.md): a partition missing from a metadata answer while its topic "
+    "exists keeps its position (a transient gap is never taken for data loss); a topic re-created "
+    "with fewer partitions between two triggers looks the same, so AvailableNow reads what the "
+    "remaining partitions hold, where Spark fails"))
 def test_trigger_available_now_throws_when_topic_partitions_got_unavailable(
         spark_session, kafka, kafka_topic, tmp_path):
     """KafkaMicroBatchSourceSuiteBase: "Query with Trigger.AvailableNow should throw error when
@@ -701,10 +701,10 @@ def test_max_offsets_per_trigger(spark_session, kafka, kafka_topic, tmp_path):
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "difference (README: maxOffsetsPerTrigger 'is split over partitions by lag (the direct "
-    "stream's rule, in exact integers)'): batches take exactly the limit by largest "
-    "remainders (9, 1, 0 from lags 101, 11, 1); Spark floors each share and rounds shares "
-    "below 1 up (8, 1, 1)"))
+    "difference (docs/migration.md: maxOffsetsPerTrigger 'is split over partitions by lag (the "
+    "direct stream's rule, in exact integers)'): batches take exactly the limit by largest "
+    "remainders (9, 1, 0 from lags 101, 11, 1); Spark floors each share and rounds shares below 1 "
+    "up (8, 1, 1)"))
 def test_max_offsets_per_trigger_batches_as_spark(spark_session, kafka, kafka_topic,
                                                   tmp_path):
     """KafkaMicroBatchSourceSuiteBase: "maxOffsetsPerTrigger" (the rows of the first two
@@ -836,10 +836,10 @@ def last_offset_log(checkpoint):
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "difference (README): with failOnDataLoss=false a deleted topic's partitions leave the "
-    "offsets, so a re-created topic is read from offset 0 (Spark keeps the old position and "
-    "skips the new log's first records); an empty offsets map is then a valid position "
-    "(every partition new, from 0), where SPARK-41375 guards Spark's empty map, which meant "
+    "difference (docs/migration.md): with failOnDataLoss=false a deleted topic's partitions leave "
+    "the offsets, so a re-created topic is read from offset 0 (Spark keeps the old position and "
+    "skips the new log's first records); an empty offsets map is then a valid position (every "
+    "partition new, from 0), where SPARK-41375 guards Spark's empty map, which meant "
     "startingOffsets"))
 def test_spark_41375_empty_partitions_should_not_record_to_latest_offset(
         spark_session, kafka, kafka_topic, tmp_path):
@@ -1081,9 +1081,9 @@ def test_ensure_stream_stream_self_join_generates_correct_metrics(
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "difference from PySpark (not in README's list): each side of a self-join of a Python "
-    "streaming data source is a source of its own (two readers, two entries in the offset "
-    "log); the same holds for any Python DataSourceStreamReader"))
+    "difference from PySpark (docs/structured-source.md): each side of a self-join of a Python "
+    "streaming data source is a source of its own (two readers, two entries in the offset log); "
+    "the same holds for any Python DataSourceStreamReader"))
 def test_ensure_stream_stream_self_join_generates_only_one_offset_in_log(
         spark_session, kafka, kafka_topic, tmp_path):
     """KafkaMicroBatchSourceSuiteBase: "ensure stream-stream self-join generates only one

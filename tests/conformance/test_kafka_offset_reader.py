@@ -48,8 +48,8 @@ def partition_offsets(df):
 
 def test_isolation_level_default_when_not_set(spark_session, kafka, kafka_topic):
     """KafkaOffsetReaderSuite: "isolationLevel must give back default isolation level when not
-    set" (kafka-direct's default, read_committed, as its README says: an open transaction's
-    records are not read)."""
+    set" (kafka-direct's default, read_committed, as docs/migration.md says: an open
+    transaction's records are not read)."""
     topic = kafka_topic()
     send_messages(kafka, topic, ["plain"], partition=0)
     producer = Producer(kafka.params(**{"transactional.id": f"tx-{topic}"}))
@@ -65,8 +65,8 @@ def test_isolation_level_default_when_not_set(spark_session, kafka, kafka_topic)
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "documented difference (README: 'isolation.level defaults to read_committed'); Spark's "
-    "Java consumer defaults to read_uncommitted and reads an open transaction's records"))
+    "documented difference (docs/migration.md: 'isolation.level defaults to read_committed'); "
+    "Spark's Java consumer defaults to read_uncommitted and reads an open transaction's records"))
 def test_isolation_level_default_is_the_java_consumers(spark_session, kafka, kafka_topic):
     """KafkaOffsetReaderSuite: "isolationLevel must give back default isolation level when not
     set" (Spark: ConsumerConfig.DEFAULT_ISOLATION_LEVEL, read_uncommitted)."""

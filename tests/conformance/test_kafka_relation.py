@@ -53,8 +53,8 @@ from tests.conformance.kafka_sql_utils import (
 )
 
 EARLIEST_LATEST_ONCE = (
-    "difference (README): 'earliest'/'latest' are resolved once when PySpark plans the batch "
-    "DataFrame (once per DataFrame), not late-bound at each action as Spark's KafkaRelation; "
+    "difference (docs/migration.md): 'earliest'/'latest' are resolved once when PySpark plans the "
+    "batch DataFrame (once per DataFrame), not late-bound at each action as Spark's KafkaRelation; "
     "resolving them in tasks would not be exact under task retries")
 
 

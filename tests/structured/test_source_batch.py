@@ -91,8 +91,8 @@ def test_a_dataframe_keeps_the_offsets_of_its_first_action(spark_session, kafka,
                                                           kafka_topic):
     # PySpark plans a Python data source once per DataFrame, at its first action; later
     # actions on it (and on DataFrames derived from it) reuse those ranges. Spark's own
-    # source resolves earliest / latest again at every action. Documented in the README
-    # (differences from Spark's source): build a new DataFrame to see newer records.
+    # source resolves earliest / latest again at every action. Documented in
+    # docs/structured-source.md: build a new DataFrame to see newer records.
     topic = kafka_topic()
     produce_numbered(kafka, topic, 1, 3)
     df = read(spark_session, kafka, subscribe=topic)  # earliest to latest
@@ -227,3 +227,23 @@ def test_option_mistakes_fail_at_load_naming_the_option(spark_session, kafka, ka
             "kafka.bootstrap.servers", kafka.bootstrap_servers).option(
             "subscribe", topic).load().collect()
     assert "fixed schema" in str(raised.value)
+
+
+def test_a_token_provider_named_in_the_options_authenticates_driver_and_executors(
+        spark_session, kafka, kafka_topic, tmp_path):
+    # Options are strings: ``kafka.oauth_cb`` names the provider by module path, imported
+    # where each client is created (the driver's metadata client, each task's consumer).
+    topic = kafka_topic(partitions=2)
+    kafka.produce(topic, [b"a", b"b"], partition=0)
+    calls = tmp_path / "calls"
+    df = read(spark_session, kafka, subscribe=topic,
+              **{"kafka.security.protocol": "SASL_PLAINTEXT",
+                 "kafka.sasl.mechanisms": "OAUTHBEARER",
+                 "kafka.sasl.oauthbearer.config": str(calls),
+                 "kafka.oauth_cb": "tests.integration.oauth_tokens:provide"})
+    if READER["name"] == "c":  # chosen explicitly: a clear refusal, not a silent switch
+        with pytest.raises(Exception, match="the native reader cannot apply oauth_cb"):
+            df.collect()
+        return
+    assert values(df) == [(0, 0, b"a"), (0, 1, b"b")]
+    assert len(set(calls.read_text().split())) >= 2  # the driver's and a task's

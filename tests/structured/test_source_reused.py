@@ -1,6 +1,6 @@
 """One kafka-direct source used twice in a streaming query, linked to an offset store.
 
-What PySpark does (documented in the README, differences from Spark's source): a union or
+What PySpark does (documented in docs/structured-source.md): a union or
 self-join of ONE ``load()`` is one source listed once per use in the offset log, planned
 once per use with the same offsets; two ``load()`` calls are two sources, and only one of
 them can hold an offset store.

@@ -108,7 +108,7 @@ class DirectStreamModel(RuleBasedStateMachine):
         position = self.position(tp)
         if tp in self.stale and position is not None:
             # A log that grew back past the position before the stream looked is the same,
-            # by offsets, as the log it replaced: nobody can tell (see the README).
+            # by offsets, as the log it replaced: nobody can tell (see docs/direct-stream.md).
             n = min(n, position - self.cluster.log(tp).end - 1)
         committed = self.cluster.committed.get(("g", tp))
         if committed is not None and self.stale_commits.get(tp) == committed:

@@ -9,12 +9,11 @@ those changes out, and the page reads the last publication.
 
 from __future__ import annotations
 
-import copy
 import threading
 from collections.abc import Iterable
 from typing import Any
 
-from kafka_direct.streaming.ui.statistics import input_streams
+from kafka_direct.streaming.ui.statistics import capture_inputs, input_streams
 
 __all__ = ["InputStatusBoard"]
 
@@ -24,7 +23,7 @@ class InputStatusBoard:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._figures: dict[int, dict[str, Any]] = {}
+        self._captured: list[tuple[Any, ...]] = []
 
     def publish(self, streams: Iterable[Any]) -> None:
         """Describe ``streams`` and make that the current figures.
@@ -32,13 +31,14 @@ class InputStatusBoard:
         The caller must keep the streams from changing meanwhile (the scheduler's
         ``inputsLock``).
         """
-        figures = input_streams(streams)
+        captured = capture_inputs(streams)
         with self._lock:
-            self._figures = figures
+            self._captured = captured
 
     def snapshot(self) -> dict[int, dict[str, Any]]:
         """A copy of the current figures, the reader's to keep or change."""
         with self._lock:
-            figures = self._figures
-        # The published value is never changed in place, so copying outside the lock is safe.
-        return copy.deepcopy(figures)
+            captured = self._captured
+        # The published copy is never changed in place: describing it outside the lock is
+        # safe, and the description is new each time (the reader's to keep or change).
+        return input_streams(captured)

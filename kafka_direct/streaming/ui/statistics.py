@@ -7,6 +7,7 @@ are epoch milliseconds; delays are milliseconds; rates are records per second.
 
 from __future__ import annotations
 
+import copy
 import statistics
 from collections.abc import Mapping
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 from kafka_direct.streaming.batch_info import BatchInfo
 from kafka_direct.streaming.ui.progress_listener import ProgressSnapshot
 
-__all__ = ["batch_detail", "batch_summary", "input_streams", "overview"]
+__all__ = ["batch_detail", "batch_summary", "capture_inputs", "input_streams", "overview"]
 
 
 def _status(info: BatchInfo, snapshot: ProgressSnapshot) -> str:
@@ -80,23 +81,43 @@ def overview(snapshot: ProgressSnapshot, batchDuration: int, now: int,
     }
 
 
-def input_streams(streams: Any) -> dict[int, dict[str, Any]]:
-    """Name and live Kafka figures of each input stream, by id."""
-    described: dict[int, dict[str, Any]] = {}
+def capture_inputs(streams: Any) -> list[tuple[Any, ...]]:
+    """The input streams' live Kafka figures, copied as they are (cheap: once a batch).
+
+    The caller keeps the streams from changing meanwhile; :func:`input_streams` turns the
+    copy into the page's description later, on the page's own thread (with a thousand
+    partitions that description costs milliseconds the batch should not wait for).
+    """
+    captured: list[tuple[Any, ...]] = []
     for stream in streams:
-        entry: dict[str, Any] = {"name": stream.name}
         current = getattr(stream, "currentOffsets", None)
+        if current is None:
+            captured.append((stream.inputStreamId, stream.name, None, None, None, None))
+            continue
+        captured.append((stream.inputStreamId, stream.name, dict(current),
+                         dict(getattr(stream, "latestSeen", {})),
+                         dict(getattr(stream, "committedOffsets", {})), stream.rateLimit()))
+    return captured
+
+
+def input_streams(captured: list[tuple[Any, ...]]) -> dict[int, dict[str, Any]]:
+    """Name and live Kafka figures of each input stream, by id, from :func:`capture_inputs`."""
+    described: dict[int, dict[str, Any]] = {}
+    for streamId, name, current, latest, committed, rateLimit in captured:
+        entry: dict[str, Any] = {"name": name}
         if current is not None:
-            latest = getattr(stream, "latestSeen", {})
-            committed = getattr(stream, "committedOffsets", {})
             entry["partitions"] = [
                 {"topic": tp.topic, "partition": tp.partition, "nextOffset": offset,
                  "latestOffset": latest.get(tp), "committedOffset": committed.get(tp),
                  "lag": None if tp not in latest else max(0, latest[tp] - offset)}
-                for tp, offset in sorted(current.items())]
-            entry["rateLimit"] = stream.rateLimit()
-        described[stream.inputStreamId] = entry
+                for tp, offset in sorted(current.items(), key=_by_partition)]
+            entry["rateLimit"] = copy.deepcopy(rateLimit)  # the reader's to change
+        described[streamId] = entry
     return described
+
+
+def _by_partition(item: tuple[Any, int]) -> tuple[str, int]:
+    return item[0].topic, item[0].partition
 
 
 def batch_detail(info: BatchInfo, snapshot: ProgressSnapshot, batchDuration: int,

@@ -1,0 +1,131 @@
+"""The driver's planning per batch at scale: 1,000 partitions over 10 topics, both APIs.
+
+Direct stream: ``JobGenerator.generateJobs`` per batch (partition discovery, one ListOffsets
+for every partition, rate clamp, KafkaRDD building, job submission), on a ManualClock, with
+a few new records in every partition before each batch. Beside it, the same at 4 partitions.
+
+Structured Streaming: the source's planning as Spark reports it in each trigger's progress
+(``durationMs.latestOffset`` + ``durationMs.queryPlanning``), a query into ``noop`` on a
+processing-time trigger, with new records in every partition between triggers; beside it,
+the same at 4 partitions.
+
+Prints p50/p95/max per API and size. Target: p95 <= 50 ms at 1,000 partitions.
+
+Usage: python bench/planning_scale.py [--topics 10] [--partitions 100] [--batches 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import uuid
+
+from bench_support import Completed, time_generation
+
+from kafka_direct import ConsumerStrategies, KafkaUtils, LocationStrategies
+from kafka_direct.streaming import ManualClock, StreamingContext
+from kafka_direct.testing import kafka_service, spark_context
+
+
+def topics(kafka, count, partitions):
+    names = [f"scale-{uuid.uuid4().hex[:6]}-{i}" for i in range(count)]
+    for name in names:
+        kafka.create_topic(name, partitions)
+    return names
+
+
+def feed(producer, names, partitions):
+    for name in names:
+        for p in range(partitions):
+            producer.produce(name, b"x" * 100, partition=p)
+    producer.flush(60)
+
+
+def summary(label, ms):
+    ms = sorted(ms)
+    p95 = ms[max(0, round(0.95 * len(ms)) - 1)]
+    print(f"{label:<44} p50 {statistics.median(ms):7.1f} ms  p95 {p95:7.1f} ms  "
+          f"max {ms[-1]:7.1f} ms  ({len(ms)} batches)")
+    return p95
+
+
+def dstream(sc, kafka, producer, names, partitions, batches):
+    clock = ManualClock(0)
+    ssc = StreamingContext(sc, 1, clock=clock)
+    params = kafka.params(**{"group.id": f"g-{uuid.uuid4().hex[:6]}",
+                             "auto.offset.reset": "earliest"})
+    stream = KafkaUtils.createDirectStream(ssc, LocationStrategies.PreferConsistent(),
+                                           ConsumerStrategies.Subscribe(names, params))
+    stream.foreachRDD(lambda rdd: None)  # planning only: no job reads
+    done = Completed()
+    ssc.addStreamingListener(done)
+    ssc.start()
+    durations = time_generation(ssc)
+    try:
+        for batch in range(1, batches + 2):
+            feed(producer, names, partitions)
+            clock.advance(1000)
+            done.wait(batch * 1000)
+    finally:
+        ssc.stop(stopSparkContext=False)
+    return durations[1:]  # the first batch also starts the consumer
+
+
+def structured(spark, kafka, producer, names, partitions, batches):
+    reader = (spark.readStream.format("kafka-direct")
+              .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+              .option("subscribe", ",".join(names)).option("startingOffsets", "latest"))
+    query = (reader.load().writeStream.format("noop").trigger(processingTime="1 second")
+             .start())
+    seen, planning = set(), []
+    try:
+        deadline = time.monotonic() + 60 + batches * 10
+        while len(planning) < batches and time.monotonic() < deadline:
+            feed(producer, names, partitions)
+            time.sleep(1.0)
+            for progress in query.recentProgress:
+                batch = progress["batchId"]
+                if batch in seen or batch == 0 or not progress["numInputRows"]:
+                    continue
+                seen.add(batch)
+                d = progress["durationMs"]
+                planning.append(d.get("latestOffset", 0) + d.get("queryPlanning", 0))
+    finally:
+        query.stop()
+    return planning
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--topics", type=int, default=10)
+    parser.add_argument("--partitions", type=int, default=100)
+    parser.add_argument("--batches", type=int, default=20)
+    args = parser.parse_args()
+    from confluent_kafka import Producer
+    from pyspark.sql import SparkSession
+
+    import kafka_direct.sql
+
+    with kafka_service() as kafka, spark_context("local[2]", "planning-scale") as sc:
+        producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 20})
+        spark = SparkSession(sc)
+        kafka_direct.sql.register(spark)
+        big = topics(kafka, args.topics, args.partitions)
+        small = topics(kafka, 1, 4)
+        total = args.topics * args.partitions
+        results = {}
+        for api, run in (("direct stream", dstream), ("structured", structured)):
+            context = sc if run is dstream else spark
+            results[(api, 4)] = summary(f"{api}, 4 partitions",
+                                        run(context, kafka, producer, small, 4, args.batches))
+            results[(api, total)] = summary(
+                f"{api}, {total} partitions",
+                run(context, kafka, producer, big, args.partitions, args.batches))
+        print(f"target: p95 <= 50 ms at {total} partitions: "
+              + ", ".join(f"{api} {'met' if results[(api, total)] <= 50 else 'NOT met'}"
+                          for api in ("direct stream", "structured")))
+
+
+if __name__ == "__main__":
+    main()
