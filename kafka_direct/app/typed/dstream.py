@@ -162,8 +162,10 @@ class TypedDStreamWriter(KafkaRDDSink):
         """Drop staged tables of one batch (None: all of this group's), best effort."""
         import psycopg2
 
+        from offsets.database import connect
+
         try:
-            connection = psycopg2.connect(self.dsn)
+            connection = connect(self.dsn)
         except psycopg2.Error as error:
             logger.warning("%r: dropping staged rows failed (they go by age): %s", self,
                            type(error).__name__)

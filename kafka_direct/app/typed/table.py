@@ -185,9 +185,9 @@ def prepare_tables(dsn: str, schema: str, table: str, options: TypedOptions,
 
     from kafka_direct.errors import OffsetStoreError
     from kafka_direct.sql.sink_staging import ensure_sink_tables
-    from offsets.database import fix_for
+    from offsets.database import connect, describe_database_error, fix_for
 
-    connection = psycopg2.connect(dsn)
+    connection = connect(dsn)
     try:
         with connection, connection.cursor() as cursor:
             existing = table_columns(cursor, schema, table)
@@ -209,7 +209,7 @@ def prepare_tables(dsn: str, schema: str, table: str, options: TypedOptions,
 
                 ensure_link_tables(cursor, schema)
     except psycopg2.Error as error:
-        cause = " ".join(str(error).split())
+        cause = describe_database_error(error, dsn)
         raise OffsetStoreError(
             f"preparing the table {schema}.{table} failed: {cause}. "
             f"{fix_for(error, schema, table)}", store="PostgreSQL", cause=cause) from error
