@@ -12,6 +12,9 @@ Every error the library raises on purpose derives from :class:`KafkaDirectError`
     │   ├── OffsetOutOfRangeError   the range ends beyond the log end
     │   └── PollTimeoutError        no progress on the range within the poll timeout
     ├── RecordError                 a record that cannot become a row (a timestamp overflowing)
+    │   └── BadRecordError          a record the ingest job cannot decode or fit into its table
+    ├── SchemaChangeError           a field's new type does not fit its table column
+    ├── SchemaRegistryError         the Schema Registry refused or did not answer
     ├── OffsetMismatchError         a stored offset is neither the range's start nor its end
     ├── SinkWriteError              writing a range's results failed; none of them was committed
     ├── OffsetStoreError            an offset store could not be read or written; nothing changed
@@ -31,6 +34,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "BadRecordError",
     "CheckpointError",
     "ConfigurationError",
     "DataLossError",
@@ -44,6 +48,8 @@ __all__ = [
     "PartitionsRevokedError",
     "PollTimeoutError",
     "RecordError",
+    "SchemaChangeError",
+    "SchemaRegistryError",
     "ServiceError",
     "SinkWriteError",
     "StreamingQueryFailedError",
@@ -213,6 +219,67 @@ class RecordError(KafkaDirectError):
                  **context: Any) -> None:
         super().__init__(message, topic=topic, partition=partition, offset=offset,
                          cause=cause, **context)
+
+
+class BadRecordError(RecordError):
+    """A record the ingest job cannot turn into a row of its table.
+
+    It cannot be decoded (not JSON, an unknown schema id, bytes that are not Avro), or a
+    value does not fit its column (text in an integer column, a key column missing). With
+    ``--on-bad-record fail`` (the default) the batch stops with this error and nothing of it
+    is written; ``--on-bad-record dead-letter`` writes the raw record and the reason into
+    the dead-letter table instead, in the batch's transaction.
+
+    Attributes:
+        topic: The record's topic.
+        partition: The record's partition.
+        offset: The record's offset.
+        cause: Why it cannot be a row (never the record's bytes).
+    """
+
+
+class SchemaChangeError(KafkaDirectError):
+    """The records' schema changed a field in a way its table column cannot hold.
+
+    A new field adds a nullable column; a field whose type no longer fits its column (a
+    ``long`` into an ``integer`` column, a string into a ``bigint`` one) stops the job,
+    whatever ``--on-bad-record`` says, since every record of the new schema would fail.
+    Change the column (``ALTER TABLE ... ALTER COLUMN ... TYPE ...``) or the schema, then
+    run the job again: it resumes at the batch that stopped.
+
+    Attributes:
+        table: The target table (schema-qualified).
+        field: The field, which is the column's name.
+        columnType: The column's PostgreSQL type.
+        newType: The PostgreSQL type the field's new values need.
+        topic: The topic of a record with the new type (None when not known).
+        partition: That record's partition (None when not known).
+        offset: That record's offset (None when not known).
+    """
+
+    table: str
+    field: str
+    columnType: str
+    newType: str
+    topic: str | None
+    partition: int | None
+    offset: int | None
+
+
+class SchemaRegistryError(KafkaDirectError):
+    """The Schema Registry did not answer, or refused a request (not a missing schema).
+
+    A schema id the registry does not know makes its record a bad record; this is the
+    registry itself failing (unreachable, a refused login, a server error), so the batch
+    stops and nothing of it is written: run the job again once the registry answers.
+
+    Attributes:
+        status: The HTTP status of the answer (None when there was none).
+        cause: What the client said (no URL credentials, no password).
+    """
+
+    status: int | None
+    cause: str
 
 
 class OffsetMismatchError(KafkaDirectError):

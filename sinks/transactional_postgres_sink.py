@@ -220,15 +220,17 @@ class TransactionalPostgresSink(KafkaRDDSink):
     def __repr__(self) -> str:
         return f"TransactionalPostgresSink({self.schema}.{self.table}, group={self.group!r})"
 
-    def writeBatch(self, offsetRanges: Sequence[OffsetRange], rows: Iterable[Sequence[Any]]
-                   ) -> dict[str, int]:
+    def writeBatch(self, offsetRanges: Sequence[OffsetRange], rows: Iterable[Sequence[Any]],
+                   write: Callable[[Any], int] | None = None) -> dict[str, int]:
         """Write ``rows`` and advance every range, in one transaction on the driver.
 
         Every range must continue from its stored offset, or every range must be applied
         already (a re-run batch: nothing is written). Consecutive ranges of one partition
         are chained. Partitions new to the store are seeded at their chain's start in the
         same transaction, so a refused batch seeds nothing. ``rows`` are values for
-        ``columns``, e.g. ``results.toLocalIterator()`` of an aggregation.
+        ``columns``, e.g. ``results.toLocalIterator()`` of an aggregation. ``write``, when
+        given, writes instead of the COPY of ``rows``: called with the transaction's cursor
+        once the ranges are claimed, it returns the rows it wrote.
 
         Raises:
             OffsetMismatchError: A range neither continues nor repeats its stored offset, or
@@ -241,10 +243,11 @@ class TransactionalPostgresSink(KafkaRDDSink):
         ranges = chain_ranges(self.group, offsetRanges)  # sorted: the lock order
         generation = self.store.verifyLock(self.group)
         with database_errors(f"{self.schema}.{self.table}", dsn=self._dsn):
-            return self._writeBatch(ranges, rows, generation)
+            return self._writeBatch(ranges, rows, generation, write)
 
     def _writeBatch(self, ranges: Sequence[OffsetRange], rows: Iterable[Sequence[Any]],
-                    generation: int | None) -> dict[str, int]:
+                    generation: int | None, write: Callable[[Any], int] | None = None
+                    ) -> dict[str, int]:
         from psycopg2 import sql
 
         self.store.prepare()
@@ -267,8 +270,9 @@ class TransactionalPostgresSink(KafkaRDDSink):
                     "be the same as when it first ran", group=self.group, topic=first.topic,
                     partition=first.partition, stored=first.untilOffset,
                     fromOffset=first.fromOffset, untilOffset=first.untilOffset)
-            written = copy_rows(cursor, sql.Identifier(self.schema, self.table), self.columns,
-                                rows)
+            written = (write(cursor) if write is not None else
+                       copy_rows(cursor, sql.Identifier(self.schema, self.table), self.columns,
+                                 rows))
             for r in pending:
                 self.store.advance(cursor, self.group, r)
         return {"rows": written, "skipped": 0}

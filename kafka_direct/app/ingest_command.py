@@ -219,10 +219,11 @@ def run_ingest_command(args: argparse.Namespace, out: TextIO, err: TextIO | None
                 run_structured_ingest(
                     options, cluster.bootstrap_servers, dsn, out,
                     kafkaParams=settings.kafkaParams, signals=signals, result=result,
-                    checkpointDir=settings.checkpointDir)
+                    checkpointDir=settings.checkpointDir, records=settings.records)
             else:
                 run_ingest(options, cluster.bootstrap_servers, dsn, out,
-                           kafkaParams=settings.kafkaParams, signals=signals, result=result)
+                           kafkaParams=settings.kafkaParams, signals=signals, result=result,
+                           records=settings.records)
         except KafkaDirectError as error:
             if isinstance(error, ConfigurationError) and not result.batches:
                 raise  # a mistake in the options, found before any batch ran: exit 2

@@ -33,6 +33,7 @@ from kafka_direct.streaming.listener import StreamingListener, StreamingListener
 
 if TYPE_CHECKING:
     from kafka_direct.app.interrupts import TwoStageInterrupt
+    from kafka_direct.app.typed.options import TypedOptions
 
 __all__ = ["run_ingest"]
 
@@ -69,7 +70,8 @@ class _Progress(StreamingListener):
 def run_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
                out: TextIO | None = None, kafkaParams: Mapping[str, Any] | None = None,
                row: Any = None, signals: TwoStageInterrupt | None = None,
-               result: IngestResult | None = None) -> IngestResult:
+               result: IngestResult | None = None, records: TypedOptions | None = None
+               ) -> IngestResult:
     """Run the ingest job until it is stopped, idle long enough, or fails.
 
     Args:
@@ -86,6 +88,8 @@ def run_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
             has started (PySpark replaces the SIGINT handler). None: run until idle,
             stopped or failed.
         result: Count into this result (the caller sees how far a failed run got).
+        records: How records become rows (typed columns, upserts, tombstones, dead
+            letters: :mod:`kafka_direct.app.typed`); None or raw: the raw bytes.
 
     Returns:
         What the run did (``result`` when given).
@@ -105,7 +109,14 @@ def run_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
     policy, explicit = parse_starting_offsets(options.startingOffsets)
     store = PostgresOffsetStore(dsn, schema=options.schema)
     store.ensure_schema()
-    ensure_table(dsn, options.schema, options.table)
+    typed = records is not None and records.active
+    if typed:
+        from kafka_direct.app.typed.table import prepare_tables
+
+        assert records is not None
+        prepare_tables(dsn, options.schema, options.table, records)
+    else:
+        ensure_table(dsn, options.schema, options.table)
     result = IngestResult() if result is None else result
     written: dict[int, tuple[int, int]] = {}
     notRun: set[int] = set()
@@ -144,7 +155,13 @@ def run_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
             pattern=options.pattern, startingOffsets=explicit)
         table = (options.schema, options.table)
         sink: Any
-        if options.sink == "transactional":
+        if typed:
+            from kafka_direct.app.typed.dstream import TypedDStreamWriter
+
+            assert records is not None
+            sink = TypedDStreamWriter(dsn, table[0], table[1], options.group, records,
+                                      options.statementTimeoutMs)
+        elif options.sink == "transactional":
             sink = TransactionalPostgresSink(dsn, table[1], options.group,
                                              row=row or default_row, schema=table[0],
                                              statementTimeoutMs=options.statementTimeoutMs)

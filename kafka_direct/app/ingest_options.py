@@ -24,6 +24,8 @@ from typing import Any
 
 from kafka_direct.app.kafka_cluster import check_topic_name
 from kafka_direct.app.kafka_properties import ENV_PREFIX, kafka_params
+from kafka_direct.app.typed.options import TypedOptions, options_from_args
+from kafka_direct.app.typed.options import add_arguments as add_record_arguments
 from kafka_direct.conf_values import MAX_OFFSET
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.streaming.durations import to_ms
@@ -316,6 +318,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     job.add_argument("--ui-port", type=int, default=None,
                      help="serve the streaming statistics page and /metrics on 127.0.0.1 "
                           "at this port (0: any free port)")
+    add_record_arguments(parser)
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,6 +336,7 @@ class IngestSettings:
         stateDir: Where the embedded services keep their data (None: temporary).
         dsnSource: Where the DSN came from (``--dsn``, ``--dsn-file FILE``, an environment
             variable), for errors about it.
+        records: How records become rows (None or raw: today's raw bytes).
 
     Its repr shows no secret: the DSN and the Kafka properties are redacted.
     """
@@ -347,6 +351,7 @@ class IngestSettings:
     stateDir: Path | None
     dsnSource: str = "--dsn"
     checkpointDir: Path | None = None
+    records: TypedOptions | None = None
 
     def __repr__(self) -> str:
         from kafka_direct.app.dsn_check import scrub
@@ -516,6 +521,7 @@ def settings_from_args(args: argparse.Namespace,
             f"--master {args.master} runs executors elsewhere, which cannot reach the embedded "
             "services (they listen on 127.0.0.1): give --bootstrap-servers and --dsn")
     params = kafka_params(args.kafka_properties, args.kafka_param, environ)
+    records = options_from_args(args, environ)
     topics = tuple(args.topics or (() if args.pattern else (DEFAULT_TOPIC,)))
     options = IngestOptions(
         topics=topics, pattern=args.pattern, group=args.group, table=args.table,
@@ -534,7 +540,8 @@ def settings_from_args(args: argparse.Namespace,
                           kafkaParams=params, createTopics=args.create_topics or embeddedKafka,
                           partitions=args.partitions, sampleEvents=samples,
                           stateDir=stateDir, dsnSource=dsnSource,
-                          checkpointDir=_state_dir(getattr(args, "checkpoint_dir", None)))
+                          checkpointDir=_state_dir(getattr(args, "checkpoint_dir", None)),
+                          records=records)
 
 
 def describe(settings: IngestSettings) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from kafka_direct.app.ingest_options import (
     TASK_ATTEMPTS,
@@ -26,8 +26,12 @@ from kafka_direct.app.ingest_options import (
 )
 from kafka_direct.app.ingest_table import ensure_table
 from kafka_direct.app.interrupts import TwoStageInterrupt
+from kafka_direct.app.typed.options import TypedOptions
 from kafka_direct.errors import KafkaDirectError, StreamingQueryFailedError
 from kafka_direct.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming.query import StreamingQuery
 
 __all__ = ["QUERY_NAME", "run_structured_ingest", "source_options", "stored_offsets"]
 
@@ -143,7 +147,8 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
                           kafkaParams: Mapping[str, Any] | None = None,
                           signals: TwoStageInterrupt | None = None,
                           result: IngestResult | None = None,
-                          checkpointDir: str | Path | None = None) -> IngestResult:
+                          checkpointDir: str | Path | None = None,
+                          records: TypedOptions | None = None) -> IngestResult:
     """Run the ingest job as a streaming query until stopped, idle long enough, or failed.
 
     Args:
@@ -156,6 +161,8 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
         result: Count into this result.
         checkpointDir: The query's checkpoint location (None: a fresh temporary one; the
             query then starts from the offsets in PostgreSQL).
+        records: How records become rows (:mod:`kafka_direct.app.typed`); None or raw:
+            the raw bytes through the ``kafka-direct-postgres`` sink.
 
     Returns:
         What the run did (``result`` when given).
@@ -169,7 +176,14 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
     from kafka_direct.sql import POSTGRES_SINK_FORMAT, SOURCE_FORMAT, register
     from kafka_direct.testing.spark import spark_context
 
-    ensure_table(dsn, options.schema, options.table)
+    typed = records is not None and records.active
+    if typed:
+        from kafka_direct.app.typed.table import prepare_tables
+
+        assert records is not None
+        prepare_tables(dsn, options.schema, options.table, records, structured=True)
+    else:
+        ensure_table(dsn, options.schema, options.table)
     result = IngestResult() if result is None else result
     stopRequested = signals.requested if signals is not None else threading.Event()
     if stopRequested.is_set():
@@ -198,15 +212,19 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
         rows = reader.load().selectExpr("topic", "partition AS kafka_partition",
                                         "offset AS kafka_offset", "key", "value")
         location = str(checkpointDir) if checkpointDir else str(Path(scratch) / "checkpoint")
-        query = (rows.writeStream.format(POSTGRES_SINK_FORMAT)
-                 .option("dsn", dsn).option("schema", options.schema)
-                 .option("table", options.table)
-                 .option("offsetStore.name", options.group)
-                 .option("offsetStore.schema", options.schema)
-                 .option("checkpointLocation", location)
-                 .queryName(QUERY_NAME)
-                 .trigger(processingTime=f"{options.batchInterval} seconds")
-                 .start())
+        if typed:
+            assert records is not None
+            query = _typed_query(spark, rows, records, options, dsn, location)
+        else:
+            query = (rows.writeStream.format(POSTGRES_SINK_FORMAT)
+                     .option("dsn", dsn).option("schema", options.schema)
+                     .option("table", options.table)
+                     .option("offsetStore.name", options.group)
+                     .option("offsetStore.schema", options.schema)
+                     .option("checkpointLocation", location)
+                     .queryName(QUERY_NAME)
+                     .trigger(processingTime=f"{options.batchInterval} seconds")
+                     .start())
         progress = _Progress(result, options.stopAfterIdleBatches, options.batchInterval, out)
         try:
             while query.isActive:
@@ -228,6 +246,24 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
                 query.stop()
         result.offsets = stored_offsets(dsn, options.schema, options.group)
     return result
+
+
+def _typed_query(spark: Any, rows: Any, records: TypedOptions, options: IngestOptions,
+                 dsn: str, location: str) -> StreamingQuery:
+    """Start the query writing typed rows (:mod:`kafka_direct.app.typed.structured`)."""
+    from kafka_direct.app.typed.formats import fetch_schemas
+    from kafka_direct.app.typed.structured import FORMAT, TypedIngestSink, sink_options
+
+    spark.dataSource.register(TypedIngestSink)
+    writer = rows.writeStream.format(FORMAT)
+    schemas = fetch_schemas(records, options.topics)  # the tasks need not ask the registry
+    for key, value in sink_options(records, dsn, options.schema, options.table, options.group,
+                                   options.statementTimeoutMs, schemas).items():
+        writer = writer.option(key, value)
+    query: StreamingQuery = (
+        writer.option("checkpointLocation", location).queryName(QUERY_NAME)
+        .trigger(processingTime=f"{options.batchInterval} seconds").start())
+    return query
 
 
 def _stop_after_running_batch(query: Any, timeout: float = 600.0) -> None:

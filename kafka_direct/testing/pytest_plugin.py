@@ -2,8 +2,8 @@
 
 Session-wide: ``kafka`` (a started :class:`KafkaService`), ``postgres`` (a started
 :class:`PostgresService`), ``spark`` (a ``local[2,2]`` SparkContext), ``spark_connect`` (a
-started :class:`SparkConnectServer`) and ``connect_session`` (a Spark Connect client session
-on it). Per test:
+started :class:`SparkConnectServer`), ``connect_session`` (a Spark Connect client session
+on it) and ``schema_registry`` (a Schema Registry for Avro tests). Per test:
 ``kafka_topic`` (a factory of fresh topics) and ``pg_schema`` (a fresh schema, dropped after).
 Services start on first use only, so a test run that needs none starts none.
 """
@@ -73,6 +73,19 @@ def connect_session(spark_connect: SparkConnectServer) -> Iterator[Any]:
     session = spark_connect.session()
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def schema_registry() -> Iterator[Any]:
+    """A Confluent-compatible Schema Registry on 127.0.0.1 for the session.
+
+    Served over HTTP, so Spark's executors reach it too
+    (:class:`~kafka_direct.testing.schema_registry.LocalSchemaRegistry`).
+    """
+    from kafka_direct.testing.schema_registry import LocalSchemaRegistry
+
+    with LocalSchemaRegistry() as registry:
+        yield registry
 
 
 @pytest.fixture

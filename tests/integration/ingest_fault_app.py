@@ -7,6 +7,8 @@ to widen the write window).
 
 ``aggregate`` counts records per key in each batch (a shuffle) and writes the counts and all
 the batch's offsets in one transaction (``TransactionalPostgresSink.perBatch``).
+``typed`` (optional): ``{"registry": URL}`` writes Avro keys and values as typed columns,
+upserted on ``id`` with tombstones deleting (``kafka_direct.app.typed``).
 Exit codes: 0 finished, 3 a KafkaDirectError stopped the job (its type on stderr).
 """
 
@@ -84,8 +86,15 @@ def main():
             schema=settings["schema"], batchInterval=settings["interval"],
             maxRatePerPartition=settings["rate"], sink=settings["sink"],
             stopAfterIdleBatches=settings["idle"])
+        records = None
+        if settings.get("typed"):
+            from kafka_direct.app.typed.options import RegistrySettings, TypedOptions
+
+            records = TypedOptions(valueFormat="avro", keyFormat="avro",
+                                   registry=RegistrySettings(settings["typed"]["registry"]),
+                                   keyColumns=("id",), onTombstone="delete")
         run_ingest(options, settings["bootstrap"], settings["dsn"], sys.stdout,
-                   row=make_row(settings))
+                   row=make_row(settings), records=records)
     except KafkaDirectError as error:
         print(f"{type(error).__name__}: {error}", file=sys.stderr)
         return 3

@@ -262,3 +262,73 @@ def test_postgres_restarted_mid_stream(scenario, tmp_path):
 
 def test_broker_restarted_mid_stream(scenario, own_kafka):
     restart_mid_stream(scenario(broker=own_kafka), own_kafka.restart, "broker")
+
+
+class TypedScenario(Scenario):
+    """Avro keys and values upserted on ``id``, tombstones deleting: a compacted topic's view.
+
+    Keys belong to one partition each (as Kafka's partitioner keeps them), so the table must
+    equal, for every key, its partition's last record, unless that is a tombstone.
+    """
+
+    def __init__(self, kafka, postgres, schema, topic, tmp_path, registry):
+        from tests.app.test_ingest_typed import avro_serializer
+
+        super().__init__(kafka, postgres, schema, topic, tmp_path, "typed")
+        self.settings["sink"] = "transactional"
+        self.settings["typed"] = {"registry": registry.url}
+        self.settings["rate"] = 1000  # decoding and staging cost more per batch than raw
+        self.value = avro_serializer(registry, {"type": "record", "name": "Row", "fields": [
+            {"name": "id", "type": "long"}, {"name": "v", "type": "long"},
+            {"name": "note", "type": ["null", "string"], "default": None}]}, topic)
+        self.key = avro_serializer(registry, {"type": "record", "name": "RowKey", "fields": [
+            {"name": "id", "type": "long"}]}, topic, "key")
+        self.log = {p: [] for p in range(PARTITIONS)}  # (id, v or None) per offset
+
+    def produce(self, per_partition):
+        for p in range(PARTITIONS):
+            keys, values = [], []
+            for i in range(self.produced, self.produced + per_partition):
+                ident = (i * 7) % 40 * PARTITIONS + p  # 40 keys of this partition's own
+                v = None if i % 11 == 3 else i
+                keys.append(self.key({"id": ident}))
+                values.append(None if v is None else self.value({"id": ident, "v": v,
+                                                                 "note": f"n{i}"}))
+                self.log[p].append((ident, v))
+            self.kafka.produce(self.topic, values, partition=p, keys=keys)
+        self.produced += per_partition
+
+    def rows(self):
+        return self.query(f'SELECT count(*) FROM "{self.schema}".events')[0][0]
+
+    def check(self):
+        expected = {}
+        for p, records in self.log.items():
+            for offset, (ident, v) in enumerate(records):
+                if v is None:
+                    expected.pop(ident, None)
+                else:
+                    expected[ident] = (p, offset, v)
+        rows = self.query(f'SELECT id, kafka_partition, kafka_offset, v FROM '
+                          f'"{self.schema}".events')
+        assert {ident: (p, o, v) for ident, p, o, v in rows} == expected
+        assert len(rows) == len(expected)
+        stored = dict(((t, p), o) for t, p, o in self.query(
+            f"SELECT topic, kafka_partition, next_offset FROM \"{self.schema}\".kafka_offsets "
+            "WHERE group_id = 'faults'"))
+        assert stored == {(self.topic, p): self.produced for p in range(PARTITIONS)}
+        assert self.query(f"SELECT count(*) FROM pg_tables WHERE schemaname = '{self.schema}' "
+                          "AND tablename LIKE 'kafka_direct_stage_%'") == [(0,)]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_typed_upserts_killed_at_every_moment_mirror_the_compacted_log(
+        kafka, postgres, pg_schema, kafka_topic, tmp_path, schema_registry):
+    # Avro records, upserts on id and tombstone deletes: after kills anywhere in the batch
+    # lifecycle (staging, the batch's transaction, right after it), the table equals the
+    # compacted log, every key once, the stored offsets at the log end, no staging left.
+    scenario = TypedScenario(kafka, postgres, pg_schema, kafka_topic(partitions=PARTITIONS),
+                             tmp_path, schema_registry)
+    kill_repeatedly(scenario, ["random", "batch", "commit"] * 4, seed=23)
+    assert len(scenario.kills) >= 8, scenario.kills

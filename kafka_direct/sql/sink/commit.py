@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +39,7 @@ from kafka_direct.sql.link.sink_side import AppliedPlan, apply_batch_plan, check
 from kafka_direct.sql.sink.options import SinkOptions
 from kafka_direct.sql.sink.staging import COMMITS_TABLE, STAGED_TABLE, StagedAttempt, drop_staged
 
-__all__ = ["CommitResult", "abort_batch", "commit_batch", "commit_write", "drop_stale",
+__all__ = ["CommitResult", "Mover", "abort_batch", "commit_batch", "commit_write", "drop_stale",
            "move_statement"]
 
 logger = logging.getLogger(__name__)
@@ -48,6 +48,9 @@ logger = logging.getLogger(__name__)
 STALE_SWEEP_SECONDS = 60.0
 _swept: dict[tuple[object, str], float] = {}
 _swept_mutex = threading.Lock()
+
+#: A writer's own move of its staged rows: (cursor, attempts with rows) -> rows written.
+Mover = Callable[[Any, Sequence[StagedAttempt]], int]
 
 _PART = "kafka_direct_part"
 _POS = "kafka_direct_pos"
@@ -158,7 +161,8 @@ def _lock_commit_row(cursor: Any, options: SinkOptions, queryId: str) -> int:
 
 
 def _commit_once(options: SinkOptions, queryId: str, batchId: int,
-                 staged: Sequence[StagedAttempt], record: bool) -> CommitResult:
+                 staged: Sequence[StagedAttempt], record: bool,
+                 move: Mover | None = None) -> CommitResult:
     from psycopg2 import sql
 
     with transaction(options.database, options.statementTimeoutMs) as cursor:
@@ -194,7 +198,9 @@ def _commit_once(options: SinkOptions, queryId: str, batchId: int,
             cursor.execute(sql.SQL("DELETE FROM {}").format(
                 sql.Identifier(options.schema, options.table)))
         moved = 0
-        if withRows:
+        if withRows and move is not None:  # the writer moves its own staged rows
+            moved = move(cursor, withRows)
+        elif withRows:
             cursor.execute(move_statement(options, withRows))
             moved = cursor.rowcount
             expected = sum(a.rows for a in withRows)
@@ -271,7 +277,7 @@ def _attempts(queryId: str | None, batchId: int, messages: Sequence[StagedAttemp
 
 def commit_batch(options: SinkOptions, batchId: int,
                  messages: Sequence[StagedAttempt | None], *,
-                 queryId: str | None = None) -> CommitResult:
+                 queryId: str | None = None, move: Mover | None = None) -> CommitResult:
     """Commit micro-batch ``batchId`` exactly once (see the module's steps).
 
     Args:
@@ -281,6 +287,9 @@ def commit_batch(options: SinkOptions, batchId: int,
             ``foreachBatch`` write of no partition has none).
         queryId: The query's id when the caller knows it (a ``foreachBatch`` write): the
             messages must name it; needed when there is no message.
+        move: Moves the staged attempts' rows into the target instead of step 5 (a writer
+            whose staging tables are its own): called with the commit's cursor and the
+            attempts that staged rows, it returns the rows written.
 
     Raises:
         SinkWriteError: The database failed (rolled back: nothing written), the COMMIT's
@@ -297,7 +306,7 @@ def commit_batch(options: SinkOptions, batchId: int,
             "id): use df.write for batch writes", setting="queryId")
     result: CommitResult = _run(
         options, f"committing batch {batchId} of query {queryId}",
-        lambda: _commit_once(options, queryId, batchId, staged, True))
+        lambda: _commit_once(options, queryId, batchId, staged, True, move))
     if not result.skipped:
         logger.info("batch %d of query %s committed: %d rows into %s", batchId, queryId,
                     result.rows, options.target)

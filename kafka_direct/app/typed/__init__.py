@@ -1,0 +1,25 @@
+"""Typed rows for the ingest job: record formats, column types, upserts, deletes, dead letters.
+
+The ingest job writes raw bytes by default (``topic, kafka_partition, kafka_offset, key,
+value``). With ``--value-format`` / ``--key-format json|avro``, ``--key-columns``,
+``--on-tombstone`` or ``--on-bad-record dead-letter`` it writes through this package, on
+both APIs:
+
+* :mod:`.options`: the options, checked together (:class:`TypedOptions`);
+* :mod:`.formats`: decoding keys and values (raw, JSON, Avro from a Schema Registry);
+* :mod:`.columns`: PostgreSQL column types, what fits where, and value conversion;
+* :mod:`.rows`: a record as a staged row (a row, a delete, or a dead letter);
+* :mod:`.stage`: executor tasks stage their rows in unlogged tables of their own;
+* :mod:`.table`: the target and dead-letter tables: created, evolved, checked;
+* :mod:`.commit`: the driver moves a batch's staged rows, in the batch's transaction;
+* :mod:`.dstream` and :mod:`.structured`: the two APIs' writers around it.
+
+Every batch is one PostgreSQL transaction on the driver: new columns, rows, upserts,
+deletes, dead letters and the batch's offsets commit together or not at all.
+"""
+
+from __future__ import annotations
+
+from kafka_direct.app.typed.options import RegistrySettings, TypedOptions
+
+__all__ = ["RegistrySettings", "TypedOptions"]

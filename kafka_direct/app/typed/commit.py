@@ -1,0 +1,225 @@
+"""Driver side: a batch's staged rows into the target, in the batch's transaction.
+
+:func:`move_parts` runs inside the transaction that also stores the batch's offsets (the
+DStream job's per-batch offset claim, or the structured sink's commit), so everything
+below commits with them or not at all:
+
+1. the columns the batch's rows carry, joined over its tasks (a column new in two tasks
+   takes the type that holds both, or the batch stops with SchemaChangeError);
+2. the target: created from them when missing; new columns added (``ALTER TABLE ... ADD
+   COLUMN``, nullable); an existing column whose type cannot hold the new one stops the
+   batch with :class:`~kafka_direct.errors.SchemaChangeError` naming the field and both
+   types; key columns that arrive with the batch get their primary key;
+3. rows: appended (``INSERT ... SELECT``, each staged text cast to its column's type), or
+   with key columns reduced to the latest record of each key (highest offset; within a
+   batch too), then deleted (the latest is a tombstone) or upserted (``ON CONFLICT (keys)
+   DO UPDATE``) — a compacted topic's view;
+4. dead letters into the dead-letter table;
+5. the staging tables dropped with their registry rows.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kafka_direct.app.typed.columns import fits, widest
+from kafka_direct.app.typed.options import COORDINATES, TypedOptions
+from kafka_direct.app.typed.rows import BAD, DELETE, ROW
+from kafka_direct.app.typed.stage import ERROR, KIND, RAW_KEY, RAW_VALUE, StagedPart
+from kafka_direct.app.typed.table import (
+    add_columns,
+    create_target,
+    has_unique,
+    table_columns,
+)
+from kafka_direct.errors import SchemaChangeError
+
+__all__ = ["MoveCounts", "batch_columns", "move_parts"]
+
+logger = logging.getLogger(__name__)
+
+_LATEST = "kafka_direct_latest"
+
+
+@dataclass(slots=True)
+class MoveCounts:
+    """What a batch's move did.
+
+    Attributes:
+        written: Rows inserted or updated in the target.
+        deleted: Rows deleted (tombstones).
+        deadLetters: Records written into the dead-letter table.
+        added: Columns added to the target.
+    """
+
+    written: int = 0
+    deleted: int = 0
+    deadLetters: int = 0
+    added: tuple[str, ...] = ()
+
+
+def batch_columns(parts: Sequence[StagedPart], target: str
+                  ) -> dict[str, tuple[str, bool, str, int, int]]:
+    """The batch's field columns: name -> (type, fromSchema, where first seen), joined.
+
+    Raises:
+        SchemaChangeError: Two tasks give a new column types no column holds both.
+    """
+    joined: dict[str, tuple[str, bool, str, int, int]] = {}
+    for part in parts:
+        for name, kind, fromSchema, topic, partition, offset in part.columns:
+            held = joined.get(name)
+            if held is None:
+                joined[name] = (kind, fromSchema, topic, partition, offset)
+                continue
+            if held[0] == kind:
+                continue
+            wider = widest(held[0], kind)
+            if wider is None:
+                raise SchemaChangeError(
+                    f"field {name!r} has type {held[0]} in records of one partition and "
+                    f"type {kind} in another (at {topic}-{partition} offset {offset}) in "
+                    f"the same batch; no column type holds both. Give {target}.{name} a "
+                    "type by hand (ALTER TABLE ... ADD COLUMN) or fix the producers",
+                    table=target, field=name, columnType=held[0], newType=kind,
+                    topic=topic or None, partition=None if partition < 0 else partition,
+                    offset=None if offset < 0 else offset)
+            joined[name] = (wider, held[1] and fromSchema, *held[2:])
+    return joined
+
+
+def _evolve(cursor: Any, schema: str, table: str, options: TypedOptions,
+            columns: dict[str, tuple[str, bool, str, int, int]]) -> tuple[dict[str, str],
+                                                                          tuple[str, ...]]:
+    """Create or widen the target for the batch's columns; returns (its columns, added)."""
+    from psycopg2 import sql
+
+    target = f"{schema}.{table}"
+    existing = table_columns(cursor, schema, table)
+    if existing is None:
+        known = [(name, info[0]) for name, info in columns.items()]
+        keys = options.keyColumns or COORDINATES
+        create_target(cursor, schema, table, known, keys)
+        return table_columns(cursor, schema, table) or {}, tuple(columns)
+    new: list[tuple[str, str]] = []
+    for name, (kind, _, topic, partition, offset) in columns.items():
+        column = existing.get(name)
+        if column is None:
+            new.append((name, kind))
+        elif not fits(column, kind):
+            raise SchemaChangeError(
+                f"field {name!r} now has type {kind} (first at {topic}-{partition} offset "
+                f"{offset}), which column {name} of {target} (type {column}) cannot hold. "
+                f"Change the column (ALTER TABLE {target} ALTER COLUMN {name} TYPE {kind}) "
+                "or the schema, then run the job again: it resumes at this batch",
+                table=target, field=name, columnType=column, newType=kind,
+                topic=topic or None, partition=None if partition < 0 else partition,
+                offset=None if offset < 0 else offset)
+    add_columns(cursor, schema, table, new)
+    for name, kind in new:
+        existing[name] = kind
+    keys = options.keyColumns
+    if keys and any(k in dict(new) for k in keys) and all(k in existing for k in keys) \
+            and not has_unique(cursor, schema, table, keys):
+        # The key columns came with this batch (the table was made before their types were
+        # known): their primary key too. A table with rows cannot take it (NULL keys).
+        cursor.execute(sql.SQL("ALTER TABLE {} ADD PRIMARY KEY ({})").format(
+            sql.Identifier(schema, table), sql.SQL(", ").join(sql.Identifier(k) for k in keys)))
+    return existing, tuple(name for name, _ in new)
+
+
+def _union(parts: Sequence[StagedPart], schema: str, select: Any, kinds: Sequence[str]
+           ) -> Any:
+    """``SELECT <select per part> FROM stage WHERE kind IN kinds`` over the parts."""
+    from psycopg2 import sql
+
+    return sql.SQL(" UNION ALL ").join(
+        sql.SQL("SELECT ") + select(part) + sql.SQL(" FROM {} WHERE {} IN ({})").format(
+            sql.Identifier(schema, part.table), sql.Identifier(KIND),
+            sql.SQL(", ").join(sql.Literal(k) for k in kinds))
+        for part in parts)
+
+
+def move_parts(cursor: Any, schema: str, table: str, options: TypedOptions,
+               parts: Sequence[StagedPart]) -> MoveCounts:
+    """Move the staged ``parts`` into the target (see the module); in the caller's transaction.
+
+    Raises:
+        SchemaChangeError: A field's type does not fit its column.
+        psycopg2.Error: The database failed (the caller rolls back).
+    """
+    from psycopg2 import sql
+
+    target = f"{schema}.{table}"
+    parts = [p for p in parts if p.rows]
+    counts = MoveCounts()
+    if not parts:
+        return counts
+    columns = batch_columns(parts, target)
+    existing, counts.added = _evolve(cursor, schema, table, options, columns)
+    fields = [name for name in columns if name not in COORDINATES]
+    written = [*COORDINATES, *fields]
+
+    def casted(part: StagedPart) -> Any:
+        mine = {name for name, *_ in part.columns}
+        values = [sql.Identifier(c) for c in COORDINATES] + [
+            sql.SQL("{}::{} AS {}").format(sql.Identifier(name) if name in mine else sql.NULL,
+                                           sql.SQL(existing[name]), sql.Identifier(name))
+            for name in fields]
+        return sql.SQL(", ").join(values)
+
+    names = sql.SQL(", ").join(sql.Identifier(c) for c in written)
+    goal = sql.Identifier(schema, table)
+    if any(p.rows - p.deadLetters for p in parts):
+        if not options.keyColumns:
+            cursor.execute(sql.SQL("INSERT INTO {} ({}) ").format(goal, names)
+                           + _union(parts, schema, casted, (ROW,)))
+            counts.written = cursor.rowcount
+        else:
+            counts.written, counts.deleted = _upsert(cursor, goal, options.keyColumns, written,
+                                                     _union(parts, schema, lambda p: (
+                                                         sql.Identifier(KIND) + sql.SQL(", ")
+                                                         + casted(p)), (ROW, DELETE)))
+    deadLetter = options.dead_letter_table(table)
+    if deadLetter is not None and any(p.deadLetters for p in parts):
+        cursor.execute(sql.SQL(
+            "INSERT INTO {} (topic, kafka_partition, kafka_offset, key, value, error) ").format(
+            sql.Identifier(schema, deadLetter)) + _union(
+            parts, schema, lambda p: sql.SQL(", ").join(
+                sql.Identifier(c) for c in (*COORDINATES, RAW_KEY, RAW_VALUE, ERROR)), (BAD,)))
+        counts.deadLetters = cursor.rowcount
+    return counts
+
+
+def _upsert(cursor: Any, goal: Any, keys: Sequence[str], written: Sequence[str],
+            staged: Any) -> tuple[int, int]:
+    """Reduce to each key's latest record, delete tombstoned keys, upsert the rest."""
+    from psycopg2 import sql
+
+    keyList = sql.SQL(", ").join(sql.Identifier(k) for k in keys)
+    # The latest record of each key: the highest offset (Kafka orders a key within its
+    # partition; a key in two partitions of one batch goes to the higher partition).
+    cursor.execute(sql.SQL(
+        "CREATE TEMP TABLE {} ON COMMIT DROP AS SELECT DISTINCT ON ({}) * FROM (").format(
+        sql.Identifier(_LATEST), keyList) + staged + sql.SQL(
+        ") AS staged ORDER BY {}, kafka_offset DESC, kafka_partition DESC").format(keyList))
+    cursor.execute(sql.SQL("DELETE FROM {} AS t USING {} AS l WHERE l.{} = %s AND ").format(
+        goal, sql.Identifier(_LATEST), sql.Identifier(KIND)) + sql.SQL(" AND ").join(
+        sql.SQL("t.{} = l.{}").format(sql.Identifier(k), sql.Identifier(k)) for k in keys),
+        (DELETE,))
+    deleted = cursor.rowcount
+    others = [c for c in written if c not in keys]
+    action = (sql.SQL("DO UPDATE SET ") + sql.SQL(", ").join(
+        sql.SQL("{} = EXCLUDED.{}").format(sql.Identifier(c), sql.Identifier(c))
+        for c in others)) if others else sql.SQL("DO NOTHING")
+    columns = sql.SQL(", ").join(sql.Identifier(c) for c in written)
+    cursor.execute(sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {} WHERE {} = %s "
+                           "ON CONFLICT ({}) ").format(
+        goal, columns, columns, sql.Identifier(_LATEST), sql.Identifier(KIND), keyList)
+        + action, (ROW,))
+    written_ = cursor.rowcount
+    cursor.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(_LATEST)))
+    return written_, deleted

@@ -1,0 +1,369 @@
+"""The ingest job's record options: formats, key columns, tombstones, bad records.
+
+:func:`add_arguments` declares them on the ``ingest`` sub-command; :func:`options_from_args`
+checks them together and returns :class:`TypedOptions`. Every combination that cannot work
+is a :class:`~kafka_direct.errors.ConfigurationError` naming the flag and the fix, found
+before anything starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka_direct.errors import ConfigurationError
+
+__all__ = ["BAD_RECORD_POLICIES", "COORDINATES", "FORMATS", "RESERVED_PREFIX",
+           "TOMBSTONE_POLICIES", "RegistrySettings", "TypedOptions", "add_arguments",
+           "check_column_name", "options_from_args", "parse_columns"]
+
+#: Record formats of keys and values.
+FORMATS = ("raw", "json", "avro")
+#: What a record with a null value (a tombstone) does: ``row`` writes it as a row (its value
+#: columns NULL: the raw job's behaviour), ``delete`` deletes its key's row, ``ignore``
+#: skips it.
+TOMBSTONE_POLICIES = ("row", "delete", "ignore")
+#: What a record that cannot be a row does.
+BAD_RECORD_POLICIES = ("fail", "dead-letter")
+#: The Kafka coordinates every row keeps.
+COORDINATES = ("topic", "kafka_partition", "kafka_offset")
+#: Column names starting with this are the job's own (staging).
+RESERVED_PREFIX = "kafka_direct_"
+#: PostgreSQL's longest identifier, in bytes (longer ones are truncated).
+NAME_LIMIT = 63
+
+_SECRET_CONF = ("basic.auth.user.info", "bearer.auth.token", "bearer.auth.client.secret",
+                "ssl.key.password")
+
+
+def check_column_name(name: str, flag: str) -> str:
+    """``name`` if it can be a column name the job writes; ConfigurationError naming ``flag``.
+
+    Raises:
+        ConfigurationError: An empty name, one longer than PostgreSQL's 63 bytes, one with a
+            NUL character, or one starting with the job's own ``kafka_direct_`` prefix.
+    """
+    if not name or not name.strip():
+        raise ConfigurationError(f"{flag}: a column name is empty")
+    if len(name.encode("utf-8")) > NAME_LIMIT:
+        raise ConfigurationError(f"{flag}: column name {name!r} is longer than PostgreSQL's "
+                                 f"{NAME_LIMIT}-byte names")
+    if "\x00" in name:
+        raise ConfigurationError(f"{flag}: a column name holds a NUL character")
+    if name.startswith(RESERVED_PREFIX):
+        raise ConfigurationError(f"{flag}: column names starting with {RESERVED_PREFIX!r} "
+                                 "are the job's own; rename the column")
+    return name
+
+
+def parse_columns(text: str) -> tuple[tuple[str, str], ...]:
+    """``name:type,name:type`` -> ((name, PostgreSQL type), ...), types checked.
+
+    Commas inside parentheses belong to the type (``amount:numeric(12,2)``).
+
+    Raises:
+        ConfigurationError: A piece that is not ``name:type``, a name given twice, or a
+            type the job cannot write (the message lists the ones it can).
+    """
+    from kafka_direct.app.typed.columns import normalise_type
+
+    pieces, depth, current = [], 0, ""
+    for char in text:
+        if char == "," and depth == 0:
+            pieces.append(current)
+            current = ""
+            continue
+        depth += (char == "(") - (char == ")")
+        current += char
+    pieces.append(current)
+    declared: dict[str, str] = {}
+    for piece in (p.strip() for p in pieces):
+        name, separator, kind = piece.partition(":")
+        if not separator or not name.strip() or not kind.strip():
+            raise ConfigurationError(
+                f"--columns must be name:type pairs separated by commas (e.g. "
+                f"id:bigint,amount:numeric(12,2),ts:timestamptz), got {piece!r}")
+        name = check_column_name(name.strip(), "--columns")
+        if name in declared:
+            raise ConfigurationError(f"--columns names {name!r} twice")
+        if name in COORDINATES:
+            raise ConfigurationError(f"--columns: {name!r} is a Kafka coordinates column the "
+                                     "job fills itself; drop it")
+        declared[name] = normalise_type(kind.strip(), "--columns")
+    return tuple(declared.items())
+
+
+@dataclass(frozen=True, slots=True)
+class RegistrySettings:
+    """Where the Schema Registry is, and how to log in (never shown).
+
+    Attributes:
+        url: The registry's URL (``http(s)://...``, or ``mock://...`` for tests in one
+            process).
+        config: More settings of confluent-kafka's ``SchemaRegistryClient``
+            (``basic.auth.user.info``, ``ssl.ca.location``, ``bearer.auth.*`` ...), as
+            sorted pairs.
+    """
+
+    url: str = field(repr=False)
+    config: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.url, str) or not re.match(r"(https?|mock)://\S+$",
+                                                        self.url.strip()):
+            raise ConfigurationError(
+                "--schema-registry must be the registry's URL, http(s)://host:port (several "
+                "separated by commas)")
+        keys = [k for k, _ in self.config]
+        if "url" in keys:
+            raise ConfigurationError("--schema-registry-param url=...: give the URL with "
+                                     "--schema-registry")
+        if len(set(keys)) != len(keys):
+            raise ConfigurationError("--schema-registry-param names a setting twice")
+
+    def __repr__(self) -> str:
+        from kafka_direct.redaction import redact_text
+
+        shown = {k: ("[redacted]" if k in _SECRET_CONF or _secret(k) else v)
+                 for k, v in self.config}
+        return f"RegistrySettings(url={redact_text(self.url)!r}, config={shown!r})"
+
+    def client_conf(self) -> dict[str, Any]:
+        """The ``SchemaRegistryClient`` configuration (secret: never log it).
+
+        Whole numbers of settings that are no secrets become ints (``max.retries=3``,
+        ``timeout=10``): the client checks their types.
+        """
+        conf: dict[str, Any] = {"url": self.url.strip()}
+        for key, value in self.config:
+            numeric = value.isdigit() and key not in _SECRET_CONF and not _secret(key)
+            conf[key] = int(value) if numeric else value
+        return conf
+
+
+def _secret(key: str) -> bool:
+    from kafka_direct.redaction import is_secret_key
+
+    return is_secret_key(key)
+
+
+@dataclass(frozen=True, slots=True)
+class TypedOptions:
+    """How the ingest job turns records into rows (see the README's ingest section).
+
+    Attributes:
+        valueFormat: ``raw`` (a ``value bytea`` column), ``json`` or ``avro`` (the value's
+            top-level fields as columns).
+        keyFormat: The same for the key (``raw``: a ``key bytea`` column).
+        registry: The Schema Registry (needed for ``avro``), or None.
+        keyColumns: Upsert on these columns (a later record of a key replaces the row);
+            empty: append every record.
+        onTombstone: ``row`` (default: a row with NULL value columns), ``delete`` (delete
+            the key's row; needs ``keyColumns``) or ``ignore``.
+        onBadRecord: ``fail`` (stop with BadRecordError, nothing of the batch written) or
+            ``dead-letter`` (the raw record and the reason into the dead-letter table).
+        deadLetterTable: The dead-letter table (default ``<table>_dead_letter``).
+        columns: Declared column types for JSON fields, as (name, PostgreSQL type) pairs;
+            other fields' types are inferred from the first records that carry them.
+    """
+
+    valueFormat: str = "raw"
+    keyFormat: str = "raw"
+    registry: RegistrySettings | None = None
+    keyColumns: tuple[str, ...] = ()
+    onTombstone: str = "row"
+    onBadRecord: str = "fail"
+    deadLetterTable: str | None = None
+    columns: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        for flag, value, allowed in (("--value-format", self.valueFormat, FORMATS),
+                                     ("--key-format", self.keyFormat, FORMATS),
+                                     ("--on-tombstone", self.onTombstone, TOMBSTONE_POLICIES),
+                                     ("--on-bad-record", self.onBadRecord,
+                                      BAD_RECORD_POLICIES)):
+            if value not in allowed:
+                raise ConfigurationError(f"{flag} must be one of {', '.join(allowed)}, got "
+                                         f"{value!r}")
+        avro = [f for f, v in (("--value-format", self.valueFormat),
+                               ("--key-format", self.keyFormat)) if v == "avro"]
+        if avro and self.registry is None:
+            raise ConfigurationError(
+                f"{avro[0]} avro needs --schema-registry URL: Avro records name their "
+                "schema by its id in a Confluent-compatible Schema Registry")
+        if self.registry is not None and not avro:
+            raise ConfigurationError(
+                "--schema-registry is for --value-format avro or --key-format avro; drop it "
+                "or choose an Avro format")
+        for name in self.keyColumns:
+            check_column_name(name, "--key-columns")
+        if len(set(self.keyColumns)) != len(self.keyColumns):
+            raise ConfigurationError(f"--key-columns names a column twice: "
+                                     f"{list(self.keyColumns)}")
+        if self.keyColumns and self.valueFormat == "raw" and self.keyFormat == "raw":
+            unknown = [k for k in self.keyColumns if k not in ("key", *COORDINATES)]
+            if unknown:
+                raise ConfigurationError(
+                    f"--key-columns {','.join(unknown)}: with --key-format raw and "
+                    "--value-format raw the columns are topic, kafka_partition, "
+                    "kafka_offset, key and value (bytea). Use --key-columns key (a mirror "
+                    "of the key's latest value), or --key-format/--value-format json|avro "
+                    "to get the records' fields as columns")
+        if self.onTombstone == "delete" and not self.keyColumns:
+            raise ConfigurationError(
+                "--on-tombstone delete deletes the row of the tombstone's key: give "
+                "--key-columns (the columns that identify a row, from the key), e.g. "
+                "--key-columns id")
+        if self.deadLetterTable is not None:
+            if self.onBadRecord != "dead-letter":
+                raise ConfigurationError("--dead-letter-table is for --on-bad-record "
+                                         "dead-letter; add that, or drop the table")
+            check_column_name(self.deadLetterTable, "--dead-letter-table")
+        if self.columns and "json" not in (self.valueFormat, self.keyFormat):
+            raise ConfigurationError(
+                "--columns declares the types of JSON fields: it needs --value-format json "
+                "or --key-format json (Avro records carry their types in their schema)")
+
+    def __repr__(self) -> str:
+        return (f"TypedOptions(value={self.valueFormat}, key={self.keyFormat}, "
+                f"keyColumns={list(self.keyColumns)}, onTombstone={self.onTombstone}, "
+                f"onBadRecord={self.onBadRecord}, registry={self.registry!r})")
+
+    @property
+    def active(self) -> bool:
+        """Whether the job needs the typed writer (anything beyond raw appends)."""
+        return (self.valueFormat != "raw" or self.keyFormat != "raw" or bool(self.keyColumns)
+                or self.onTombstone != "row" or self.onBadRecord != "fail"
+                or bool(self.columns))
+
+    def dead_letter_table(self, table: str) -> str | None:
+        """The dead-letter table of ``table`` (None without ``dead-letter``)."""
+        if self.onBadRecord != "dead-letter":
+            return None
+        return self.deadLetterTable or f"{table}_dead_letter"[:NAME_LIMIT]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``ingest`` sub-command's record options (one argument group)."""
+    records = parser.add_argument_group(
+        "records", "how records become rows (default: raw bytes in key and value columns)")
+    records.add_argument("--value-format", choices=FORMATS, default="raw",
+                         help="raw: a value bytea column (default); json: the value's "
+                              "top-level fields as columns; avro: the same, the schema from "
+                              "--schema-registry")
+    records.add_argument("--key-format", choices=FORMATS, default="raw",
+                         help="the same for the key (raw: a key bytea column)")
+    records.add_argument("--schema-registry", metavar="URL", default=None,
+                         help="a Confluent-compatible Schema Registry (needed for avro)")
+    records.add_argument("--schema-registry-auth", metavar="USER:PASSWORD", default=None,
+                         help="basic auth for the registry; env:NAME reads it from a variable "
+                              "(keep passwords off the command line)")
+    records.add_argument("--schema-registry-param", metavar="KEY=VALUE", action="append",
+                         default=[],
+                         help="one SchemaRegistryClient setting (repeatable), e.g. "
+                              "ssl.ca.location=/ca.pem or basic.auth.user.info=env:NAME; "
+                              "VALUE env:NAME reads a variable")
+    records.add_argument("--columns", metavar="NAME:TYPE,...", default=None,
+                         help="PostgreSQL types of JSON fields (e.g. id:bigint,"
+                              "amount:numeric(12,2),ts:timestamptz); other fields' types "
+                              "are inferred from the first records carrying them")
+    records.add_argument("--key-columns", metavar="A,B", default=None,
+                         help="upsert on these columns: a later record of a key replaces its "
+                              "row (within a batch too, in offset order)")
+    records.add_argument("--on-tombstone", choices=TOMBSTONE_POLICIES, default="row",
+                         help="a record with a null value: row (default: written, value "
+                              "columns NULL), delete (delete its key's row; needs "
+                              "--key-columns) or ignore")
+    records.add_argument("--on-bad-record", choices=BAD_RECORD_POLICIES, default="fail",
+                         help="a record that cannot be a row: fail (default: stop, nothing of "
+                              "the batch written) or dead-letter (into the dead-letter table, "
+                              "in the batch's transaction)")
+    records.add_argument("--dead-letter-table", default=None,
+                         help="the dead-letter table (default <table>_dead_letter)")
+
+
+def _names(text: str | None, flag: str) -> tuple[str, ...]:
+    if text is None:
+        return ()
+    names = tuple(part.strip() for part in text.split(","))
+    if not all(names):
+        raise ConfigurationError(f"{flag} must be column names separated by commas, got "
+                                 f"{text!r}")
+    return names
+
+
+def _registry(args: argparse.Namespace, environ: Mapping[str, str]) -> RegistrySettings | None:
+    from kafka_direct.app.kafka_properties import parse_param
+
+    url = getattr(args, "schema_registry", None)
+    auth = getattr(args, "schema_registry_auth", None)
+    params = list(getattr(args, "schema_registry_param", None) or [])
+    if url is None:
+        if auth is not None or params:
+            flag = "--schema-registry-auth" if auth is not None else "--schema-registry-param"
+            raise ConfigurationError(f"{flag} needs --schema-registry URL")
+        return None
+    config: dict[str, str] = {}
+    for text in params:
+        key, value = parse_param(text, "--schema-registry-param")
+        config[key] = _resolve(key, value, environ)
+    if auth is not None:
+        info = _resolve("basic.auth.user.info", auth, environ)
+        if ":" not in info or not info.partition(":")[0]:
+            raise ConfigurationError("--schema-registry-auth must be USER:PASSWORD (or "
+                                     "env:NAME of a variable holding it)")
+        config["basic.auth.user.info"] = info
+    url = _resolve("url", url, environ)
+    settings = RegistrySettings(url, tuple(sorted(config.items())))
+    from kafka_direct.app.typed.formats import registry_client
+
+    registry_client(settings)  # the client checks its settings: a mistake is found now
+    return settings
+
+
+def _resolve(key: str, value: str, environ: Mapping[str, str]) -> str:
+    from kafka_direct.app.kafka_properties import ENV_PREFIX
+
+    if not value.startswith(ENV_PREFIX):
+        return value
+    name = value[len(ENV_PREFIX):]
+    found = environ.get(name)
+    if not name or not found:
+        raise ConfigurationError(f"schema registry setting {key} is taken from the "
+                                 f"environment variable {name!r}, which is not set or empty")
+    return found
+
+
+def options_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> TypedOptions:
+    """The checked record options of the parsed ``ingest`` arguments.
+
+    Raises:
+        ConfigurationError: A combination that cannot work, named with its flag and fix.
+    """
+    columns = getattr(args, "columns", None)
+    options = TypedOptions(
+        valueFormat=getattr(args, "value_format", "raw"),
+        keyFormat=getattr(args, "key_format", "raw"),
+        registry=_registry(args, environ),
+        keyColumns=_names(getattr(args, "key_columns", None), "--key-columns"),
+        onTombstone=getattr(args, "on_tombstone", "row"),
+        onBadRecord=getattr(args, "on_bad_record", "fail"),
+        deadLetterTable=getattr(args, "dead_letter_table", None),
+        columns=parse_columns(columns) if columns is not None else ())
+    if options.active and getattr(args, "sink", "transactional") != "transactional":
+        raise ConfigurationError(
+            f"--sink {args.sink} writes raw records only; typed rows, --key-columns, "
+            "--on-tombstone and dead letters are written with the offsets in one transaction "
+            "per batch: drop --sink (transactional is the default)")
+    return options
+
+
+def describe(options: TypedOptions) -> dict[str, Any]:
+    """The options fit for a log line (no secret)."""
+    return {"value": options.valueFormat, "key": options.keyFormat,
+            "keyColumns": list(options.keyColumns), "onTombstone": options.onTombstone,
+            "onBadRecord": options.onBadRecord,
+            "registry": "given" if options.registry is not None else None}

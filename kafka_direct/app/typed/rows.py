@@ -1,0 +1,252 @@
+"""A record as a staged row: a row to write, a key to delete, or a dead letter.
+
+:class:`RowBuilder` decodes each record's key and value (:mod:`.formats`), fits every field
+to its column (:mod:`.columns`) and says what the record is:
+
+* ``ROW``: the Kafka coordinates, the key's and the value's fields, converted for their
+  columns: existing columns' types first, else the schema's type, ``--columns``, or the type
+  inferred from the first value a task sees (widened when a later value needs it:
+  ``bigint`` then ``double precision``);
+* ``DELETE``: a tombstone with ``--on-tombstone delete``: its key columns only;
+* ``BAD``: a record that cannot be a row (``--on-bad-record dead-letter``), with the reason;
+  with ``fail`` it raises :class:`~kafka_direct.errors.BadRecordError` instead;
+* ``None``: skipped (a tombstone with ``--on-tombstone ignore``).
+
+A field of a schema (Avro) whose type does not fit its existing column raises
+:class:`~kafka_direct.errors.SchemaChangeError`: every record of that schema would fail.
+
+:func:`latest_per_key` is the rule the commit applies in SQL, in Python: of several
+records of one key, the one with the highest offset wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from kafka_direct.app.typed.columns import convert, converter, fits, infer_type, widest
+from kafka_direct.app.typed.formats import DecodeError, SchemaTexts, decoders
+from kafka_direct.app.typed.options import (
+    COORDINATES,
+    NAME_LIMIT,
+    RESERVED_PREFIX,
+    TypedOptions,
+)
+from kafka_direct.errors import BadRecordError, SchemaChangeError
+
+__all__ = ["BAD", "DELETE", "ROW", "ColumnInfo", "RowBuilder", "latest_per_key"]
+
+ROW = "r"
+DELETE = "d"
+BAD = "x"
+
+#: (type, fromSchema, topic, partition, offset of the first record that had it)
+ColumnInfo = tuple[str, bool, str, int, int]
+
+
+class _BadRecordError(Exception):
+    """A record that cannot be a row; the message is the reason."""
+
+
+def _check_name(name: Any) -> None:
+    if not isinstance(name, str) or not name:
+        raise _BadRecordError("a field has an empty name")
+    if name in COORDINATES:
+        raise _BadRecordError(
+            f"field {name!r} has the name of a Kafka coordinates column (topic, "
+            "kafka_partition, kafka_offset), which the job fills itself")
+    if name.startswith(RESERVED_PREFIX):
+        raise _BadRecordError(f"field {name!r} starts with {RESERVED_PREFIX!r}, the job's "
+                              "own prefix")
+    if "\x00" in name:
+        raise _BadRecordError("a field name holds a NUL character")
+    if len(name.encode("utf-8")) > NAME_LIMIT:
+        raise _BadRecordError(f"field name {name[:20]!r}... is longer than PostgreSQL's "
+                              f"{NAME_LIMIT}-byte names")
+
+
+class RowBuilder:
+    """Turns records into staged rows for one table (see the module).
+
+    Args:
+        options: The record options.
+        target: ``schema.table``, for messages.
+        existing: The table's columns and their types (None: no table yet).
+        schemas: Avro schema texts by id, given by the driver (others are fetched).
+    """
+
+    def __init__(self, options: TypedOptions, target: str,
+                 existing: Mapping[str, str] | None, schemas: SchemaTexts | None = None
+                 ) -> None:
+        self.options = options
+        self.target = target
+        self.existing = dict(existing or {})
+        self.keyDecoder, self.valueDecoder = decoders(options, schemas)
+        #: Columns the task's rows carry that the table does not have yet.
+        self.new: dict[str, ColumnInfo] = {}
+        #: Every column the task's rows carry, in the order first seen.
+        self.columns: dict[str, None] = {}
+        #: (column, schema type) -> (column type, value type or None for any, converter).
+        self._settled: dict[tuple[str, str | None], tuple[str, type | None,
+                                                           Callable[[Any], Any]]] = {}
+        self.tombstone = options.onTombstone
+        self.keyColumns = options.keyColumns
+        self.deadLetter = options.onBadRecord == "dead-letter"
+
+    def __repr__(self) -> str:
+        return f"RowBuilder({self.target})"
+
+    @property
+    def fetched(self) -> dict[int, tuple[str, ...]]:
+        """Schemas the decoders had to ask the registry for (not given)."""
+        return {**self.keyDecoder.fetched, **self.valueDecoder.fetched}
+
+    def build(self, topic: str, partition: int, offset: int, key: bytes | None,
+              value: bytes | None) -> tuple[str, dict[str, Any] | str] | None:
+        """What the record is: ``(ROW|DELETE, columns)``, ``(BAD, reason)`` or None (skip).
+
+        Raises:
+            BadRecordError: The record cannot be a row and bad records fail the batch.
+            SchemaChangeError: A schema's field no longer fits its column.
+            SchemaRegistryError: The registry failed.
+        """
+        tombstone = value is None
+        if tombstone and self.tombstone == "ignore":
+            return None
+        try:
+            row = self._fields(topic, partition, offset, key, value, tombstone)
+        except _BadRecordError as bad:
+            if not self.deadLetter:
+                cause = str(bad)
+                raise BadRecordError(
+                    f"record {topic}-{partition} at offset {offset} cannot be a row of "
+                    f"{self.target}: {cause}. Nothing of the batch was written; fix the "
+                    "producer, or run with --on-bad-record dead-letter to set such "
+                    "records aside", topic=topic, partition=partition, offset=offset,
+                    cause=cause) from None
+            return BAD, str(bad)
+        return (DELETE if tombstone and self.tombstone == "delete" else ROW), row
+
+    def _fields(self, topic: str, partition: int, offset: int, key: bytes | None,
+                value: bytes | None, tombstone: bool) -> dict[str, Any]:
+        valueTypes: Mapping[str, str]
+        try:
+            keyFields, keyTypes, keySchema = self.keyDecoder.decode(key, topic)
+            if tombstone:
+                valueFields, valueTypes, valueSchema = (
+                    ({"value": None}, {}, True) if self.valueDecoder.kind == "raw" else
+                    ({}, {}, True))
+            else:
+                valueFields, valueTypes, valueSchema = self.valueDecoder.decode(value, topic)
+        except DecodeError as error:
+            raise _BadRecordError(str(error)) from None
+        row: dict[str, Any] = {}
+        where = (topic, partition, offset)
+        pending: dict[str, ColumnInfo] = {}  # columns this record adds or widens, if good
+        for name, raw in keyFields.items():
+            row[name] = self._column(name, raw, keyTypes.get(name), keySchema, where, pending)
+        for name, raw in valueFields.items():
+            converted = self._column(name, raw, valueTypes.get(name), valueSchema, where,
+                                     pending)
+            if name in row and row[name] != converted and row[name] is not None:
+                raise _BadRecordError(f"the key's field {name!r} and the value's differ")
+            if name not in row or converted is not None:
+                row[name] = converted
+        for name in self.keyColumns:
+            if name in COORDINATES:
+                continue
+            if name not in row:
+                raise _BadRecordError(f"key column {name!r} is not a field of the "
+                           f"{'key' if tombstone else 'record'}")
+            if row[name] is None:
+                raise _BadRecordError(f"key column {name!r} is null")
+        self.new.update(pending)
+        for name in row:
+            if name in self.existing or name in self.new:  # a null of no type yet: not yet
+                self.columns.setdefault(name, None)
+        return row
+
+    def _column(self, name: str, raw: Any, schemaType: str | None, fromSchema: bool,
+                where: tuple[str, int, int], pending: dict[str, ColumnInfo]) -> Any:
+        """``raw`` converted for column ``name``; a column new to the table into ``pending``."""
+        settled = self._settled.get((name, schemaType))
+        if settled is not None and (settled[1] is None or type(raw) is settled[1]):
+            try:
+                return settled[2](raw)  # a column whose type this value cannot change
+            except ValueError as error:
+                raise _BadRecordError(f"field {name!r}: {error} (column type "
+                                      f"{settled[0]})") from None
+        return self._slowColumn(name, raw, schemaType, fromSchema, where, pending)
+
+    def _settle(self, name: str, schemaType: str | None, kind: str,
+                valueType: type | None) -> None:
+        """Remember that ``name``'s values (of ``valueType``; None: any) go to ``kind``."""
+        if name in self.columns:  # its name is checked
+            self._settled[(name, schemaType)] = (kind, valueType, converter(kind))
+
+    def _slowColumn(self, name: str, raw: Any, schemaType: str | None, fromSchema: bool,
+                    where: tuple[str, int, int], pending: dict[str, ColumnInfo]) -> Any:
+        if name not in self.columns:
+            _check_name(name)
+        column = self.existing.get(name)
+        if column is not None:
+            if fromSchema and schemaType is not None and not fits(column, schemaType):
+                raise SchemaChangeError(
+                    f"field {name!r} of {where[0]}-{where[1]} at offset {where[2]} now has "
+                    f"type {schemaType}, which column {name} of {self.target} (type "
+                    f"{column}) cannot hold. Change the column (ALTER TABLE {self.target} "
+                    f"ALTER COLUMN {name} TYPE {schemaType}) or the schema, then run the job "
+                    "again: it resumes at this batch", table=self.target, field=name,
+                    columnType=column, newType=schemaType, topic=where[0],
+                    partition=where[1], offset=where[2])
+            self._settle(name, schemaType, column, None)
+            return self._convert(name, column, raw)
+        known = pending.get(name) or self.new.get(name)
+        wanted = schemaType or infer_type(raw)
+        if known is None:
+            if wanted is None:
+                return None  # a null of a field with no type yet: no column for it yet
+            pending[name] = (wanted, fromSchema, *where)
+            return self._convert(name, wanted, raw)
+        kind = known[0]
+        if wanted is not None and wanted != kind and not fits(kind, wanted):
+            joined = widest(kind, wanted)
+            if joined is None:
+                if fromSchema:
+                    raise SchemaChangeError(
+                        f"field {name!r} has type {kind} in the record at {known[2]}-"
+                        f"{known[3]} offset {known[4]} and type {wanted} at {where[0]}-"
+                        f"{where[1]} offset {where[2]}; no column type holds both. Give "
+                        f"the column a type by hand (ALTER TABLE {self.target} ADD COLUMN "
+                        f"{name} ...) or fix the schema", table=self.target, field=name,
+                        columnType=kind, newType=wanted, topic=where[0],
+                        partition=where[1], offset=where[2])
+                return self._convert(name, kind, raw)  # a bad record: the value says why
+            pending[name] = (joined, known[1] and fromSchema, *known[2:])
+            kind = joined
+        elif name not in pending and raw is not None and (fromSchema or wanted == kind):
+            # Values of this type (a schema's: any) leave the column's type as it is.
+            self._settle(name, schemaType, kind, None if fromSchema else type(raw))
+        return self._convert(name, kind, raw)
+
+    @staticmethod
+    def _convert(name: str, kind: str, raw: Any) -> Any:
+        try:
+            return convert(kind, raw)
+        except ValueError as error:
+            raise _BadRecordError(f"field {name!r}: {error} (column type {kind})") from None
+
+
+def latest_per_key(rows: Iterable[tuple[tuple[Any, ...], int, int, Any]]
+                   ) -> dict[tuple[Any, ...], Any]:
+    """Of ``(key, partition, offset, row)`` items, each key's row of the highest offset.
+
+    Ties across partitions (one key in two partitions of a batch: Kafka orders a key only
+    within its partition) go to the higher partition, as in the commit's SQL.
+    """
+    best: dict[tuple[Any, ...], tuple[int, int, Any]] = {}
+    for key, partition, offset, row in rows:
+        held = best.get(key)
+        if held is None or (offset, partition) > (held[0], held[1]):
+            best[key] = (offset, partition, row)
+    return {key: row for key, (_, _, row) in best.items()}

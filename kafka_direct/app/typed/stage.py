@@ -1,0 +1,251 @@
+"""Executor side: a task decodes its records and stages them in an unlogged table of its own.
+
+One task (a Kafka partition range of a DStream batch, a Spark partition of a structured
+micro-batch) runs one transaction:
+
+1. read the target's columns from the catalog (their types decide how values are checked);
+2. decode and convert its records in chunks (:class:`~kafka_direct.app.typed.rows.
+   RowBuilder`): rows, deletes and dead letters, or a typed error that fails the batch;
+3. ``CREATE UNLOGGED TABLE kafka_direct_stage_<token>``: the coordinates, a kind, one
+   ``text`` column per field (the commit casts each to its column's type; every value was
+   checked against that type here), and the raw key, value and reason of dead letters;
+   COPY the rows in; a column first met in a later chunk is added before that chunk;
+4. register the table in ``kafka_direct_sink_staged`` (the structured sink's registry, so
+   its cleanup by batch, query and age covers these tables too), and commit.
+
+The task's :class:`StagedPart` tells the driver's commit where the rows are and which
+columns (with their types and where each was first seen) they carry. Nothing is in the
+target until the driver's commit moves them, in the batch's transaction.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka_direct.app.typed.options import TypedOptions
+from kafka_direct.app.typed.rows import BAD, DELETE, ColumnInfo, RowBuilder
+
+__all__ = ["CHUNK_ROWS", "KIND", "StagedPart", "Stager"]
+
+logger = logging.getLogger(__name__)
+
+#: Records decoded per COPY chunk (memory holds one chunk).
+CHUNK_ROWS = 5_000
+#: The staging tables' own columns.
+KIND = "kafka_direct_kind"
+RAW_KEY = "kafka_direct_key"
+RAW_VALUE = "kafka_direct_value"
+ERROR = "kafka_direct_error"
+
+Record = tuple[str, int, int, "bytes | None", "bytes | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class StagedPart:
+    """What one task staged (its commit message).
+
+    Attributes:
+        partitionId: The Spark partition.
+        token: The attempt's random token (its staging table is
+            ``kafka_direct_stage_<token>``).
+        rows: Staged rows of every kind (0: nothing staged, no table).
+        deletes: Of them, keys to delete.
+        deadLetters: Of them, dead letters.
+        ignored: Tombstones skipped (``--on-tombstone ignore``).
+        columns: ``(name, type, fromSchema, topic, partition, offset)`` of every field
+            column the rows carry; the type is the table's for its existing columns, else
+            the schema's or the inferred one; the coordinates say where it was first seen.
+        schemas: Avro schemas the task had to fetch from the registry (id, texts), for the
+            driver to give the next tasks.
+    """
+
+    partitionId: int
+    token: str
+    rows: int = 0
+    deletes: int = 0
+    deadLetters: int = 0
+    ignored: int = 0
+    columns: tuple[tuple[str, str, bool, str, int, int], ...] = field(default=())
+    schemas: tuple[tuple[int, tuple[str, ...]], ...] = field(default=(), repr=False)
+
+    @property
+    def table(self) -> str:
+        """The staging table's name."""
+        from kafka_direct.sql.sink.staging import STAGE_PREFIX
+
+        return STAGE_PREFIX + self.token
+
+
+@dataclass(frozen=True)
+class Stager:
+    """What each task runs to stage its records (holds the DSN: never shown).
+
+    Attributes:
+        dsn: libpq connection string.
+        schema: The target's schema (the staging tables and their registry live there).
+        table: The target table.
+        options: The record options.
+        queryId: Registry key of the writer: ``ingest:<group>`` (DStream) or Spark's query
+            id (structured).
+        batchId: Registry key of the batch.
+        statementTimeoutMs: ``statement_timeout`` of the task's transaction.
+        schemas: Avro schema texts by id the driver knows (the task asks for no other).
+    """
+
+    dsn: str = field(repr=False)
+    schema: str
+    table: str
+    options: TypedOptions
+    queryId: str
+    batchId: int
+    statementTimeoutMs: int | None = None
+    schemas: tuple[tuple[int, tuple[str, ...]], ...] = field(default=(), repr=False)
+
+    def __repr__(self) -> str:
+        return f"Stager({self.schema}.{self.table}, batch {self.batchId})"
+
+    def stage(self, partitionId: int, records: Iterable[Record],
+              token: str | None = None) -> StagedPart:
+        """Stage ``records`` (topic, partition, offset, key, value); returns what was staged.
+
+        Raises:
+            BadRecordError: A record cannot be a row and bad records fail the batch.
+            SchemaChangeError: A schema's field no longer fits its column.
+            SchemaRegistryError: The registry failed.
+            SinkWriteError: The database failed (nothing staged).
+        """
+        from kafka_direct.postgres.connection import Database, transaction
+        from kafka_direct.sql.sink.staging import new_token
+        from sinks.postgres_writer import database_errors
+
+        token = token or new_token()
+        target = f"{self.schema}.{self.table}"
+        with database_errors(target, dsn=self.dsn), \
+                transaction(Database(self.dsn), self.statementTimeoutMs) as cursor:
+            cursor.execute("SET LOCAL synchronous_commit = off")  # rebuilt by a re-run if lost
+            from kafka_direct.app.typed.table import table_columns
+
+            builder = RowBuilder(self.options, target, table_columns(cursor, self.schema,
+                                                                     self.table),
+                                 dict(self.schemas))
+            return self._stage(cursor, builder, partitionId, token, records)
+
+    def _stage(self, cursor: Any, builder: RowBuilder, partitionId: int, token: str,
+               records: Iterable[Record]) -> StagedPart:
+        from psycopg2 import sql
+
+        from kafka_direct.sql.sink.staging import STAGE_PREFIX, STAGED_TABLE
+
+        stage = sql.Identifier(self.schema, STAGE_PREFIX + token)
+        staged: list[str] = []  # field columns the staging table has, in order
+        counts = {"rows": 0, "deletes": 0, "dead": 0, "ignored": 0}
+        created = False
+        for chunk in _chunks(records, CHUNK_ROWS):
+            rows = []
+            for topic, partition, offset, key, value in chunk:
+                built = builder.build(topic, partition, offset, key, value)
+                if built is None:
+                    counts["ignored"] += 1
+                    continue
+                rows.append((built, topic, partition, offset, key, value))
+            if not rows:
+                continue
+            if not created:
+                cursor.execute(sql.SQL(
+                    "CREATE UNLOGGED TABLE {} ({} \"char\" NOT NULL, topic text NOT NULL, "
+                    "kafka_partition integer NOT NULL, kafka_offset bigint NOT NULL, "
+                    "{} bytea, {} bytea, {} text)").format(
+                    stage, sql.Identifier(KIND), sql.Identifier(RAW_KEY),
+                    sql.Identifier(RAW_VALUE), sql.Identifier(ERROR)))
+                created = True
+            fresh = [c for c in builder.columns if c not in staged]
+            if fresh:
+                cursor.execute(sql.SQL("ALTER TABLE {} ").format(stage) + sql.SQL(", ").join(
+                    sql.SQL("ADD COLUMN {} text").format(sql.Identifier(c)) for c in fresh))
+                staged += fresh
+            columns = (KIND, "topic", "kafka_partition", "kafka_offset", RAW_KEY, RAW_VALUE,
+                       ERROR, *staged)
+            text = "".join(_lines(rows, staged, counts))
+            cursor.copy_expert(sql.SQL("COPY {} ({}) FROM STDIN").format(
+                stage, sql.SQL(", ").join(sql.Identifier(c) for c in columns)).as_string(cursor),
+                io.StringIO(text))
+            counts["rows"] += len(rows)
+        fetched = tuple(sorted(builder.fetched.items()))
+        if not counts["rows"]:
+            return StagedPart(partitionId, token, ignored=counts["ignored"], schemas=fetched)
+        cursor.execute(sql.SQL(
+            "INSERT INTO {} (token, query_id, batch_id, partition_id, staging_table, rows) "
+            "VALUES (%s, %s, %s, %s, %s, %s)").format(sql.Identifier(self.schema,
+                                                                     STAGED_TABLE)),
+            (token, self.queryId, self.batchId, partitionId, STAGE_PREFIX + token,
+             counts["rows"]))
+        return StagedPart(partitionId, token, counts["rows"], counts["deletes"],
+                          counts["dead"], counts["ignored"], _described(builder, staged),
+                          fetched)
+
+
+_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _copy_text(value: Any) -> str:
+    """One staged value in COPY's text format (every staged field column is text)."""
+    kind = type(value)
+    if kind is str:
+        return value.translate(_ESCAPES)  # type: ignore[no-any-return]
+    if value is None:
+        return "\\N"
+    if kind is int:
+        return str(value)
+    if kind is bool:
+        return "t" if value else "f"
+    if kind is float:
+        return repr(value)
+    if kind is bytes:
+        return "\\\\x" + str(value.hex())  # bytea's hex input, its backslash escaped for COPY
+    return str(value).translate(_ESCAPES)
+
+
+def _lines(rows: list[tuple[Any, ...]], staged: list[str], counts: dict[str, int]
+           ) -> Iterator[str]:
+    """The rows as lines of COPY's text format, in the staging table's column order."""
+    nulls = "\t".join(["\\N"] * len(staged))
+    for (kind, body), topic, partition, offset, key, value in rows:
+        head = f"{topic.translate(_ESCAPES)}\t{partition}\t{offset}"
+        if kind == BAD:
+            counts["dead"] += 1
+            line = "\t".join((BAD, head, _copy_text(key), _copy_text(value),
+                              _copy_text(body)))
+            yield f"{line}\t{nulls}\n" if staged else f"{line}\n"
+            continue
+        if kind == DELETE:
+            counts["deletes"] += 1
+        fields = "\t".join([_copy_text(body.get(c)) for c in staged])
+        yield f"{kind}\t{head}\t\\N\t\\N\t\\N\t{fields}\n" if staged else \
+            f"{kind}\t{head}\t\\N\t\\N\t\\N\n"
+
+
+def _described(builder: RowBuilder, staged: list[str]
+               ) -> tuple[tuple[str, str, bool, str, int, int], ...]:
+    described = []
+    for name in staged:
+        info: ColumnInfo | None = builder.new.get(name)
+        if info is None:  # an existing column: its own type
+            described.append((name, builder.existing[name], False, "", -1, -1))
+        else:
+            described.append((name, *info))
+    return tuple(described)
+
+
+def _chunks(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
+    chunk: list[Record] = []
+    for record in records:
+        chunk.append(record)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk

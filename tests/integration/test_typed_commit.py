@@ -1,0 +1,110 @@
+"""Staging and the batch's move on a real PostgreSQL, without Spark: the commit's SQL against
+the Python model (latest record per key), casts into every column type, columns added and
+refused, and nothing left behind."""
+
+import json
+import random
+
+import psycopg2
+import pytest
+
+from kafka_direct.app.typed.commit import move_parts
+from kafka_direct.app.typed.options import TypedOptions
+from kafka_direct.app.typed.rows import latest_per_key
+from kafka_direct.app.typed.stage import Stager
+from kafka_direct.app.typed.table import prepare_tables
+from kafka_direct.errors import SchemaChangeError
+
+
+def commit(postgres, schema, options, parts, table="t"):
+    connection = psycopg2.connect(postgres.dsn)
+    try:
+        with connection, connection.cursor() as cursor:
+            return move_parts(cursor, schema, table, options, parts)
+    finally:
+        connection.close()
+
+
+def query(postgres, sql):
+    connection = psycopg2.connect(postgres.dsn)
+    try:
+        with connection, connection.cursor() as cursor:
+            cursor.execute(sql)
+            return cursor.fetchall()
+    finally:
+        connection.close()
+
+
+def stage(postgres, schema, options, records, partition=0, batch=1, table="t"):
+    return Stager(postgres.dsn, schema, table, options, "test", batch).stage(partition, records)
+
+
+def test_upserts_and_deletes_keep_each_keys_latest_record_like_the_model(postgres, pg_schema):
+    options = TypedOptions(valueFormat="json", keyFormat="json", keyColumns=("id",),
+                           onTombstone="delete")
+    prepare_tables(postgres.dsn, pg_schema, "t", options)
+    chooser = random.Random(7)
+    model = {}
+    for batch in range(1, 6):
+        parts, everything = [], []
+        for partition in range(3):
+            records = []
+            for offset in range(batch * 100, batch * 100 + chooser.randint(0, 30)):
+                key = chooser.randint(0, 9)
+                value = None if chooser.random() < 0.2 else json.dumps(
+                    {"id": key, "v": offset, "p": partition}).encode()
+                records.append(("t", partition, offset, json.dumps({"id": key}).encode(),
+                                value))
+                everything.append(((key,), partition, offset, value))
+            parts.append(stage(postgres, pg_schema, options, records, partition, batch))
+        commit(postgres, pg_schema, options, parts)
+        for (key,), value in latest_per_key(everything).items():
+            if value is None:
+                model.pop(key, None)
+            else:
+                model[key] = json.loads(value)["v"]
+        assert dict(query(postgres, f'SELECT id, v FROM "{pg_schema}".t')) == model
+
+
+def test_every_column_type_round_trips_through_staging(postgres, pg_schema):
+    options = TypedOptions(valueFormat="json", columns=(
+        ("n", "numeric(8,3)"), ("d", "date"), ("ts", "timestamptz"), ("u", "uuid"),
+        ("r", "real"), ("tm", "time")))
+    prepare_tables(postgres.dsn, pg_schema, "t", options)
+    document = {"i": 5, "f": 1.25, "b": False, "s": "tab\tnew\nline\\", "j": {"a": [1, "x"]},
+                "n": 3.14159, "d": "2024-02-29", "ts": "2024-01-01T10:00:00+02:00",
+                "u": "12345678-1234-5678-1234-567812345678", "r": 0.5, "tm": "23:59:59"}
+    part = stage(postgres, pg_schema, options, [("t", 0, 0, b"\x00\xff", json.dumps(
+        document).encode())])
+    commit(postgres, pg_schema, options, [part])
+    row = query(postgres, f'SELECT key, i, f, b, s, j, n::text, d::text, ts = '
+                          f"'2024-01-01T08:00:00Z', u::text, r, tm::text FROM "
+                          f'"{pg_schema}".t')[0]
+    assert bytes(row[0]) == b"\x00\xff"
+    assert row[1:] == (5, 1.25, False, "tab\tnew\nline\\", {"a": [1, "x"]}, "3.142",
+                       "2024-02-29", True, "12345678-1234-5678-1234-567812345678", 0.5,
+                       "23:59:59")
+
+
+def test_columns_new_in_a_batch_are_added_and_a_type_clash_refused(postgres, pg_schema):
+    options = TypedOptions(valueFormat="json")
+    prepare_tables(postgres.dsn, pg_schema, "t", options)
+    first = stage(postgres, pg_schema, options, [("t", 0, 0, None, b'{"a": 1}')])
+    commit(postgres, pg_schema, options, [first])
+    both = [stage(postgres, pg_schema, options, [("t", 0, 1, None, b'{"a": 2, "b": "x"}')]),
+            stage(postgres, pg_schema, options, [("t", 1, 0, None, b'{"b": "y", "c": 1.5}')],
+                  partition=1)]
+    counts = commit(postgres, pg_schema, options, both)
+    assert set(counts.added) == {"b", "c"} and counts.written == 2
+    assert query(postgres, f'SELECT a, b, c FROM "{pg_schema}".t ORDER BY kafka_partition, '
+                           "kafka_offset") == [(1, None, None), (2, "x", None), (None, "y", 1.5)]
+    clash = [stage(postgres, pg_schema, options, [("t", 0, 2, None, b'{"d": 1}')]),
+             stage(postgres, pg_schema, options, [("t", 1, 1, None, b'{"d": "one"}')],
+                   partition=1)]
+    with pytest.raises(SchemaChangeError) as caught:
+        commit(postgres, pg_schema, options, clash)
+    assert caught.value.field == "d" and {caught.value.columnType, caught.value.newType} == {
+        "bigint", "text"}
+    assert "d" not in [c for (c,) in query(
+        postgres, "SELECT column_name FROM information_schema.columns WHERE table_schema = "
+                  f"'{pg_schema}' AND table_name = 't'")]
