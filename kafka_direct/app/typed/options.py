@@ -317,11 +317,7 @@ def _registry(args: argparse.Namespace, environ: Mapping[str, str]) -> RegistryS
                                      "env:NAME of a variable holding it)")
         config["basic.auth.user.info"] = info
     url = _resolve("url", url, environ)
-    settings = RegistrySettings(url, tuple(sorted(config.items())))
-    from kafka_direct.app.typed.formats import registry_client
-
-    registry_client(settings)  # the client checks its settings: a mistake is found now
-    return settings
+    return RegistrySettings(url, tuple(sorted(config.items())))
 
 
 def _resolve(key: str, value: str, environ: Mapping[str, str]) -> str:
