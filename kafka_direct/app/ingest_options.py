@@ -522,10 +522,6 @@ def settings_from_args(args: argparse.Namespace,
             "services (they listen on 127.0.0.1): give --bootstrap-servers and --dsn")
     params = kafka_params(args.kafka_properties, args.kafka_param, environ)
     records = options_from_args(args, environ)
-    if records.registry is not None:
-        from kafka_direct.app.typed.formats import registry_client
-
-        registry_client(records.registry)  # the client checks its settings: found now
     topics = tuple(args.topics or (() if args.pattern else (DEFAULT_TOPIC,)))
     options = IngestOptions(
         topics=topics, pattern=args.pattern, group=args.group, table=args.table,

@@ -36,8 +36,8 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kafka_direct.app.typed.options import RegistrySettings, TypedOptions
-from kafka_direct.errors import ConfigurationError, SchemaRegistryError
+from kafka_direct.app.typed.options import RegistrySettings, TypedOptions, registry_client
+from kafka_direct.errors import SchemaRegistryError
 
 __all__ = ["DecodeError", "PartDecoder", "SchemaTexts", "avro_type", "decoders",
            "fetch_schemas", "registry_client"]
@@ -48,7 +48,6 @@ SchemaTexts = Mapping[int, tuple[str, ...]]
 
 logger = logging.getLogger(__name__)
 
-_clients: dict[RegistrySettings, Any] = {}
 _schemas: dict[tuple[RegistrySettings, int], tuple[Any, dict[str, str], bool]] = {}
 _mutex = threading.Lock()
 
@@ -65,32 +64,6 @@ class DecodeError(ValueError):
     """A key or value that cannot be decoded; its message is the reason (no record bytes)."""
 
 
-def registry_client(settings: RegistrySettings) -> Any:
-    """This process's ``SchemaRegistryClient`` for ``settings`` (made on first use).
-
-    Raises:
-        ConfigurationError: The client refuses its settings (an unknown key, a bad value).
-    """
-    with _mutex:
-        client = _clients.get(settings)
-        if client is None:
-            try:
-                from confluent_kafka.schema_registry import SchemaRegistryClient
-            except ImportError as missing:
-                raise ConfigurationError(
-                    "Avro records need confluent-kafka's Schema Registry client: pip install "
-                    "'confluent-kafka[avro]'", setting="--schema-registry") from missing
-            try:
-                client = SchemaRegistryClient.new_client(settings.client_conf())
-            except (ValueError, TypeError, OSError) as error:  # OSError: an ssl.* file
-                from kafka_direct.redaction import redact_text
-
-                raise ConfigurationError(
-                    "--schema-registry-param / --schema-registry-auth: the Schema Registry "
-                    f"client refuses its settings: {redact_text(str(error))[:300]}",
-                    setting="--schema-registry-param") from None
-            _clients[settings] = client
-        return client
 
 
 def _registry_failure(error: BaseException, doing: str) -> SchemaRegistryError:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +19,7 @@ from kafka_direct.errors import ConfigurationError
 
 __all__ = ["BAD_RECORD_POLICIES", "COORDINATES", "FORMATS", "RESERVED_PREFIX",
            "TOMBSTONE_POLICIES", "RegistrySettings", "TypedOptions", "add_arguments",
-           "check_column_name", "options_from_args", "parse_columns"]
+           "check_column_name", "options_from_args", "parse_columns", "registry_client"]
 
 #: Record formats of keys and values.
 FORMATS = ("raw", "json", "avro")
@@ -317,7 +318,9 @@ def _registry(args: argparse.Namespace, environ: Mapping[str, str]) -> RegistryS
                                      "env:NAME of a variable holding it)")
         config["basic.auth.user.info"] = info
     url = _resolve("url", url, environ)
-    return RegistrySettings(url, tuple(sorted(config.items())))
+    settings = RegistrySettings(url, tuple(sorted(config.items())))
+    registry_client(settings)  # the client checks its settings: a mistake is found now
+    return settings
 
 
 def _resolve(key: str, value: str, environ: Mapping[str, str]) -> str:
@@ -363,3 +366,36 @@ def describe(options: TypedOptions) -> dict[str, Any]:
             "keyColumns": list(options.keyColumns), "onTombstone": options.onTombstone,
             "onBadRecord": options.onBadRecord,
             "registry": "given" if options.registry is not None else None}
+
+
+#: This process's Schema Registry clients, one per settings.
+_clients: dict[RegistrySettings, Any] = {}
+_clients_mutex = threading.Lock()
+
+
+def registry_client(settings: RegistrySettings) -> Any:
+    """This process's ``SchemaRegistryClient`` for ``settings`` (made on first use).
+
+    Raises:
+        ConfigurationError: The client refuses its settings (an unknown key, a bad value).
+    """
+    with _clients_mutex:
+        client = _clients.get(settings)
+        if client is None:
+            try:
+                from confluent_kafka.schema_registry import SchemaRegistryClient
+            except ImportError as missing:
+                raise ConfigurationError(
+                    "Avro records need confluent-kafka's Schema Registry client: pip install "
+                    "'confluent-kafka[avro]'", setting="--schema-registry") from missing
+            try:
+                client = SchemaRegistryClient.new_client(settings.client_conf())
+            except (ValueError, TypeError, OSError) as error:  # OSError: an ssl.* file
+                from kafka_direct.redaction import redact_text
+
+                raise ConfigurationError(
+                    "--schema-registry-param / --schema-registry-auth: the Schema Registry "
+                    f"client refuses its settings: {redact_text(str(error))[:300]}",
+                    setting="--schema-registry-param") from None
+            _clients[settings] = client
+        return client
