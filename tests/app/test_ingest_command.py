@@ -63,6 +63,20 @@ def _ingest(kafka, postgres, topic, schema, *extra):
         capture_output=True, text=True, timeout=300)
 
 
+def test_a_structured_rerun_with_nothing_new_ends_cleanly_and_the_next_goes_on(
+        kafka, kafka_topic, postgres, pg_schema):
+    # The second run's query is new (fresh checkpoint) and its first batch reads nothing:
+    # it used to stop with exit 2 ("read nothing from a linked source while the store
+    # follows query ...").
+    topic = kafka_topic(partitions=2)
+    kafka.produce(topic, [b"v"] * 6)
+    for produced, total in ((0, 6), (0, 6), (3, 9)):
+        kafka.produce(topic, [b"w"] * produced)
+        done = _ingest(kafka, postgres, topic, pg_schema, "--api", "structured")
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        assert f"table {pg_schema}.kafka_events: {total} rows, 0 duplicates" in done.stdout
+
+
 @pytest.mark.parametrize("api", ["dstream", "structured"])
 def test_a_failing_job_ends_with_its_typed_error_on_both_apis(kafka, kafka_topic, postgres,
                                                               pg_schema, api):

@@ -56,6 +56,31 @@ def test_a_lost_checkpoint_resumes_from_the_rows_transaction(spark_session, kafk
                             pg_schema, tmp_path)
 
 
+def test_a_new_query_with_nothing_new_to_read_takes_the_store_over(spark_session, kafka,
+                                                                 kafka_topic, postgres,
+                                                                 pg_schema, tmp_path):
+    # A second run on a fresh checkpoint with no new records: its first batch reads nothing
+    # (it starts and ends at the store's offsets). It used to be refused ("read nothing from
+    # a linked source while the store follows query ..."); the store now follows it, and a
+    # third run after new records goes on from there.
+    execute(postgres, f'CREATE TABLE "{pg_schema}".events (topic text, kafka_partition int, '
+            "kafka_offset bigint, key bytea, value bytea)")
+    topic = kafka_topic(partitions=2)
+    for partition in range(2):
+        kafka.produce(topic, [f"{partition}:{i}".encode() for i in range(6)],
+                      partition=partition)
+    assert sum(run(spark_session, kafka, postgres, pg_schema, topic, tmp_path / "a")) == 12
+    assert sum(run(spark_session, kafka, postgres, pg_schema, topic, tmp_path / "b")) == 0
+    link = SourceLink(postgres.dsn, "ingest", pg_schema)
+    assert link.committed() == {topic: {"0": 6, "1": 6}}
+    kafka.produce(topic, [b"0:6"], partition=0)
+    assert sum(run(spark_session, kafka, postgres, pg_schema, topic, tmp_path / "b")) == 1
+    assert link.committed() == {topic: {"0": 7, "1": 6}}
+    rows = execute(postgres, "SELECT kafka_partition, kafka_offset FROM "
+                   f'"{pg_schema}".events ORDER BY 1, 2')
+    assert rows == [(0, o) for o in range(7)] + [(1, o) for o in range(6)]
+
+
 def test_a_partition_added_while_the_query_was_down_is_read_whole(spark_session, kafka,
                                                                   kafka_topic, postgres,
                                                                   pg_schema, tmp_path):

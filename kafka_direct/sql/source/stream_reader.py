@@ -343,6 +343,14 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                                                         first.untilOffset, first.untilOffset),
                                             planId)]
             planId = self._link.record_plan(*plan_offsets(begin, finish), resets)
+            if not ranges and finish:
+                # A batch that reads nothing (a new query's first batch when the store has
+                # everything already): one empty task binds its plan all the same, so the
+                # store follows this query and the sink does not take the batch for one of
+                # an unlinked source.
+                tp = min(finish, key=lambda tp: (tp.topic, tp.partition))
+                return [KafkaInputPartition(OffsetRange(tp.topic, tp.partition, finish[tp],
+                                                        finish[tp]), planId)]
             return [KafkaInputPartition(r, planId) for r in ranges]
 
     def _resets(self, ranges: Sequence[Any], start: Offsets, stored: SourceOffsets | None
