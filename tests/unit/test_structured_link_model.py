@@ -132,7 +132,9 @@ class Engine:
             start = query.offsets[last][1] if last >= 0 else reader.initialOffset()
             end = reader.latestOffset(
                 start, ReadAllAvailable() if limit is None else ReadMaxRows(limit))
-            if end == start:
+            if end == start and last >= 0:
+                # Nothing new. A new query runs its batch 0 all the same (Spark compares
+                # the available offsets with the committed ones, none yet): it reads nothing.
                 return None
             batch = last + 1
             query.offsets[batch] = (copy.deepcopy(start), copy.deepcopy(end))
