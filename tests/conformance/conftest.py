@@ -47,7 +47,20 @@ def _run_alone(item: pytest.Item) -> None:
                     pytrace=False)
 
 
+def _starts_spark(item: pytest.Item) -> bool:
+    """Whether the test starts Spark itself: in its own process, or in its class's set-up."""
+    if item.get_closest_marker("own_process") is not None:
+        return True
+    cls = getattr(item, "cls", None)
+    return cls is not None and any(base.__name__ == "PySparkStreamingTestCase"
+                                   for base in cls.__mro__)
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _starts_spark(item):
+            item.add_marker(pytest.mark.services)
     if os.environ.get(_CHILD):
         return
     for item in items:

@@ -98,7 +98,8 @@ def contract_topic(kafka):
     return name
 
 
-@pytest.fixture(params=["postgres", "kafka", "checkpoint"])
+@pytest.fixture(params=[pytest.param("postgres", marks=pytest.mark.services),
+                        pytest.param("kafka", marks=pytest.mark.services), "checkpoint"])
 def backing(request, tmp_path):
     if request.param == "postgres":
         postgres = request.getfixturevalue("postgres")
@@ -270,7 +271,9 @@ def run_model(backing, examples, steps):
     machine.TestCase().runTest()
 
 
-@pytest.mark.parametrize("kind", ["postgres", "kafka", "checkpoint"])
+@pytest.mark.parametrize("kind", [pytest.param("postgres", marks=pytest.mark.services),
+                                  pytest.param("kafka", marks=pytest.mark.services),
+                                  "checkpoint"])
 def test_the_offset_store_model(request, kind, tmp_path):
     backing = {"postgres": lambda: PostgresBacking(request.getfixturevalue("postgres").dsn,
                                                    request.getfixturevalue("pg_schema")),
@@ -282,7 +285,9 @@ def test_the_offset_store_model(request, kind, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["postgres", "kafka", "checkpoint"])
+@pytest.mark.parametrize("kind", [pytest.param("postgres", marks=pytest.mark.services),
+                                  pytest.param("kafka", marks=pytest.mark.services),
+                                  "checkpoint"])
 def test_the_offset_store_model_at_length(request, kind, tmp_path):
     backing = {"postgres": lambda: PostgresBacking(request.getfixturevalue("postgres").dsn,
                                                    request.getfixturevalue("pg_schema")),

@@ -238,6 +238,7 @@ def test_a_lock_cut_while_no_one_else_took_the_group_is_taken_again(postgres, st
     assert store.load("g") == {T: 2}
 
 
+@pytest.mark.services  # a PostgreSQL server of its own
 def test_a_job_holding_its_group_across_postgres_restarts(tmp_path):
     with EmbeddedPostgres(tmp_path / "pg") as database:
         store = PostgresOffsetStore(database.dsn)

@@ -16,6 +16,8 @@ from kafka_direct import ServiceError
 from kafka_direct.testing import EmbeddedPostgres
 from kafka_direct.testing.postgres import _bin_dir
 
+pytestmark = pytest.mark.services  # every test here starts PostgreSQL servers of its own
+
 
 @pytest.fixture
 def scratch():

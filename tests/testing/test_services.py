@@ -13,6 +13,8 @@ from kafka_direct import ServiceError
 from kafka_direct.testing import EmbeddedKafka, EmbeddedPostgres
 from kafka_direct.testing.process import wait_for
 
+pytestmark = pytest.mark.services  # every test here starts services of its own
+
 
 def test_kafka_restart_keeps_topics_and_records(own_kafka):
     own_kafka.create_topic("kept", partitions=2)
