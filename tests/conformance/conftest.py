@@ -31,8 +31,10 @@ def _run_alone(item: pytest.Item) -> None:
     env = dict(os.environ)
     env[_CHILD] = "1"
     env["PYSPARK_SUBMIT_ARGS"] = "--master local[2] pyspark-shell"
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "",
-               "--timeout", str(_TIMEOUT_S - 20), item.nodeid]
+    # Every test the node id names, slow or not (tests/conftest.py leaves slow ones out
+    # unless -m names them).
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+               "-m", "slow or not slow", "--timeout", str(_TIMEOUT_S - 20), item.nodeid]
     try:
         done = subprocess.run(command, cwd=_ROOT, env=env, capture_output=True, text=True,
                               timeout=_TIMEOUT_S, check=False)
