@@ -17,8 +17,8 @@ has them):
 * ``spark.streaming.backpressure.initialRate`` = 0: finite number >= 0 (records/s).
 
 Rate limits per partition are :mod:`kafka_direct.dstream.per_partition_config`'s. The users'
-table of these settings is in docs/configuration.md (tests/test_docs.py checks it against the
-``*_CONF`` constants here and there).
+table of these settings is in docs/configuration.md (tests/architecture/test_docs.py checks
+it against the ``*_CONF`` constants here and there).
 """
 
 from __future__ import annotations

@@ -6,6 +6,10 @@ started :class:`SparkConnectServer`), ``connect_session`` (a Spark Connect clien
 on it) and ``schema_registry`` (a Schema Registry for Avro tests). Per test:
 ``kafka_topic`` (a factory of fresh topics) and ``pg_schema`` (a fresh schema, dropped after).
 Services start on first use only, so a test run that needs none starts none.
+
+Every test that uses one of the fixtures that start a service (directly or through a fixture
+of its own) is marked ``services``: ``pytest -m "not services"`` runs the tests that need no
+broker, no PostgreSQL and no Spark JVM.
 """
 
 from __future__ import annotations
@@ -24,6 +28,27 @@ from kafka_direct.testing.spark import spark_context
 from kafka_direct.testing.spark_connect import SparkConnectServer
 
 _names = itertools.count()
+
+#: The fixtures that start a real service; a test using any of them gets the ``services`` mark.
+#: (``schema_registry`` is a thread of the test process, no service.)
+SERVICE_FIXTURES = frozenset({"kafka", "postgres", "spark", "spark_connect", "connect_session",
+                              "kafka_topic", "pg_schema"})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the ``services`` mark."""
+    config.addinivalue_line(
+        "markers", "services: the test needs real services (a Kafka broker, PostgreSQL, a "
+        "Spark JVM); deselect with -m 'not services'")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``services`` every test that uses a service fixture (before -m selects)."""
+    for item in items:
+        # fixturenames is the closure: fixtures that use a service fixture count too.
+        if SERVICE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.services)
 
 
 @pytest.fixture(scope="session")

@@ -117,8 +117,14 @@ def _fill(argv, values):
     return [arg.format(**values) for arg in argv]
 
 
-@pytest.mark.parametrize("argv, code, phrase", CASES,
-                         ids=[" ".join(c[0])[:60] for c in CASES])
+def _case(argv, code, phrase):
+    """A row; one that runs against the test services is marked ``services``."""
+    needs_services = any("{bootstrap}" in arg or "{dsn}" in arg for arg in argv)
+    return pytest.param(argv, code, phrase, id=" ".join(argv)[:60],
+                        marks=[pytest.mark.services] if needs_services else [])
+
+
+@pytest.mark.parametrize("argv, code, phrase", [_case(*case) for case in CASES])
 def test_mistakes_get_one_line_and_an_exit_code(argv, code, phrase, tmp_path, request,
                                                          capsys, monkeypatch):
     file = tmp_path / "a-file"

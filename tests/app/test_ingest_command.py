@@ -41,6 +41,7 @@ def test_ingest_idempotent_sink_and_explicit_starting_offsets(kafka, kafka_topic
     assert f"table {pg_schema}.from_ten: 40 rows, 0 duplicates" in done.stdout
 
 
+@pytest.mark.services  # the job starts its own embedded services
 def test_ingest_without_services_starts_the_embedded_ones_and_creates_its_topic(tmp_path):
     env = {k: v for k, v in os.environ.items()
            if k not in ("KAFKA_DIRECT_PG_DSN", "KAFKA_DIRECT_BOOTSTRAP")}

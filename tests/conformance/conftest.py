@@ -31,8 +31,10 @@ def _run_alone(item: pytest.Item) -> None:
     env = dict(os.environ)
     env[_CHILD] = "1"
     env["PYSPARK_SUBMIT_ARGS"] = "--master local[2] pyspark-shell"
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "",
-               "--timeout", str(_TIMEOUT_S - 20), item.nodeid]
+    # Every test the node id names, slow or not (tests/conftest.py leaves slow ones out
+    # unless -m names them).
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+               "-m", "slow or not slow", "--timeout", str(_TIMEOUT_S - 20), item.nodeid]
     try:
         done = subprocess.run(command, cwd=_ROOT, env=env, capture_output=True, text=True,
                               timeout=_TIMEOUT_S, check=False)
@@ -47,7 +49,20 @@ def _run_alone(item: pytest.Item) -> None:
                     pytrace=False)
 
 
+def _starts_spark(item: pytest.Item) -> bool:
+    """Whether the test starts Spark itself: in its own process, or in its class's set-up."""
+    if item.get_closest_marker("own_process") is not None:
+        return True
+    cls = getattr(item, "cls", None)
+    return cls is not None and any(base.__name__ == "PySparkStreamingTestCase"
+                                   for base in cls.__mro__)
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _starts_spark(item):
+            item.add_marker(pytest.mark.services)
     if os.environ.get(_CHILD):
         return
     for item in items:

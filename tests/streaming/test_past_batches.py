@@ -15,7 +15,7 @@ import pytest
 from kafka_direct import ConsumerStrategies, LocationStrategies, TopicPartition
 from kafka_direct.streaming import StreamingContext
 from kafka_direct.streaming.input_dstream import InputDStream
-from tests.unit.fake_cluster import FakeCluster, FakeDriverConsumer, FakeSparkContext
+from tests.fakes.fake_cluster import FakeCluster, FakeDriverConsumer, FakeSparkContext
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 

@@ -4,7 +4,8 @@ The options (``dsn``, ``password``, ``table``, ``schema``, ``columns``, ``mode``
 ``keyColumns``, ``createTable``, ``stagingSchema``, ``statementTimeoutMs``,
 ``staleStagingMinutes``, the offset link's ``offsetStore.*`` and ``microBatch.queryId`` /
 ``microBatch.batchId``) are described, with their defaults, in the sink's table in
-docs/configuration.md, which tests/test_docs.py keeps in step with :data:`KNOWN_OPTIONS`.
+docs/configuration.md, which tests/architecture/test_docs.py keeps in step with
+:data:`KNOWN_OPTIONS`.
 
 Option names are case-insensitive (Spark lowercases them). :class:`SinkOptions` never shows
 the DSN or the password: not in its repr, not in an error.

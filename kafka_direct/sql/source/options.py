@@ -21,7 +21,7 @@ the fix. The differences:
   records per second per partition x trigger interval.
 
 Every option with its default is in the source's table in docs/configuration.md, which
-tests/test_docs.py keeps in step with :data:`KNOWN_OPTIONS`. ``startingTimestamp`` >
+tests/architecture/test_docs.py keeps in step with :data:`KNOWN_OPTIONS`. ``startingTimestamp`` >
 ``startingOffsetsByTimestamp`` > ``startingOffsets`` in priority (the same for the ending
 ones), as Spark.
 

@@ -1,0 +1,151 @@
+import logging
+
+import pytest
+
+from kafka_direct import DataLossError, OffsetOutOfRangeError, OffsetRange, PollTimeoutError
+from kafka_direct.client.data_consumer import ConsumerCache, KafkaDataConsumer
+from kafka_direct.rdd.kafka_rdd import ReadSettings, read_range
+from tests.fakes.fake_kafka import FakeConsumer, FakeLog
+
+PARAMS = {"bootstrap.servers": "fake:1", "group.id": "spark-executor-g"}
+
+
+def reader(log):
+    fakes = []
+
+    def factory(params):
+        fakes.append(FakeConsumer(log))
+        return fakes[-1]
+
+    return KafkaDataConsumer("t", 0, PARAMS, factory), fakes
+
+
+def offsets(consumer, start, end, **kw):
+    return [m.offset() for m in consumer.read(start, end, kw.pop("timeout", 5000), **kw)]
+
+
+def test_reads_exactly_the_half_open_range_and_skips_gaps():
+    log = FakeLog([0, 1, 2, 4, 5, 7, 8, 9])  # 3 and 6: markers or compacted
+    consumer, fakes = reader(log)
+    assert offsets(consumer, 1, 8) == [1, 2, 4, 5, 7]
+    assert offsets(consumer, 8, 10) == [8, 9]
+    assert fakes[0].assigns == [1]  # the second range continued without a seek
+
+
+def test_range_ending_in_markers_ends_when_the_position_reaches_until():
+    log = FakeLog([0, 1, 2], high=5)  # offsets 3 and 4 are transaction markers
+    consumer, _ = reader(log)
+    assert offsets(consumer, 0, 5) == [0, 1, 2]
+
+
+def test_records_fetched_past_the_end_are_kept_for_the_next_range():
+    log = FakeLog([0, 1, 2, 3, 4, 8, 9])  # 5..7 compacted away
+    consumer, fakes = reader(log)
+    assert offsets(consumer, 0, 6) == [0, 1, 2, 3, 4]  # fetch brought 8 along
+    assert offsets(consumer, 6, 10) == [8, 9]
+    assert fakes[0].assigns == [0]
+
+
+def test_a_range_not_starting_where_the_last_ended_seeks():
+    consumer, fakes = reader(FakeLog(range(20)))
+    assert offsets(consumer, 0, 5) == list(range(5))
+    assert offsets(consumer, 10, 12) == [10, 11]
+    assert offsets(consumer, 2, 4) == [2, 3]  # a retried earlier batch reads the same records
+    assert fakes[0].assigns == [0, 10, 2]
+
+
+def test_deleted_offsets_raise_data_loss_naming_partition_and_offsets():
+    consumer, _ = reader(FakeLog(range(30), low=20))
+    with pytest.raises(DataLossError) as info:
+        offsets(consumer, 10, 25)
+    error = info.value
+    assert (error.topic, error.partition, error.fromOffset, error.untilOffset) == ("t", 0, 10, 25)
+    assert error.logStartOffset == 20
+    assert "failOnDataLoss=False" in str(error)
+
+
+def test_fail_on_data_loss_false_warns_and_reads_from_the_log_start(caplog):
+    consumer, _ = reader(FakeLog(range(30), low=20))
+    with caplog.at_level(logging.WARNING):
+        assert offsets(consumer, 10, 25, failOnDataLoss=False) == list(range(20, 25))
+    assert "data loss on t-0" in caplog.text
+    consumer, _ = reader(FakeLog(range(30), low=20))
+    assert offsets(consumer, 5, 15, failOnDataLoss=False) == []  # all of it gone
+
+
+def test_a_range_beyond_the_log_end_fails_clearly():
+    consumer, _ = reader(FakeLog(range(10)))
+    with pytest.raises(OffsetOutOfRangeError) as info:
+        offsets(consumer, 5, 15)
+    assert info.value.logEndOffset == 10
+    consumer, _ = reader(FakeLog(range(10)))
+    with pytest.raises(OffsetOutOfRangeError):
+        offsets(consumer, 12, 15)
+
+
+def test_fail_on_data_loss_false_skips_what_a_shrunk_log_no_longer_has(caplog):
+    # Ranges planned before the log shrank (a re-created topic, a truncation): what exists
+    # is read, the rest skipped with a warning.
+    consumer, _ = reader(FakeLog(range(10)))
+    with caplog.at_level(logging.WARNING):
+        assert offsets(consumer, 5, 15, failOnDataLoss=False) == list(range(5, 10))
+    assert "offsets [10, 15) of t-0 do not exist" in caplog.text
+    consumer, _ = reader(FakeLog(range(10)))  # the start beyond the new end
+    assert offsets(consumer, 12, 15, failOnDataLoss=False) == []
+    consumer, _ = reader(FakeLog(range(20, 25), low=20))  # below the start and beyond the end
+    assert offsets(consumer, 10, 40, failOnDataLoss=False) == list(range(20, 25))
+    assert offsets(consumer, 40, 45, failOnDataLoss=False) == []  # the next range too
+
+
+def test_no_progress_within_the_poll_timeout_fails_naming_range_and_timeout():
+    consumer, _ = reader(FakeLog(range(10), stuck_at=5))  # an open transaction at 5
+    with pytest.raises(PollTimeoutError) as info:
+        offsets(consumer, 0, 10, timeout=300)
+    assert info.value.position == 5 and info.value.timeoutMs == 300
+    assert "300 ms" in str(info.value)
+
+
+def test_cache_reuses_consumers_and_gives_retries_a_fresh_one():
+    made = []
+
+    def factory(params):
+        made.append(FakeConsumer(FakeLog(range(10))))
+        return made[-1]
+
+    cache = ConsumerCache(capacity=2, factory=factory)
+    first, release = cache.acquire("t", 0, PARAMS)
+    release()
+    again, release = cache.acquire("t", 0, PARAMS)
+    assert again is first
+    # while in use, a second user of the same partition gets its own consumer
+    other, release_other = cache.acquire("t", 0, PARAMS)
+    assert other is not first
+    release_other()
+    assert other.closed
+    release()
+    retry, release = cache.acquire("t", 0, PARAMS, attempt=1)
+    release()
+    assert retry is not first and first.closed
+    for partition in (1, 2):
+        _, rel = cache.acquire("t", partition, PARAMS)
+        rel()
+    assert len(cache) == 2 and retry.closed  # least recently used evicted and closed
+
+
+def test_read_range_builds_records_and_discards_a_consumer_left_mid_range():
+    made = []
+
+    def factory(params):
+        made.append(FakeConsumer(FakeLog(range(10))))
+        return made[-1]
+
+    cache = ConsumerCache(factory=factory)
+    settings = ReadSettings(params=PARAMS, valueDeserializer=lambda b: b.decode())
+    records = list(read_range(OffsetRange("t", 0, 2, 5), settings, cache=cache))
+    assert [(r.offset, r.value, r.timestamp, r.timestampType) for r in records] == [
+        (2, "v2", 1002, 0), (3, "v3", 1003, 0), (4, "v4", 1004, 0)]
+    assert len(cache) == 1
+    partial = read_range(OffsetRange("t", 0, 5, 9), settings, cache=cache)
+    next(partial)
+    partial.close()  # like take(1)
+    assert len(cache) == 0 and made[0].closed

@@ -1,0 +1,664 @@
+"""The stream reader's driver side over a model cluster: the Source contract, exactly."""
+
+import json
+import logging
+import pickle
+from collections import Counter
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
+
+from kafka_direct import ConfigurationError, DataLossError, TopicPartition
+from kafka_direct.errors import UnknownTopicOrPartitionError
+from kafka_direct.sql.offsets_json import offsets_from_json, offsets_to_json
+from kafka_direct.sql.source.metadata import SourceMetadata
+from kafka_direct.sql.source.options import parse_source_options
+from kafka_direct.sql.source.planning import KafkaInputPartition
+from kafka_direct.sql.source.stream_reader import KafkaDirectStreamReader
+from kafka_direct.task_errors import CarriedTaskError, carried_error
+from tests.fakes.fake_cluster import FakeCluster, FakeDriverConsumer
+
+T0, T1, T2 = (TopicPartition("t", p) for p in range(3))
+
+
+class TimedDriver(FakeDriverConsumer):
+    """Answers offsetsForTimes from per-partition record timestamps (ms = 1000 * offset)."""
+
+    def offsetsForTimes(self, timestamps):
+        found = {}
+        for tp, ms in timestamps.items():
+            log = self.cluster.log(tp)
+            offset = max(log.start, -(-ms // 1000))
+            found[tp] = offset if offset < log.stable else log.stable
+        return found
+
+
+class FakeLink:
+    store = "fake-store"
+
+    def __init__(self, committed=None):
+        self.stored = committed
+        self.plans = []
+        self.resets = []
+        self.released = False
+        self.fail = None
+
+    def committed(self):
+        return self.stored
+
+    def stored_on_held_session(self):
+        return self.stored
+
+    def record_plan(self, start, end, resets=None):
+        if self.fail is not None:
+            raise self.fail
+        self.plans.append((start, end))
+        self.resets.append(resets)
+        return len(self.plans)
+
+    def release(self):
+        self.released = True
+
+
+class FakeClock:
+    def __init__(self):
+        self.ms = 5_000_000.0
+
+    def __call__(self):
+        return self.ms
+
+
+def cluster_with(partitions=2, records=10):
+    cluster = FakeCluster()
+    cluster.create("t", partitions)
+    for p in range(partitions):
+        cluster.produce(TopicPartition("t", p), records)
+    return cluster
+
+
+def make_reader(cluster, link=None, clock=None, drivers=None, **options):
+    raw = {"kafka.bootstrap.servers": "fake:1", "subscribe": "t"}
+    raw.update({k.replace("__", "."): str(v) for k, v in options.items()})
+    if "assign" in raw or "subscribePattern" in raw:
+        raw.pop("subscribe")
+    parsed = parse_source_options(raw, streaming=True, check_client=False)
+    made = drivers if drivers is not None else []
+
+    def factory(params):
+        made.append(TimedDriver(cluster, params))
+        return made[-1]
+
+    return KafkaDirectStreamReader(parsed, link, SourceMetadata(parsed, factory),
+                                   clockMs=clock)
+
+
+def typed(raised):
+    assert isinstance(raised.value, CarriedTaskError)
+    return carried_error(raised.value)
+
+
+def ranges_of(reader, start, end):
+    return [(p.offsetRange.topic, p.offsetRange.partition, p.offsetRange.fromOffset,
+             p.offsetRange.untilOffset) for p in reader.partitions(start, end)]
+
+
+# -- initialOffset --------------------------------------------------------------------------
+
+def test_a_new_query_starts_where_startingOffsets_says():
+    cluster = cluster_with()
+    cluster.log(T1).start = 4
+    assert make_reader(cluster).initialOffset() == {"t": {"0": 10, "1": 10}}
+    assert make_reader(cluster, startingOffsets="earliest").initialOffset() == {
+        "t": {"0": 0, "1": 4}}
+    assert make_reader(cluster, startingOffsets='{"t": {"0": 3, "1": -2}}').initialOffset() \
+        == {"t": {"0": 3, "1": 4}}
+    assert make_reader(cluster, startingOffsets='{"t": {"0": -1, "1": 7}}').initialOffset() \
+        == {"t": {"0": 10, "1": 7}}
+
+
+@pytest.mark.parametrize("starting, fragment", [
+    ('{"t": {"0": 3}}', "misses t-1"),
+    ('{"t": {"0": 3, "1": 3, "5": 1}}', "it names t-5, which the source does not read. "),
+    ('{"t": {"0": 3, "5": 1}}', "it names t-5, which the source does not read; it misses t-1"),
+    ('{"u": {"0": 1}, "t": {"0": 1, "1": 1}}', "names u-0"),
+    ('{"t": {"0": 11, "1": 0}}', "offset 11 of t-0 is beyond its end offset 10"),
+    ('{"t": "earliest", "u": "latest"}', "names topics u, which the source does not read"),
+])
+def test_json_starting_offsets_must_fit_the_partitions(starting, fragment):
+    with pytest.raises(CarriedTaskError) as raised:
+        make_reader(cluster_with(), startingOffsets=starting).initialOffset()
+    error = typed(raised)
+    assert isinstance(error, ConfigurationError) and fragment in str(error)
+
+
+def test_topic_level_starting_offsets_place_every_partition_of_the_topic():
+    cluster = cluster_with(partitions=2)
+    cluster.create("u", 2)
+    for p in range(2):
+        cluster.produce(TopicPartition("u", p), 4)
+    reader = make_reader(cluster, subscribe="t,u",
+                         startingOffsets='{"t": "Latest", "u": {"0": 1, "1": -2}}')
+    assert reader.initialOffset() == {"t": {"0": 10, "1": 10}, "u": {"0": 1, "1": 0}}
+    whole = make_reader(cluster, subscribe="t", startingOffsets='{"t": "earliest"}')
+    assert whole.initialOffset() == {"t": {"0": 0, "1": 0}}
+
+
+def test_timestamps_find_the_first_record_at_or_after_them():
+    cluster = cluster_with()
+    assert make_reader(cluster, startingTimestamp=3500).initialOffset() == {
+        "t": {"0": 4, "1": 4}}
+    by_partition = '{"t": {"0": 0, "1": 9000}}'
+    assert make_reader(cluster, startingOffsetsByTimestamp=by_partition).initialOffset() == {
+        "t": {"0": 0, "1": 9}}
+    with pytest.raises(CarriedTaskError) as raised:
+        make_reader(cluster, startingTimestamp=99_000).initialOffset()
+    assert "no record of t-0, t-1 has a timestamp at or after 99000" in str(typed(raised))
+    late = make_reader(cluster, startingTimestamp=99_000,
+                       startingOffsetsByTimestampStrategy="latest")
+    assert late.initialOffset() == {"t": {"0": 10, "1": 10}}
+
+
+def test_assign_checks_the_partitions_exist():
+    cluster = cluster_with()
+    reader = make_reader(cluster, assign='{"t": [1]}', startingOffsets="earliest")
+    assert reader.initialOffset() == {"t": {"1": 0}}
+    with pytest.raises(CarriedTaskError) as raised:
+        make_reader(cluster, assign='{"t": [0, 7]}').initialOffset()
+    assert "names t-7, which the cluster does not have" in str(typed(raised))
+
+
+def test_an_offset_store_decides_the_start_before_startingOffsets():
+    cluster = cluster_with(partitions=3)
+    link = FakeLink({"t": {"0": 4}, "gone": {"0": 9}})
+    reader = make_reader(cluster, link=link, startingOffsets="latest")
+    # t-0 from the store; a topic the query does not read is dropped. Partitions the store
+    # lacks are new to the query: left out, read from offset 0 (never at "latest", which
+    # would skip records the store records as read once the next batch commits).
+    start = reader.initialOffset()
+    assert start == {"t": {"0": 4}}
+    assert reader.latestOffset(start, ReadAllAvailable()) == {"t": {"0": 10, "1": 10, "2": 10}}
+    assert ranges_of(reader, start, {"t": {"0": 10, "1": 10, "2": 10}}) == [
+        ("t", 0, 4, 10), ("t", 1, 0, 10), ("t", 2, 0, 10)]
+    # An empty store: the options decide.
+    assert make_reader(cluster, link=FakeLink(None)).initialOffset() == {
+        "t": {"0": 10, "1": 10, "2": 10}}
+
+
+@pytest.mark.parametrize("starting", [
+    "latest", '{"t": {"0": 7, "1": 7}}', '{"t": {"0": -1, "1": -2}}'])
+def test_a_partition_added_while_a_linked_query_was_down_is_read_from_offset_zero(starting):
+    # The query first ran on t-0 and t-1 (JSON naming exactly those); the store has both.
+    # t-2 was added and written while it was down; the checkpoint is lost.
+    cluster = cluster_with(partitions=3)
+    reader = make_reader(cluster, link=FakeLink({"t": {"0": 8, "1": 9}}),
+                         startingOffsets=starting)
+    start = reader.initialOffset()  # JSON no longer checked against the store's partitions
+    assert start == {"t": {"0": 8, "1": 9}}
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert ranges_of(reader, start, end) == [("t", 0, 8, 10), ("t", 1, 9, 10), ("t", 2, 0, 10)]
+
+
+def test_a_by_timestamp_start_does_not_apply_once_the_store_has_offsets():
+    cluster = cluster_with(partitions=2)
+    reader = make_reader(cluster, link=FakeLink({"t": {"0": 3}}),
+                         startingOffsetsByTimestamp='{"t": {"0": 5000}}')
+    start = reader.initialOffset()
+    assert start == {"t": {"0": 3}}
+    assert ranges_of(reader, start, reader.latestOffset(start, ReadAllAvailable())) == [
+        ("t", 0, 3, 10), ("t", 1, 0, 10)]
+
+
+def test_a_partition_new_to_the_store_that_lost_its_first_records_is_data_loss():
+    cluster = cluster_with(partitions=2)
+    cluster.log(T1).start = 4
+    reader = make_reader(cluster, link=FakeLink({"t": {"0": 3}}))
+    start = reader.initialOffset()
+    with pytest.raises(CarriedTaskError) as raised:
+        reader.latestOffset(start, ReadAllAvailable())
+    error = typed(raised)
+    assert isinstance(error, DataLossError) and (error.topic, error.partition) == ("t", 1)
+
+
+def test_a_store_beyond_a_truncated_log_is_data_loss():
+    cluster = cluster_with()
+    cluster.truncate(T0, 5)
+    cluster.log(T0).start = 2
+    with pytest.raises(CarriedTaskError) as raised:
+        make_reader(cluster, link=FakeLink({"t": {"0": 8, "1": 3}})).initialOffset()
+    error = typed(raised)
+    assert isinstance(error, DataLossError)
+    assert (error.topic, error.partition, error.fromOffset, error.logStartOffset) == (
+        "t", 0, 8, 2)
+    lenient = make_reader(cluster, link=FakeLink({"t": {"0": 8, "1": 3}}),
+                          failOnDataLoss="false")
+    assert lenient.initialOffset() == {"t": {"0": 2, "1": 3}}
+
+
+# -- latestOffset: admission control --------------------------------------------------------
+
+def test_max_offsets_per_trigger_is_the_default_limit_shared_by_lag():
+    cluster = cluster_with()
+    cluster.produce(T1, 30)  # t-0 has 10 new, t-1 40
+    reader = make_reader(cluster, maxOffsetsPerTrigger=10)
+    start = {"t": {"0": 0, "1": 0}}
+    assert reader.getDefaultReadLimit() == ReadMaxRows(10)
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    assert end == {"t": {"0": 2, "1": 8}}
+    assert ranges_of(reader, start, end) == [("t", 0, 0, 2), ("t", 1, 0, 8)]
+    # Trigger.Once and friends: everything available, whatever the options say.
+    assert reader.latestOffset(start, ReadAllAvailable()) == {"t": {"0": 10, "1": 40}}
+    assert reader.reportLatestOffset() == {"t": {"0": 10, "1": 40}}
+
+
+def test_the_per_partition_cap_follows_the_partitions_of_each_trigger():
+    cluster = cluster_with(partitions=1, records=100)
+    reader = make_reader(cluster, subscribePattern="t", maxOffsetsPerPartitionPerTrigger=10)
+    limit = reader.getDefaultReadLimit()
+    assert not isinstance(limit, ReadAllAvailable)
+    end = reader.latestOffset({"t": {"0": 0}}, limit)
+    assert end == {"t": {"0": 10}}
+    cluster.add_partitions("t", 2)
+    for p in (1, 2):
+        cluster.produce(TopicPartition("t", p), 100)
+    end = reader.latestOffset(end, limit)
+    assert sum(end["t"].values()) == 10 + 30
+    # With maxOffsetsPerTrigger too, the smaller cap wins.
+    both = make_reader(cluster, subscribePattern="t", maxOffsetsPerTrigger=12,
+                       maxOffsetsPerPartitionPerTrigger=10)
+    start = {"t": {"0": 0, "1": 0, "2": 0}}
+    assert sum(both.latestOffset(start, both.getDefaultReadLimit())["t"].values()) == 12
+    # Trigger.Once: everything available, as for maxOffsetsPerTrigger.
+    assert reader.latestOffset(start, ReadAllAvailable()) == {"t": {"0": 100, "1": 100,
+                                                                     "2": 100}}
+
+
+def test_no_new_offsets_returns_the_start_itself():
+    reader = make_reader(cluster_with())
+    start = {"t": {"1": 10, "0": 10}}
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert json.dumps(end) == json.dumps({"t": {"0": 10, "1": 10}})
+    assert reader.partitions(start, end) == []
+
+
+def test_min_offsets_wait_for_enough_or_for_max_trigger_delay():
+    cluster = cluster_with(partitions=1, records=0)
+    clock = FakeClock()
+    reader = make_reader(cluster, clock=clock, minOffsetsPerTrigger=5, maxTriggerDelay="10s")
+    limit = reader.getDefaultReadLimit()
+    assert limit == ReadMinRows(5)
+    cluster.produce(T0, 1)
+    first = reader.latestOffset({"t": {"0": 0}}, limit)
+    assert first == {"t": {"0": 1}}  # the first batch never waits
+    cluster.produce(T0, 3)
+    clock.ms += 9_000
+    assert reader.latestOffset(first, limit) == first  # 3 < 5, 9 s < 10 s: wait
+    cluster.produce(T0, 2)
+    assert reader.latestOffset(first, limit) == {"t": {"0": 6}}  # 5 now
+    cluster.produce(T0, 1)
+    clock.ms += 9_999
+    assert reader.latestOffset({"t": {"0": 6}}, limit) == {"t": {"0": 6}}
+    clock.ms += 1
+    assert reader.latestOffset({"t": {"0": 6}}, limit) == {"t": {"0": 7}}  # the delay
+
+
+def test_min_and_max_together():
+    cluster = cluster_with(partitions=1, records=0)
+    clock = FakeClock()
+    reader = make_reader(cluster, clock=clock, minOffsetsPerTrigger=3,
+                         maxOffsetsPerTrigger=4, maxTriggerDelay="1m")
+    limit = reader.getDefaultReadLimit()
+    assert limit == ReadMaxRows(4)
+    cluster.produce(T0, 10)
+    assert reader.latestOffset({"t": {"0": 0}}, limit) == {"t": {"0": 4}}
+    assert reader.latestOffset({"t": {"0": 4}}, limit) == {"t": {"0": 8}}
+    assert reader.latestOffset({"t": {"0": 8}}, limit) == {"t": {"0": 8}}  # 2 < 3
+
+
+def test_new_partitions_are_read_from_offset_zero():
+    cluster = cluster_with()
+    reader = make_reader(cluster)
+    start = reader.initialOffset()
+    cluster.add_partitions("t", 1)
+    cluster.produce(T2, 5)
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end == {"t": {"0": 10, "1": 10, "2": 5}}
+    assert ranges_of(reader, start, end) == [("t", 2, 0, 5)]
+
+
+def test_a_new_partition_that_lost_its_first_records_is_data_loss(caplog):
+    cluster = cluster_with()
+    start = {"t": {"0": 10, "1": 10}}
+    cluster.add_partitions("t", 1)
+    cluster.produce(T2, 5)
+    cluster.log(T2).start = 3
+    with pytest.raises(CarriedTaskError) as raised:
+        make_reader(cluster).latestOffset(start, ReadAllAvailable())
+    error = typed(raised)
+    assert isinstance(error, DataLossError) and (error.partition, error.logStartOffset) == (2, 3)
+    with caplog.at_level(logging.WARNING):
+        end = make_reader(cluster, failOnDataLoss="false").latestOffset(
+            start, ReadAllAvailable())
+    assert end["t"]["2"] == 5  # the task skips [0, 3) with a warning of its own
+    assert any("offsets [0, 3) were lost" in r.getMessage() for r in caplog.records)
+
+
+def test_a_partition_missing_from_the_metadata_keeps_its_position():
+    cluster = cluster_with()
+    cluster.visible_partitions["t"] = 1
+    reader = make_reader(cluster)
+    start = {"t": {"0": 3, "1": 4}}
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end == {"t": {"0": 10, "1": 4}}
+
+
+def test_a_truncated_log_is_data_loss_or_a_restart_from_its_log_start():
+    cluster = cluster_with()
+    cluster.truncate(T0, 6)
+    cluster.log(T0).start = 1
+    start = {"t": {"0": 9, "1": 2}}
+    with pytest.raises(CarriedTaskError) as raised:
+        make_reader(cluster).latestOffset(start, ReadAllAvailable())
+    error = typed(raised)
+    assert isinstance(error, DataLossError)
+    assert (error.fromOffset, error.logStartOffset, error.logEndOffset) == (9, 1, 6)
+    assert "failOnDataLoss=false" in str(error)
+    link = FakeLink()
+    reader = make_reader(cluster, link=link, failOnDataLoss="false")
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end == {"t": {"0": 1, "1": 10}}
+    assert ranges_of(reader, start, end) == [("t", 1, 2, 10)]
+    # The plan leaves out the partition that went back; the next batch reads the new log.
+    assert link.plans == [({"t": {"1": 2}}, {"t": {"1": 10}})]
+    assert ranges_of(reader, end, reader.latestOffset(end, ReadAllAvailable())) == [
+        ("t", 0, 1, 6)]
+
+
+def test_an_open_transaction_holds_a_partition_at_its_position():
+    cluster = cluster_with(partitions=1)
+    cluster.produce(T0, 2)  # end 12
+    cluster.log(T0).open_at = 8  # stable end 8, below a position another run reached
+    end = make_reader(cluster).latestOffset({"t": {"0": 10}}, ReadAllAvailable())
+    assert end == {"t": {"0": 10}}
+
+
+def test_pattern_subscriptions_pick_up_new_topics_from_offset_zero():
+    cluster = cluster_with()
+    cluster.create("other", 1)
+    cluster.produce(TopicPartition("other", 0), 3)
+    reader = make_reader(cluster, subscribePattern=r"t|t\d+", startingOffsets="earliest")
+    start = reader.initialOffset()
+    assert start == {"t": {"0": 0, "1": 0}}
+    cluster.create("t7", 1)
+    cluster.produce(TopicPartition("t7", 0), 2)
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end == {"t": {"0": 10, "1": 10}, "t7": {"0": 2}}
+
+
+# -- Trigger.AvailableNow -------------------------------------------------------------------
+
+def test_available_now_reads_up_to_the_offsets_of_its_start_and_ends():
+    cluster = cluster_with()
+    reader = make_reader(cluster, maxOffsetsPerTrigger=7, startingOffsets="earliest")
+    start = reader.initialOffset()
+    reader.prepareForTriggerAvailableNow()
+    cluster.produce(T0, 100)
+    cluster.add_partitions("t", 1)
+    cluster.produce(T2, 5)
+    seen, batches = Counter(), 0
+    while True:
+        end = reader.latestOffset(start, reader.getDefaultReadLimit())
+        if end == start:
+            break
+        for topic, partition, begin, until in ranges_of(reader, start, end):
+            seen.update((topic, partition, o) for o in range(begin, until))
+        start, batches = end, batches + 1
+    assert start == {"t": {"0": 10, "1": 10}}
+    assert sorted(seen) == [("t", p, o) for p in range(2) for o in range(10)]
+    assert set(seen.values()) == {1} and batches == 3
+
+
+def test_available_now_names_a_missing_assigned_partition_at_once():
+    reader = make_reader(cluster_with(), assign='{"t": [0, 5]}')
+    with pytest.raises(CarriedTaskError) as raised:
+        reader.prepareForTriggerAvailableNow()
+    error = typed(raised)
+    assert isinstance(error, UnknownTopicOrPartitionError) and "t-5" in str(error)
+
+
+# -- partitions, commit, stop, pickling ------------------------------------------------------
+
+def test_the_plan_is_recorded_before_partitions_return():
+    cluster = cluster_with()
+    link = FakeLink()
+    reader = make_reader(cluster, link=link, minPartitions=4)
+    start = {"t": {"0": 2}}  # t-1 is new in this batch
+    end = {"t": {"0": 10, "1": 10}}
+    parts = reader.partitions(start, end)
+    assert all(isinstance(p, KafkaInputPartition) for p in parts) and len(parts) == 4
+    assert link.plans == [({"t": {"0": 2, "1": 0}}, {"t": {"0": 10, "1": 10}})]
+    link.fail = RuntimeError("the store is down")
+    with pytest.raises(RuntimeError, match="the store is down"):
+        reader.partitions(start, end)
+
+
+def test_commits_to_the_group_only_inform(caplog):
+    cluster = cluster_with()
+    plain = make_reader(cluster)
+    plain.commit({"t": {"0": 5}})
+    assert cluster.committed == {}
+    reader = make_reader(cluster, commitOffsetsToGroup="true", kafka__group__id="monitor")
+    reader.commit({"t": {"0": 5, "1": 7}})
+    assert cluster.committed == {("monitor", T0): 5, ("monitor", T1): 7}
+    # A batch planned from a start means the batches up to it completed: the last batch
+    # of a run reaches the group even though the engine never calls commit for it.
+    reader.latestOffset({"t": {"0": 8, "1": 9}}, ReadAllAvailable())
+    assert cluster.committed == {("monitor", T0): 8, ("monitor", T1): 9}
+    reader.latestOffset({"t": {"0": 8, "1": 9}}, ReadAllAvailable())
+    assert len(cluster.commit_log) == 2  # unchanged offsets are not committed again
+    cluster.fail_commits = True
+    with caplog.at_level(logging.WARNING):
+        reader.commit({"t": {"0": 6}})  # no exception: monitoring only
+    assert any("for monitoring failed" in r.getMessage() for r in caplog.records)
+
+
+def test_stop_closes_the_consumer_and_lets_go_of_the_store():
+    drivers = []
+    link = FakeLink()
+    reader = make_reader(cluster_with(), link=link, drivers=drivers)
+    reader.stop()
+    assert drivers == [] and link.released  # no consumer was ever needed
+    reader.initialOffset()
+    reader.stop()
+    assert len(drivers) == 1 and drivers[0].closed
+
+
+def test_executors_get_the_read_settings_without_driver_state():
+    cluster = cluster_with()
+    link = FakeLink()
+    reader = make_reader(cluster, link=link, minOffsetsPerTrigger=3,
+                         kafka__sasl__password="s3cret", kafka__group__id="g")
+    reader.initialOffset()
+    copy = pickle.loads(pickle.dumps(reader))
+    assert copy._metadata is None and copy._delay is None
+    # The offset store's link goes: read tasks bind their batch's plan with it.
+    assert isinstance(copy._link, FakeLink)
+    assert copy.settings.read.params["group.id"] == "spark-executor-g"
+    assert copy.settings.read.params["enable.auto.commit"] is False
+    assert copy.settings.read.params["auto.offset.reset"] == "error"
+    assert reader._metadata is not None  # the driver's reader keeps its own
+    assert "s3cret" not in repr(copy.options) and "s3cret" not in repr(copy.settings)
+
+
+def test_read_of_a_placeholder_partition_reads_nothing():
+    from pyspark.sql.datasource import InputPartition
+
+    reader = make_reader(cluster_with())
+    assert list(reader.read(InputPartition(None))) == []
+
+
+def test_offsets_that_are_not_ours_fail_clearly():
+    reader = make_reader(cluster_with())
+    with pytest.raises(CarriedTaskError) as raised:
+        reader.latestOffset({"t": {"0": "x"}}, ReadAllAvailable())
+    assert "the batch's start offset" in str(typed(raised))
+
+
+# -- the contract over random histories -----------------------------------------------------
+
+class SourceContract(RuleBasedStateMachine):
+    """Batches planned by the reader read every produced offset exactly once.
+
+    Records arrive, partitions are added, the query restarts from its offset log (a new
+    reader, the same offsets) and batches run under random limits; at the end a last
+    ReadAllAvailable batch drains the rest.
+    """
+
+    @initialize(partitions=st.integers(1, 3), maxRows=st.one_of(st.none(), st.integers(1, 30)),
+                minPartitions=st.one_of(st.none(), st.integers(1, 6)))
+    def setup(self, partitions, maxRows, minPartitions):
+        self.cluster = cluster_with(partitions=partitions, records=0)
+        self.options = {"startingOffsets": "earliest"}
+        if maxRows is not None:
+            self.options["maxOffsetsPerTrigger"] = maxRows
+        if minPartitions is not None:
+            self.options["minPartitions"] = minPartitions
+        self.maxRows = maxRows
+        self.reader = make_reader(self.cluster, **self.options)
+        self.start = self.reader.initialOffset()
+        self.read = Counter()
+
+    @rule(partition=st.integers(0, 5), count=st.integers(1, 40))
+    def produce(self, partition, count):
+        logs = self.cluster.topics["t"]
+        self.cluster.produce(TopicPartition("t", partition % len(logs)), count)
+
+    @rule()
+    def add_partition(self):
+        if len(self.cluster.topics["t"]) < 6:
+            self.cluster.add_partitions("t", 1)
+
+    @rule()
+    def restart(self):
+        self.reader.stop()
+        self.reader = make_reader(self.cluster, **self.options)
+        self.start = json.loads(json.dumps(self.start))  # through the offset log's text
+
+    @rule(all_available=st.booleans())
+    def batch(self, all_available):
+        limit = ReadAllAvailable() if all_available else self.reader.getDefaultReadLimit()
+        end = self.reader.latestOffset(self.start, limit)
+        assert json.dumps(end) == json.dumps(offsets_to_json(offsets_from_json(end)))
+        begin, finish = offsets_from_json(self.start), offsets_from_json(end)
+        latest = {TopicPartition("t", p): log.end
+                  for p, log in enumerate(self.cluster.topics["t"])}
+        for tp, until in finish.items():
+            assert begin.get(tp, 0) <= until <= latest[tp]
+        moved = sum(until - begin.get(tp, 0) for tp, until in finish.items())
+        if self.maxRows is not None and not all_available:
+            assert moved <= self.maxRows
+        for part in self.reader.partitions(self.start, end):
+            r = part.offsetRange
+            self.read.update((r.partition, o) for o in range(r.fromOffset, r.untilOffset))
+        self.start = end
+
+    @invariant()
+    def nothing_read_twice(self):
+        if hasattr(self, "read"):
+            assert all(count == 1 for count in self.read.values())
+
+    def teardown(self):
+        if not hasattr(self, "reader"):
+            return
+        self.batch(all_available=True)
+        produced = {(p, o) for p, log in enumerate(self.cluster.topics["t"])
+                    for o in range(log.end)}
+        assert set(self.read) == produced
+
+
+TestSourceContract = SourceContract.TestCase
+TestSourceContract.settings = settings(max_examples=60, stateful_step_count=25,
+                                       deadline=None)
+
+
+# -- a checkpoint behind (or ahead of) its offset store -------------------------------------
+
+
+def test_a_checkpoint_behind_the_store_catches_up_with_one_batch_that_reads_nothing():
+    cluster = cluster_with(partitions=2, records=20)
+    # The checkpoint's query stopped at 4/6; another run (no checkpoint) moved the store on.
+    link = FakeLink({"t": {"0": 12, "1": 6}})
+    reader = make_reader(cluster, link=link, maxOffsetsPerTrigger=5)
+    start = {"t": {"0": 4, "1": 6}}
+    end = reader.latestOffset(start, ReadMaxRows(5))
+    assert end == {"t": {"0": 12, "1": 6}}  # exactly at the store, beyond the limit
+    # Read nothing (the rows are committed): one empty task binds the plan for the sink.
+    assert ranges_of(reader, start, end) == [("t", 0, 12, 12)]
+    # Its plan reads nothing (it starts where it ends, at the store).
+    assert link.plans == [({"t": {"0": 12, "1": 6}}, {"t": {"0": 12, "1": 6}})]
+    # From there on, batches chain onto the store as usual.
+    assert reader.latestOffset(end, ReadMaxRows(5)) != end
+    assert ranges_of(reader, end, {"t": {"0": 14, "1": 9}}) == [("t", 0, 12, 14),
+                                                                 ("t", 1, 6, 9)]
+
+
+def test_a_store_behind_the_checkpoint_is_left_to_the_sink_to_refuse_with_its_cause():
+    cluster = cluster_with(partitions=2, records=20)
+    link = FakeLink({"t": {"0": 2, "1": 9}})  # restored from an older backup for t-0
+    reader = make_reader(cluster, link=link)
+    start = {"t": {"0": 4, "1": 6}}
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end == {"t": {"0": 20, "1": 20}}  # no catch-up: the sink names the cause
+
+
+def test_a_store_in_step_with_the_checkpoint_changes_nothing():
+    cluster = cluster_with(partitions=1, records=20)
+    reader = make_reader(cluster, link=FakeLink({"t": {"0": 4}}), maxOffsetsPerTrigger=3)
+    assert reader.latestOffset({"t": {"0": 4}}, ReadMaxRows(3)) == {"t": {"0": 7}}
+
+
+def test_a_linked_query_marks_where_data_loss_moved_a_partition_for_the_sink():
+    cluster = cluster_with(partitions=2, records=10)
+    link = FakeLink({"t": {"0": 8, "1": 10}})
+    reader = make_reader(cluster, link=link, failOnDataLoss="false")
+    cluster.recreate("t")  # the topic came back empty, then got 3 records per partition
+    for p in range(2):
+        cluster.produce(TopicPartition("t", p), 3)
+    start = {"t": {"0": 0, "1": 0}}  # where the lost partitions start again
+    assert ranges_of(reader, start, {"t": {"0": 3, "1": 3}}) == [("t", 0, 0, 3), ("t", 1, 0, 3)]
+    assert link.resets[-1] == {"t": {"0": 0, "1": 0}}
+    # A start apart from the store while the log still holds the stored offset is no data
+    # loss: not marked (the sink refuses it, naming its cause).
+    for p in range(2):
+        cluster.produce(TopicPartition("t", p), 10)
+    ranges_of(reader, {"t": {"0": 2, "1": 3}}, {"t": {"0": 4, "1": 4}})
+    assert link.resets[-1] is None
+
+
+def test_a_topic_seen_deleted_then_back_with_a_longer_log_is_marked_for_the_sink():
+    cluster = cluster_with(partitions=1, records=12)
+    link = FakeLink({"t": {"0": 12}})
+    reader = make_reader(cluster, link=link, failOnDataLoss="false")
+    cluster.delete("t")
+    start = reader.latestOffset({"t": {"0": 12}}, ReadAllAvailable())
+    assert start == {}  # the lost partition left the offsets
+    cluster.create("t", 1)
+    cluster.produce(T0, 20)  # the new log outgrew the stored offset
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert ranges_of(reader, start, end) == [("t", 0, 0, 20)]
+    assert link.resets[-1] == {"t": {"0": 0}}
+    # Ending exactly at the old offset, it is read too (never taken for stored records).
+    assert ranges_of(reader, start, {"t": {"0": 12}}) == [("t", 0, 0, 12)]
+    assert link.resets[-1] == {"t": {"0": 0}}
+
+
+def test_a_checkpoint_at_offset_zero_of_a_partition_catches_up_too():
+    cluster = cluster_with(partitions=2, records=20)
+    link = FakeLink({"t": {"0": 15, "1": 5}})
+    reader = make_reader(cluster, link=link)
+    start = {"t": {"0": 10, "1": 0}}  # the checkpoint knew t-1 while it was empty
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end == {"t": {"0": 15, "1": 5}}
+    assert ranges_of(reader, start, end) == [("t", 0, 15, 15)]  # one empty task

@@ -1,0 +1,88 @@
+"""The self-started services: restart keeps data, failures show logs, nothing outlives us."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kafka_direct import ServiceError
+from kafka_direct.testing import EmbeddedKafka, EmbeddedPostgres
+from kafka_direct.testing.process import wait_for
+
+pytestmark = pytest.mark.services  # every test here starts services of its own
+
+
+def test_kafka_restart_keeps_topics_and_records(own_kafka):
+    own_kafka.create_topic("kept", partitions=2)
+    own_kafka.produce("kept", [b"a", b"b", b"c"], partition=1)
+    own_kafka.restart()
+    assert own_kafka.end_offsets("kept", [0, 1]) == {0: (0, 0), 1: (0, 3)}
+    own_kafka.produce("kept", [b"d"], partition=1)
+    assert own_kafka.end_offsets("kept", [1]) == {1: (0, 4)}
+
+
+def test_postgres_restart_keeps_committed_data():
+    with EmbeddedPostgres() as pg:
+        with pg.connect() as connection, connection.cursor() as cursor:
+            cursor.execute("CREATE TABLE kept (n int)")
+            cursor.execute("INSERT INTO kept VALUES (1), (2)")
+        connection.close()
+        pg.restart()
+        with pg.connect() as connection, connection.cursor() as cursor:
+            cursor.execute("SELECT sum(n) FROM kept")
+            assert cursor.fetchone() == (3,)
+        connection.close()
+        if os.geteuid() == 0:
+            postmaster = pg._process.process.pid
+            assert os.stat(f"/proc/{postmaster}").st_uid != 0  # never runs as root
+
+
+def test_a_broker_that_cannot_start_raises_with_its_log(kafka):
+    taken = int(kafka.bootstrap_servers.rsplit(":", 1)[1])
+    broker = EmbeddedKafka(port=taken, startup_timeout=20)
+    with pytest.raises(ServiceError) as info:
+        broker.start()
+    broker.close()
+    assert info.value.service.startswith("kafka")
+    assert "failed to start" in str(info.value)
+    assert info.value.log_tail  # what the broker said is in the error
+
+
+def test_tansu_backend_is_a_working_second_opinion():
+    with EmbeddedKafka(backend="tansu") as broker:
+        broker.create_topic("second", partitions=1)
+        assert broker.produce("second", [b"1", b"2"]) == 2
+
+
+CHILD = """
+import json, sys, time
+from kafka_direct.testing import EmbeddedKafka, EmbeddedPostgres
+kafka = EmbeddedKafka().start()
+pg = EmbeddedPostgres().start()
+print(json.dumps([kafka._process.process.pid, pg._process.process.pid]), flush=True)
+time.sleep(600)
+"""
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_services_die_with_a_killed_parent():
+    child = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = json.loads(child.stdout.readline())
+        assert all(_alive(pid) for pid in pids)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+    assert wait_for(lambda: not any(_alive(pid) for pid in pids), 20), pids
+    time.sleep(0.2)
