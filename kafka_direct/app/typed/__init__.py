@@ -1,12 +1,13 @@
 """Typed rows for the ingest job: record formats, column types, upserts, deletes, dead letters.
 
 The ingest job writes raw bytes by default (``topic, kafka_partition, kafka_offset, key,
-value``). With ``--value-format`` / ``--key-format json|avro``, ``--key-columns``,
-``--on-tombstone`` or ``--on-bad-record dead-letter`` it writes through this package, on
-both APIs:
+value``). With ``--value-format`` / ``--key-format json|avro|json-schema``,
+``--key-columns``, ``--on-tombstone`` or ``--on-bad-record dead-letter`` it writes through
+this package, on both APIs:
 
 * :mod:`.options`: the options, checked together (:class:`TypedOptions`);
-* :mod:`.formats`: decoding keys and values (raw, JSON, Avro from a Schema Registry);
+* :mod:`.formats`: decoding keys and values (raw, JSON, Avro or JSON Schema from a Schema
+  Registry);
 * :mod:`.columns`: PostgreSQL column types, what fits where, and value conversion;
 * :mod:`.rows`: a record as a staged row (a row, a delete, or a dead letter);
 * :mod:`.stage`: executor tasks stage their rows in unlogged tables of their own;

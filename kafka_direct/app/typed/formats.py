@@ -1,4 +1,4 @@
-"""Decoding a record's key or value: raw bytes, JSON, or Avro from a Schema Registry.
+"""Decoding a record's key or value: raw bytes, JSON, or Avro / JSON Schema from a registry.
 
 A :class:`PartDecoder` turns one key or value into ``(fields, types, fromSchema)``:
 
@@ -6,8 +6,9 @@ A :class:`PartDecoder` turns one key or value into ``(fields, types, fromSchema)
   fields; anything else (a JSON array or number, an Avro string) one column named after
   the part (``key`` or ``value``); raw bytes the column ``key`` / ``value`` (bytea).
 * ``types``: column name -> PostgreSQL type, where known: from the Avro writer schema
-  (every field, null ones too), from ``--columns`` for JSON; other JSON fields' types are
-  inferred from their values (:func:`~kafka_direct.app.typed.columns.infer_type`).
+  (every field, null ones too) or the JSON Schema (its ``properties``), from ``--columns``
+  for plain JSON; other JSON fields' types are inferred from their values
+  (:func:`~kafka_direct.app.typed.columns.infer_type`).
 * ``fromSchema``: True when the types come from a schema: a field whose type no longer
   fits its column is then a schema change, not a bad record.
 
@@ -17,8 +18,13 @@ Python worker and settings, with its cache), and the bytes are read with fastavr
 ``schemaless_reader``, the engine of confluent-kafka's ``AvroDeserializer``, called
 directly: the deserializer's per-message work (subject lookup, rules, schema expansion)
 costs about three times the decoding itself, and the job needs the writer schema anyway
-for its column types. A record that cannot be decoded raises :class:`DecodeError` (a bad
-record); a registry that fails raises :class:`~kafka_direct.errors.SchemaRegistryError`.
+for its column types. JSON Schema records (``json-schema``) are in the same wire format
+with JSON text after the header: the columns are the schema's top-level ``properties``
+(fields the schema does not declare are left out, as Kafka Connect's converter does), and
+each value is checked against its property's type (a value the schema does not allow is a
+bad record, as confluent-kafka's validating deserializer would have it). A record that
+cannot be decoded raises :class:`DecodeError` (a bad record); a registry that fails raises
+:class:`~kafka_direct.errors.SchemaRegistryError`.
 
 Schemas travel with the tasks: the driver fetches the topics' registered schemas
 (:func:`fetch_schemas`) and every schema a task had to ask the registry for comes back
@@ -36,11 +42,16 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kafka_direct.app.typed.options import RegistrySettings, TypedOptions, registry_client
+from kafka_direct.app.typed.options import (
+    REGISTRY_FORMATS,
+    RegistrySettings,
+    TypedOptions,
+    registry_client,
+)
 from kafka_direct.errors import SchemaRegistryError
 
 __all__ = ["DecodeError", "PartDecoder", "SchemaTexts", "avro_type", "decoders",
-           "fetch_schemas", "registry_client"]
+           "fetch_schemas", "json_schema_type", "registry_client"]
 
 Decoded = tuple[dict[str, Any], Mapping[str, str], bool]
 #: A schema id -> its schema's text, after the texts of the schemas it references.
@@ -48,7 +59,7 @@ SchemaTexts = Mapping[int, tuple[str, ...]]
 
 logger = logging.getLogger(__name__)
 
-_schemas: dict[tuple[RegistrySettings, int], tuple[Any, dict[str, str], bool]] = {}
+_schemas: dict[tuple[RegistrySettings, str, int], tuple[Any, dict[str, str], bool]] = {}
 _mutex = threading.Lock()
 
 _PRIMITIVES = {"boolean": "boolean", "int": "integer", "long": "bigint", "float": "real",
@@ -60,10 +71,27 @@ _LOGICAL = {"uuid": "uuid", "date": "date", "time-millis": "time", "time-micros"
             "local-timestamp-micros": "timestamp", "local-timestamp-nanos": "timestamp"}
 
 
+_JSON_TYPES = {"integer": "bigint", "number": "double precision", "string": "text",
+               "boolean": "boolean", "object": "jsonb", "array": "jsonb", "null": "text"}
+_JSON_FORMATS = {"date-time": "timestamptz", "date": "date", "time": "time", "uuid": "uuid"}
+#: JSON Schema type -> what a decoded JSON value must be (bool is no integer or number).
+_JSON_CHECKS: dict[str, Any] = {
+    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool))
+    or (isinstance(v, float) and v.is_integer()),
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "string": lambda v: isinstance(v, str), "boolean": lambda v: isinstance(v, bool),
+    "object": lambda v: isinstance(v, dict), "array": lambda v: isinstance(v, list),
+    "null": lambda v: v is None}
+_WIRE_TYPES = {"avro": "AVRO", "json-schema": "JSON"}
+
+
 class DecodeError(ValueError):
     """A key or value that cannot be decoded; its message is the reason (no record bytes)."""
 
 
+def _json_kind(value: Any) -> str:
+    return next(kind for kind in ("null", "boolean", "integer", "number", "string",
+                                  "object", "array") if _JSON_CHECKS[kind](value))
 
 
 def _registry_failure(error: BaseException, doing: str) -> SchemaRegistryError:
@@ -116,14 +144,99 @@ def avro_type(schema: Any, named: Mapping[str, Any]) -> str:
     return avro_type(kind, named)
 
 
+def _resolve(schema: Any, root: Any) -> Any:
+    """``schema`` with its local ``$ref`` (``#/$defs/...``) followed; None: unresolvable."""
+    for _ in range(32):  # a loop of references resolves to nothing
+        if not isinstance(schema, dict) or "$ref" not in schema:
+            return schema
+        ref = schema["$ref"]
+        if not isinstance(ref, str) or not ref.startswith("#"):
+            return None  # another document's: not followed (any value)
+        node = root
+        for piece in ref[1:].strip("/").split("/") if ref.strip("#/") else ():
+            piece = piece.replace("~1", "/").replace("~0", "~")
+            if not isinstance(node, dict) or piece not in node:
+                return None
+            node = node[piece]
+        schema = node
+    return None
+
+
+def _json_types(schema: Any, root: Any) -> tuple[str, ...] | None:
+    """The JSON types a JSON Schema allows (None: any value)."""
+    schema = _resolve(schema, root)
+    if not isinstance(schema, dict):
+        return None  # true, or unresolvable
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        return (kind,)
+    if isinstance(kind, list) and kind and all(isinstance(k, str) for k in kind):
+        return tuple(kind)
+    for key in ("oneOf", "anyOf"):
+        branches = schema.get(key)
+        if isinstance(branches, list) and branches:
+            found: list[str] = []
+            for branch in branches:
+                types = _json_types(branch, root)
+                if types is None:
+                    return None
+                found.extend(k for k in types if k not in found)
+            return tuple(found)
+    values = schema["enum"] if isinstance(schema.get("enum"), list) else (
+        [schema["const"]] if "const" in schema else None)
+    if values:
+        return tuple(dict.fromkeys(_json_kind(v) for v in values))
+    if "properties" in schema:
+        return ("object",)
+    if "items" in schema:
+        return ("array",)
+    return None
+
+
+def _string_format(schema: Any, root: Any) -> Any:
+    schema = _resolve(schema, root)
+    if not isinstance(schema, dict):
+        return None
+    if "format" in schema:
+        return schema["format"]
+    for key in ("oneOf", "anyOf"):
+        for branch in schema.get(key) or ():
+            found = _string_format(branch, root)
+            if found is not None:
+                return found
+    return None
+
+
+def json_schema_type(schema: Any, root: Any) -> str:
+    """The PostgreSQL column type of a JSON Schema (a property's, or a whole value's).
+
+    ``null`` besides one type is that type (nullable); ``integer`` ``bigint``, ``number``
+    ``double precision`` (integers allowed), ``boolean``, ``string`` ``text`` (formats
+    ``date-time`` ``timestamptz``, ``date``, ``time``, ``uuid``), ``object`` and ``array``
+    ``jsonb``, as are several types and schemas that allow any value. Local ``$ref``s are
+    followed.
+    """
+    types = _json_types(schema, root)
+    if types is None:
+        return "jsonb"
+    kinds = [k for k in types if k != "null"]
+    if sorted(kinds) == ["integer", "number"]:
+        return "double precision"
+    if len(kinds) != 1:
+        return "jsonb" if kinds else "text"
+    if kinds[0] == "string":
+        return _JSON_FORMATS.get(_string_format(schema, root), "text")
+    return _JSON_TYPES.get(kinds[0], "jsonb")
+
+
 class PartDecoder:
     """Decodes one part (key or value) of records in one format (see the module).
 
     Args:
         part: ``key`` or ``value``: the column name of a part that is not an object.
-        kind: ``raw``, ``json`` or ``avro``.
+        kind: ``raw``, ``json``, ``avro`` or ``json-schema``.
         declared: Column types declared with ``--columns`` (JSON).
-        registry: The Schema Registry (Avro).
+        registry: The Schema Registry (Avro, JSON Schema).
     """
 
     def __init__(self, part: str, kind: str, declared: Mapping[str, str],
@@ -153,12 +266,17 @@ class PartDecoder:
         if data is None:
             return {}, self._jsonTypes, False
         if self.kind == "json":
-            return self._json(data)
+            document = self._document(data)
+            if isinstance(document, dict):
+                return document, self._jsonTypes, False
+            return {self.part: document}, self._jsonTypes, False
+        if self.kind == "json-schema":
+            return self._json_schema(data)
         return self._avro(data, topic)
 
-    def _json(self, data: bytes) -> Decoded:
+    def _document(self, data: bytes) -> Any:
         try:
-            document = json.loads(data)
+            return json.loads(data)
         except UnicodeDecodeError:
             raise DecodeError(f"the {self.part} is not JSON: not UTF-8 text") from None
         except json.JSONDecodeError as error:
@@ -167,15 +285,46 @@ class PartDecoder:
         except RecursionError:
             raise DecodeError(f"the {self.part} is not JSON the job reads: nested too "
                               "deeply") from None
-        if isinstance(document, dict):
-            return document, self._jsonTypes, False
-        return {self.part: document}, self._jsonTypes, False
+
+    def _schema_id(self, data: bytes) -> int:
+        if len(data) < 5 or data[0] != 0:
+            name = "Avro" if self.kind == "avro" else "JSON Schema JSON"
+            raise DecodeError(f"the {self.part} is not {name} in the Confluent wire format "
+                              "(magic byte 0, then a 4-byte schema id)")
+        return int.from_bytes(data[1:5], "big")
+
+    def _json_schema(self, data: bytes) -> Decoded:
+        schemaId = self._schema_id(data)
+        (checks, required), types, isRecord = self._schema(schemaId)
+        document = self._document(data[5:])
+        if not isRecord:
+            self._check(self.part, document, checks, schemaId)
+            return {self.part: document}, types, True
+        if not isinstance(document, dict):
+            raise DecodeError(f"the {self.part} is a JSON {_json_kind(document)}, but its "
+                              f"schema (id {schemaId}) describes an object")
+        missing = [name for name in required if name not in document]
+        if missing:
+            raise DecodeError(f"the {self.part} lacks field {missing[0]!r}, which its schema "
+                              f"(id {schemaId}) requires")
+        fields = {}
+        for name, allowed in checks.items():
+            if name in document:
+                value = document[name]
+                self._check(name, value, allowed, schemaId)
+                fields[name] = value
+        return fields, types, True
+
+    @staticmethod
+    def _check(name: str, value: Any, allowed: tuple[str, ...] | None, schemaId: int) -> None:
+        if allowed is None or any(_JSON_CHECKS.get(kind, bool)(value) if kind in _JSON_CHECKS
+                                  else True for kind in allowed):
+            return
+        raise DecodeError(f"field {name!r} is a JSON {_json_kind(value)}, but its schema "
+                          f"(id {schemaId}) allows {' or '.join(allowed)}")
 
     def _avro(self, data: bytes, topic: str) -> Decoded:
-        if len(data) < 5 or data[0] != 0:
-            raise DecodeError(f"the {self.part} is not Avro in the Confluent wire format "
-                              "(magic byte 0, then a 4-byte schema id)")
-        schemaId = int.from_bytes(data[1:5], "big")
+        schemaId = self._schema_id(data)
         parsed, types, isRecord = self._schema(schemaId)
         from fastavro import schemaless_reader
 
@@ -190,7 +339,7 @@ class PartDecoder:
 
     def _schema(self, schemaId: int) -> tuple[Any, dict[str, str], bool]:
         assert self.registry is not None  # checked by TypedOptions
-        key = (self.registry, schemaId)
+        key = (self.registry, self.kind, schemaId)
         with _mutex:
             cached = _schemas.get(key)
         if cached is not None:
@@ -204,9 +353,31 @@ class PartDecoder:
         texts = self.known.get(schemaId)
         if texts is None:
             assert self.registry is not None
-            texts = schema_texts(self.registry, schemaId, self.part)
+            texts = schema_texts(self.registry, schemaId, self.part, self.kind)
             self.fetched[schemaId] = texts
+        if self.kind == "json-schema":
+            return self._parse_json_schema(schemaId, texts)
         return self._parse(schemaId, texts)
+
+    def _parse_json_schema(self, schemaId: int, texts: tuple[str, ...]
+                           ) -> tuple[Any, dict[str, str], bool]:
+        """((checks, required), column types, is an object) of a JSON Schema's text."""
+        try:
+            root = json.loads(texts[-1])
+        except (ValueError, RecursionError):
+            raise DecodeError(f"the {self.part}'s schema id {schemaId} is not a valid JSON "
+                              "Schema: not JSON") from None
+        resolved = _resolve(root, root)
+        properties = resolved.get("properties") if isinstance(resolved, dict) else None
+        if isinstance(properties, dict) and _json_types(root, root) in (None, ("object",)):
+            checks = {str(name): _json_types(sub, root) for name, sub in properties.items()}
+            types = {str(name): json_schema_type(sub, root)
+                     for name, sub in properties.items()}
+            required = tuple(str(n) for n in resolved.get("required") or ()
+                             if str(n) in properties) if isinstance(
+                resolved.get("required"), list) else ()
+            return (checks, required), types, True
+        return (_json_types(root, root), ()), {self.part: json_schema_type(root, root)}, False
 
     def _parse(self, schemaId: int, texts: tuple[str, ...]) -> tuple[Any, dict[str, str], bool]:
         from fastavro import parse_schema
@@ -225,12 +396,13 @@ class PartDecoder:
         return parsed, {self.part: avro_type(parsed, named)}, False
 
 
-def schema_texts(registry: RegistrySettings, schemaId: int, part: str = "value"
-                 ) -> tuple[str, ...]:
+def schema_texts(registry: RegistrySettings, schemaId: int, part: str = "value",
+                 kind: str = "avro") -> tuple[str, ...]:
     """Schema ``schemaId``'s text from the registry, after those of its references.
 
     Raises:
-        DecodeError: The registry has no such id (or reference), or it is not Avro.
+        DecodeError: The registry has no such id (or reference), or it is not a schema of
+            ``kind`` (``avro`` or ``json-schema``).
         SchemaRegistryError: The registry failed.
     """
     client = registry_client(registry)
@@ -241,9 +413,10 @@ def schema_texts(registry: RegistrySettings, schemaId: int, part: str = "value"
             raise DecodeError(f"the {part}'s schema id {schemaId} is not in the Schema "
                               "Registry") from None
         raise _registry_failure(error, f"to give schema id {schemaId}") from None
-    if (schema.schema_type or "AVRO").upper() != "AVRO":
+    wanted = _WIRE_TYPES.get(kind, "AVRO")
+    if (schema.schema_type or "AVRO").upper() != wanted:
         raise DecodeError(f"the {part}'s schema id {schemaId} is a {schema.schema_type} "
-                          "schema, not Avro")
+                          f"schema, not {'Avro' if wanted == 'AVRO' else 'JSON Schema'}")
     texts: list[str] = []
     for reference in schema.references or ():
         _reference(client, reference, texts, part)
@@ -274,18 +447,20 @@ def fetch_schemas(options: TypedOptions, topics: Iterable[str]) -> dict[int, tup
     """
     if options.registry is None:
         return {}
-    parts = [p for p, kind in (("key", options.keyFormat), ("value", options.valueFormat))
-             if kind == "avro"]
+    parts = [(p, kind) for p, kind in (("key", options.keyFormat),
+                                       ("value", options.valueFormat))
+             if kind in REGISTRY_FORMATS]
     found: dict[int, tuple[str, ...]] = {}
     client = registry_client(options.registry)
     for topic in topics:
-        for part in parts:
+        for part, kind in parts:
             subject = f"{topic}-{part}"
             try:
                 for version in client.get_versions(subject):
                     schemaId = client.get_version(subject, version).schema_id
                     if schemaId not in found:
-                        found[schemaId] = schema_texts(options.registry, schemaId, part)
+                        found[schemaId] = schema_texts(options.registry, schemaId, part,
+                                                       kind)
             except DecodeError:
                 continue
             except SchemaRegistryError as error:

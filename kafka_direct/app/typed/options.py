@@ -17,12 +17,15 @@ from typing import Any
 
 from kafka_direct.errors import ConfigurationError
 
-__all__ = ["BAD_RECORD_POLICIES", "COORDINATES", "FORMATS", "RESERVED_PREFIX",
-           "TOMBSTONE_POLICIES", "RegistrySettings", "TypedOptions", "add_arguments",
-           "check_column_name", "options_from_args", "parse_columns", "registry_client"]
+__all__ = ["BAD_RECORD_POLICIES", "COORDINATES", "FORMATS", "REGISTRY_FORMATS",
+           "RESERVED_PREFIX", "TOMBSTONE_POLICIES", "RegistrySettings", "TypedOptions",
+           "add_arguments", "check_column_name", "options_from_args", "parse_columns",
+           "registry_client"]
 
 #: Record formats of keys and values.
-FORMATS = ("raw", "json", "avro")
+FORMATS = ("raw", "json", "avro", "json-schema")
+#: The formats whose records name their schema in a Schema Registry (Confluent's wire format).
+REGISTRY_FORMATS = ("avro", "json-schema")
 #: What a record with a null value (a tombstone) does: ``row`` writes it as a row (its value
 #: columns NULL: the raw job's behaviour), ``delete`` deletes its key's row, ``ignore``
 #: skips it.
@@ -156,10 +159,11 @@ class TypedOptions:
     """How the ingest job turns records into rows (see the README's ingest section).
 
     Attributes:
-        valueFormat: ``raw`` (a ``value bytea`` column), ``json`` or ``avro`` (the value's
-            top-level fields as columns).
+        valueFormat: ``raw`` (a ``value bytea`` column), ``json``, ``avro`` or
+            ``json-schema`` (the value's top-level fields as columns; the last two in
+            Confluent's wire format, their schema in a Schema Registry).
         keyFormat: The same for the key (``raw``: a ``key bytea`` column).
-        registry: The Schema Registry (needed for ``avro``), or None.
+        registry: The Schema Registry (needed for ``avro`` and ``json-schema``), or None.
         keyColumns: Upsert on these columns (a later record of a key replaces the row);
             empty: append every record.
         onTombstone: ``row`` (default: a row with NULL value columns), ``delete`` (delete
@@ -189,16 +193,18 @@ class TypedOptions:
             if value not in allowed:
                 raise ConfigurationError(f"{flag} must be one of {', '.join(allowed)}, got "
                                          f"{value!r}")
-        avro = [f for f, v in (("--value-format", self.valueFormat),
-                               ("--key-format", self.keyFormat)) if v == "avro"]
-        if avro and self.registry is None:
+        registered = [(f, v) for f, v in (("--value-format", self.valueFormat),
+                                          ("--key-format", self.keyFormat))
+                      if v in REGISTRY_FORMATS]
+        if registered and self.registry is None:
+            flag, kind = registered[0]
             raise ConfigurationError(
-                f"{avro[0]} avro needs --schema-registry URL: Avro records name their "
+                f"{flag} {kind} needs --schema-registry URL: such records name their "
                 "schema by its id in a Confluent-compatible Schema Registry")
-        if self.registry is not None and not avro:
+        if self.registry is not None and not registered:
             raise ConfigurationError(
-                "--schema-registry is for --value-format avro or --key-format avro; drop it "
-                "or choose an Avro format")
+                "--schema-registry is for --value-format/--key-format avro or json-schema; "
+                "drop it or choose one of those formats")
         for name in self.keyColumns:
             check_column_name(name, "--key-columns")
         if len(set(self.keyColumns)) != len(self.keyColumns):
@@ -211,7 +217,8 @@ class TypedOptions:
                     f"--key-columns {','.join(unknown)}: with --key-format raw and "
                     "--value-format raw the columns are topic, kafka_partition, "
                     "kafka_offset, key and value (bytea). Use --key-columns key (a mirror "
-                    "of the key's latest value), or --key-format/--value-format json|avro "
+                    "of the key's latest value), or --key-format/--value-format json, avro "
+                    "or json-schema "
                     "to get the records' fields as columns")
         if self.onTombstone == "delete" and not self.keyColumns:
             raise ConfigurationError(
@@ -226,7 +233,8 @@ class TypedOptions:
         if self.columns and "json" not in (self.valueFormat, self.keyFormat):
             raise ConfigurationError(
                 "--columns declares the types of JSON fields: it needs --value-format json "
-                "or --key-format json (Avro records carry their types in their schema)")
+                "or --key-format json (Avro and JSON Schema records carry their types in "
+                "their schema)")
 
     def __repr__(self) -> str:
         return (f"TypedOptions(value={self.valueFormat}, key={self.keyFormat}, "
@@ -253,12 +261,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "records", "how records become rows (default: raw bytes in key and value columns)")
     records.add_argument("--value-format", choices=FORMATS, default="raw",
                          help="raw: a value bytea column (default); json: the value's "
-                              "top-level fields as columns; avro: the same, the schema from "
-                              "--schema-registry")
+                              "top-level fields as columns; avro, json-schema: the same, the "
+                              "schema from --schema-registry")
     records.add_argument("--key-format", choices=FORMATS, default="raw",
                          help="the same for the key (raw: a key bytea column)")
     records.add_argument("--schema-registry", metavar="URL", default=None,
-                         help="a Confluent-compatible Schema Registry (needed for avro)")
+                         help="a Confluent-compatible Schema Registry (needed for avro and "
+                              "json-schema)")
     records.add_argument("--schema-registry-auth", metavar="USER:PASSWORD", default=None,
                          help="basic auth for the registry; env:NAME reads it from a variable "
                               "(keep passwords off the command line)")
@@ -386,7 +395,8 @@ def registry_client(settings: RegistrySettings) -> Any:
                 from confluent_kafka.schema_registry import SchemaRegistryClient
             except ImportError as missing:
                 raise ConfigurationError(
-                    "Avro records need confluent-kafka's Schema Registry client: pip install "
+                    "Avro and JSON Schema records need confluent-kafka's Schema Registry client: "
+                    "pip install "
                     "'confluent-kafka[avro]'", setting="--schema-registry") from missing
             try:
                 client = SchemaRegistryClient.new_client(settings.client_conf())

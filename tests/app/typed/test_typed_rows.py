@@ -40,7 +40,8 @@ def parse(*argv, environ=None):
 @pytest.mark.parametrize(("argv", "words"), [
     (["--value-format", "avro"], "--value-format avro needs --schema-registry"),
     (["--key-format", "avro"], "--key-format avro needs --schema-registry"),
-    (["--schema-registry", "http://r:8081"], "--schema-registry is for --value-format avro"),
+    (["--schema-registry", "http://r:8081"],
+     "--schema-registry is for --value-format/--key-format avro or json-schema"),
     (["--key-columns", "id"], "--key-columns id: with --key-format raw and --value-format raw"),
     (["--on-tombstone", "delete"], "--on-tombstone delete deletes the row"),
     (["--dead-letter-table", "dl"], "--dead-letter-table is for --on-bad-record dead-letter"),
@@ -319,3 +320,126 @@ def test_schemas_given_by_the_driver_need_no_registry_and_fetched_ones_come_back
     assert list(asked.fetched) == [schemaId]
     assert formats.fetch_schemas(TypedOptions(valueFormat="avro", registry=registry),
                                  ["t", "no-such-topic"]) == asked.fetched
+
+
+# -- JSON Schema records (Confluent's wire format, the schema in a registry) ------------------
+
+JSON_SCHEMA = {
+    "$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+    "properties": {
+        "id": {"type": "integer"}, "price": {"type": "number"},
+        "name": {"type": ["string", "null"]}, "at": {"type": "string", "format": "date-time"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "kind": {"$ref": "#/definitions/kind"}, "any": {},
+    },
+    "required": ["id"],
+    "definitions": {"kind": {"enum": ["a", "b"]}},
+}
+
+
+def json_schema_record(schemaId, document):
+    return b"\x00" + schemaId.to_bytes(4, "big") + json.dumps(document).encode()
+
+
+def registered_json_schema(name, schema=JSON_SCHEMA, subject="t-value"):
+    from confluent_kafka.schema_registry import Schema
+
+    from kafka_direct.app.typed import formats
+
+    registry = RegistrySettings(f"mock://{name}")
+    schemaId = formats.registry_client(registry).register_schema(
+        subject, Schema(json.dumps(schema), "JSON"))
+    return registry, schemaId
+
+
+def test_json_schema_types_map_to_postgresql_types():
+    from kafka_direct.app.typed.formats import json_schema_type
+
+    root = {"$defs": {"n": {"type": "integer"}, "loop": {"$ref": "#/$defs/loop"}}}
+    cases = [
+        ({"type": "integer"}, "bigint"), ({"type": "number"}, "double precision"),
+        ({"type": ["integer", "number"]}, "double precision"),
+        ({"type": "boolean"}, "boolean"), ({"type": "string"}, "text"),
+        ({"type": "string", "format": "date-time"}, "timestamptz"),
+        ({"type": "string", "format": "date"}, "date"),
+        ({"type": "string", "format": "uuid"}, "uuid"),
+        ({"type": ["null", "string"], "format": "time"}, "time"),
+        ({"oneOf": [{"type": "null"}, {"type": "string", "format": "date-time"}]},
+         "timestamptz"),
+        ({"type": "object"}, "jsonb"), ({"type": "array"}, "jsonb"),
+        ({"type": ["integer", "string"]}, "jsonb"), ({}, "jsonb"), (True, "jsonb"),
+        ({"type": "null"}, "text"), ({"enum": ["x", "y"]}, "text"), ({"const": 3}, "bigint"),
+        ({"$ref": "#/$defs/n"}, "bigint"), ({"$ref": "#/$defs/loop"}, "jsonb"),
+        ({"$ref": "other.json#/n"}, "jsonb"), ({"$ref": "#/$defs/missing"}, "jsonb"),
+    ]
+    for schema, expected in cases:
+        assert json_schema_type(schema, root) == expected, schema
+
+
+def test_json_schema_records_become_typed_rows_checked_against_their_schema():
+    registry, schemaId = registered_json_schema("typed-rows-json-schema")
+    options = TypedOptions(valueFormat="json-schema", registry=registry,
+                           onBadRecord="dead-letter")
+    rows = RowBuilder(options, "s.t", None)
+    document = {"id": 7, "price": 2, "name": None, "at": "2024-01-02T03:04:05Z",
+                "tags": ["x"], "kind": "a", "any": {"deep": [1]}, "undeclared": 1}
+    kind, row = rows.build("t", 0, 0, None, json_schema_record(schemaId, document))
+    assert kind == ROW
+    assert row["id"] == 7 and row["price"] == 2.0 and row["name"] is None
+    assert row["at"] == datetime.datetime(2024, 1, 2, 3, 4, 5, tzinfo=datetime.UTC).isoformat()
+    assert "undeclared" not in row  # the schema's columns only
+    assert {name: entry[0] for name, entry in rows.new.items() if name != "key"} == {
+        "id": "bigint", "price": "double precision", "name": "text", "at": "timestamptz",
+        "tags": "jsonb", "kind": "text", "any": "jsonb"}
+    for bad, words in (({"id": "7"}, "field 'id' is a JSON string, but its schema"),
+                       ({"id": True}, "field 'id' is a JSON boolean"),
+                       ({"id": 1, "kind": 3}, "field 'kind' is a JSON integer"),
+                       ({"id": 1, "at": None}, "field 'at' is a JSON null"),
+                       ({"price": 1.5}, "lacks field 'id', which its schema"),
+                       ([1, 2], "is a JSON array, but its schema")):
+        kind, reason = rows.build("t", 0, 1, None, json_schema_record(schemaId, bad))
+        assert kind == BAD and words in reason and f"id {schemaId}" in reason, (bad, reason)
+    kind, reason = rows.build("t", 0, 2, None, json.dumps({"id": 1}).encode())
+    assert kind == BAD and "not JSON Schema JSON in the Confluent wire format" in reason
+    kind, reason = rows.build("t", 0, 3, None, b"\x00" + schemaId.to_bytes(4, "big") + b"{")
+    assert kind == BAD and "not JSON" in reason
+
+
+def test_a_json_schema_id_of_an_avro_schema_is_a_bad_record_and_the_driver_fetches_json():
+    from confluent_kafka.schema_registry import Schema
+
+    from kafka_direct.app.typed import formats
+
+    registry, schemaId = registered_json_schema("typed-rows-json-fetch")
+    avroId = formats.registry_client(registry).register_schema("other-value", Schema(
+        json.dumps({"type": "record", "name": "R", "fields": []}), "AVRO"))
+    options = TypedOptions(valueFormat="json-schema", registry=registry,
+                           onBadRecord="dead-letter")
+    kind, reason = RowBuilder(options, "s.t", None).build(
+        "t", 0, 0, None, json_schema_record(avroId, {"id": 1}))
+    assert kind == BAD and "is a AVRO schema, not JSON Schema" in reason
+    fetched = formats.fetch_schemas(options, ["t", "other"])
+    assert list(fetched) == [schemaId]  # the Avro subject is not a JSON Schema one
+    given = RowBuilder(options, "s.t", None, fetched)
+    assert given.build("t", 0, 0, None, json_schema_record(schemaId, {"id": 4}))[0] == ROW
+    assert given.fetched == {}
+
+
+def test_a_json_schema_key_and_a_value_that_is_not_an_object():
+    schema = {"type": "integer"}
+    registry, keyId = registered_json_schema("typed-rows-json-key", schema, "t-key")
+    rows = RowBuilder(TypedOptions(keyFormat="json-schema", valueFormat="json-schema",
+                                   registry=registry, keyColumns=("key",),
+                                   onBadRecord="dead-letter"), "s.t", None)
+    assert rows.build("t", 0, 0, json_schema_record(keyId, 5),
+                      json_schema_record(keyId, 6)) == (ROW, {"key": 5, "value": 6})
+    kind, reason = rows.build("t", 0, 1, json_schema_record(keyId, "x"), None)
+    assert kind == BAD and "field 'key' is a JSON string" in reason
+
+
+def test_json_schema_needs_a_registry():
+    with pytest.raises(ConfigurationError, match="--value-format json-schema needs "
+                                                 "--schema-registry"):
+        parse("--value-format", "json-schema")
+    options = parse("--key-format", "json-schema", "--schema-registry", "http://r:8081")
+    assert options.keyFormat == "json-schema" and options.registry is not None
