@@ -132,6 +132,33 @@ def test_avro_upserts_and_tombstones_mirror_the_compacted_topic(kafka, kafka_top
 
 
 @pytest.mark.parametrize("api", APIS)
+def test_json_schema_values_become_the_schemas_columns(kafka, kafka_topic, postgres, pg_schema,
+                                                      schema_registry, api):
+    # Confluent's JSON Schema wire format: magic byte, schema id, JSON text.
+    topic = kafka_topic(partitions=1)
+    schemaId = schema_registry.register(f"{topic}-value", {
+        "type": "object", "required": ["id"], "properties": {
+            "id": {"type": "integer"}, "at": {"type": "string", "format": "date-time"},
+            "tags": {"type": "array"}, "note": {"type": ["null", "string"]}}}, "JSON")
+    header = b"\x00" + schemaId.to_bytes(4, "big")
+    documents = [{"id": 1, "at": "2024-05-01T10:00:00Z", "tags": ["a"], "note": None,
+                  "undeclared": 1},
+                 {"id": "two"},  # not the schema's type: a dead letter
+                 {"id": 3, "note": "n"}]
+    kafka.produce(topic, [header + json.dumps(d).encode() for d in documents])
+    ok(ingest(kafka, postgres, topic, pg_schema, api, "--value-format", "json-schema",
+              "--schema-registry", schema_registry.url, "--on-bad-record", "dead-letter"))
+    cols = columns(postgres, pg_schema, "typed")
+    assert cols["id"] == "bigint" and cols["at"] == "timestamp with time zone"
+    assert cols["tags"] == "jsonb" and cols["note"] == "text" and "undeclared" not in cols
+    rows = query(postgres, f'SELECT kafka_offset, id, extract(epoch FROM at), note FROM '
+                           f'"{pg_schema}".typed ORDER BY 1')
+    assert rows == [(0, 1, decimal.Decimal("1714557600"), None), (2, 3, None, "n")]
+    dead = query(postgres, f'SELECT kafka_offset, error FROM "{pg_schema}".typed_dead_letter')
+    assert [offset for offset, _ in dead] == [1] and "field 'id' is a JSON string" in dead[0][1]
+
+
+@pytest.mark.parametrize("api", APIS)
 def test_bad_records_fail_the_batch_naming_the_record(kafka, kafka_topic, postgres, pg_schema,
                                                       api):
     topic = kafka_topic()
