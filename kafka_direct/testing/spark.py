@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import subprocess
+import sys
+import threading
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import IO, Any
 
 from kafka_direct.rdd.spark_support import ensure_pyspark_python
 
-__all__ = ["LOOPBACK_CONF", "SPARK_TEST_CONF", "local_cluster_context", "spark_context",
-           "wait_for_executors"]
+__all__ = ["LOOPBACK_CONF", "SPARK_TEST_CONF", "STARTUP_NOISE", "local_cluster_context",
+           "spark_context", "wait_for_executors"]
 
 #: The driver on 127.0.0.1: for services that listen there only (the embedded ones).
 LOOPBACK_CONF: dict[str, str] = {
@@ -35,6 +39,40 @@ SPARK_TEST_CONF: dict[str, str] = {
     "spark.default.parallelism": "4",
     **LOOPBACK_CONF,
 }
+
+
+#: Lines Spark's JVM prints at every start that no user caused: the JVM's note on the
+#: incubator module Spark's launcher always adds, log4j's default-profile notes, Hadoop's
+#: missing native library. Kept off an application's terminal (:func:`_relay_stderr`).
+STARTUP_NOISE = re.compile(
+    r"WARNING: Using incubator modules: [\w.,]+"
+    r"|Using Spark's default log4j profile: \S+"
+    r"|Setting default log level to \"\w+\"\."
+    r"|To adjust logging level use sc\.setLogLevel\(newLevel\)\..*"
+    r"|\S+ \S+ WARN NativeCodeLoader: Unable to load native-hadoop library .*")
+
+
+def _relay_stderr(stream: IO[bytes], out: Any) -> None:
+    """Copy the JVM's error output to ``out`` line by line, less :data:`STARTUP_NOISE`.
+
+    Drains until the JVM closes it, whatever happens to ``out``: a JVM writing into a full
+    pipe would stop.
+    """
+    try:
+        for line in iter(stream.readline, b""):
+            if STARTUP_NOISE.fullmatch(line.decode("utf-8", "replace").rstrip("\r\n")):
+                continue
+            try:
+                buffer = getattr(out, "buffer", None)
+                if buffer is not None:
+                    buffer.write(line)
+                else:  # a replaced sys.stderr (text only)
+                    out.write(line.decode("utf-8", "replace"))
+                out.flush()
+            except (OSError, ValueError):
+                pass  # our stderr is gone: keep draining
+    finally:
+        stream.close()
 
 
 def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None,
@@ -60,9 +98,13 @@ def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None,
         # A session of its own: a terminal's Ctrl-C (sent to the foreground process group)
         # reaches the driver, which stops gracefully, and not Spark's JVM and Python
         # workers, which would die mid-batch. The JVM still exits with the driver (it
-        # watches the driver's pipe).
+        # watches the driver's pipe). Its error output (Spark's workers' too) is relayed
+        # without the start-up notes no user caused.
         launch: Any = launch_gateway  # untyped in PySpark
-        gateway = launch(spark_conf, popen_kwargs={"start_new_session": True})
+        gateway = launch(spark_conf, popen_kwargs={"start_new_session": True,
+                                                   "stderr": subprocess.PIPE})
+        threading.Thread(target=_relay_stderr, args=(gateway.proc.stderr, sys.stderr),
+                         name="spark-jvm-stderr", daemon=True).start()
         sc = SparkContext(conf=spark_conf, gateway=gateway)
     else:
         sc = SparkContext.getOrCreate(spark_conf)
@@ -88,7 +130,8 @@ def spark_context(master: str = "local[2,2]", app_name: str = "kafka-direct-test
         defaults: Settings applied only where neither ``conf`` nor spark-submit set them.
         own_session: Start Spark's JVM in a session of its own, out of reach of signals
             sent to the caller's process group (for applications that stop gracefully on
-            Ctrl-C); ignored under spark-submit or when a context exists.
+            Ctrl-C), its error output relayed without :data:`STARTUP_NOISE`; ignored under
+            spark-submit or when a context exists.
     """
     sc = _make_context(master, app_name, conf, test_conf, loopback, defaults, own_session)
     try:

@@ -21,6 +21,12 @@ def test_ingest_writes_a_topic_once_and_a_rerun_adds_only_new_records(kafka, kaf
     assert "batch " in first.stdout and "written 500" in first.stdout
     assert f"table {pg_schema}.kafka_events: 500 rows, 0 duplicates" in first.stdout
     assert "stored offsets == log end" in first.stdout
+    # Quiet by default: none of the notes Spark's JVM prints at every start reach the user.
+    # (Spark's note that this machine's hostname resolves to a loopback address stays: it
+    # is about the machine's set-up, which a user running a cluster job needs to know.)
+    for noise in ("incubator modules", "default log4j profile", "default log level",
+                  "NativeCodeLoader"):
+        assert noise not in first.stderr, first.stderr[-2000:]
     again = subprocess.run([*argv[:-1], "200"], capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
     assert f"table {pg_schema}.kafka_events: 700 rows, 0 duplicates" in again.stdout

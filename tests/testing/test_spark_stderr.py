@@ -1,0 +1,63 @@
+"""The JVM's error output reaches an application's terminal without Spark's start-up notes."""
+
+import io
+import os
+import threading
+
+from kafka_direct.testing.spark import _relay_stderr
+
+NOISE = [
+    "WARNING: Using incubator modules: jdk.incubator.vector",
+    "Using Spark's default log4j profile: org/apache/spark/log4j2-defaults.properties",
+    'Setting default log level to "WARN".',
+    "To adjust logging level use sc.setLogLevel(newLevel). For SparkR, use "
+    "setLogLevel(newLevel).",
+    "26/11/26 14:56:54 WARN NativeCodeLoader: Unable to load native-hadoop library for your "
+    "platform... using builtin-java classes where applicable",
+]
+KEPT = [
+    "26/11/26 14:57:01 WARN TaskSetManager: Lost task 0.0 in stage 1.0: boom",
+    "Traceback (most recent call last):",
+    "WARNING: Using incubator modules in a sentence of a user's own",
+    "caf\u00e9 \ufffd bytes",
+]
+
+
+def pipe_with(lines):
+    """A pipe the lines are written into (by a thread: more than a pipe's buffer holds)."""
+    read, write = os.pipe()
+
+    def feed():
+        with os.fdopen(write, "wb") as writer:
+            writer.write("".join(f"{line}\n" for line in lines).encode())
+
+    threading.Thread(target=feed, daemon=True).start()
+    return os.fdopen(read, "rb")
+
+
+def test_the_start_up_notes_are_dropped_and_everything_else_is_relayed():
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    lines = [NOISE[0], KEPT[0], *NOISE[1:], *KEPT[1:]]
+    _relay_stderr(pipe_with(lines), out)
+    out.flush()
+    assert out.buffer.getvalue().decode().splitlines() == KEPT
+
+
+def test_a_text_only_stderr_gets_text_and_a_broken_one_does_not_stop_the_draining():
+    text = io.StringIO()
+    _relay_stderr(pipe_with(KEPT), text)
+    assert text.getvalue().splitlines() == KEPT
+
+    class Broken:
+        writes = 0
+
+        def write(self, data):
+            Broken.writes += 1
+            raise OSError("gone")
+
+        def flush(self):
+            pass
+
+    stream = pipe_with(KEPT * 1000)
+    _relay_stderr(stream, Broken())
+    assert Broken.writes == len(KEPT) * 1000 and stream.closed
