@@ -289,6 +289,10 @@ class DirectStreamModel(RuleBasedStateMachine):
         state = old.checkpointState()
         self.stream, self.batches = None, []
         if self.broken:
+            # The stream stopped with a typed error: what its batches read stays done, and
+            # what they had not finished is lost loudly (no stream runs after it here).
+            self.read.extend(r for b in batches if b.state == "ok" for r in b.records)
+            self.abandoned.extend(r for b in batches if b.state != "ok" for r in b.records)
             return
         if fromCheckpoint:
             # Batches that succeeded stay done; the others are regenerated, same ranges.
