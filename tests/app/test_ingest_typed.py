@@ -267,7 +267,7 @@ def test_option_mistakes_are_one_line_and_exit_2(kafka, kafka_topic, postgres, p
     assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-3000:]
     assert done.stderr.strip().splitlines()[-1] == (
         "kafka-direct ingest: ConfigurationError: --value-format avro needs --schema-registry "
-        "URL: Avro records name their schema by its id in a Confluent-compatible Schema "
+        "URL: such records name their schema by its id in a Confluent-compatible Schema "
         "Registry")
     with psycopg2.connect(postgres.dsn) as connection, connection.cursor() as cursor:
         cursor.execute(f'CREATE TABLE "{pg_schema}".keyless (topic text, kafka_partition int, '
