@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import subprocess
 import sys
 import threading
 from collections.abc import Iterator, Mapping
@@ -48,31 +47,60 @@ STARTUP_NOISE = re.compile(
     r"WARNING: Using incubator modules: [\w.,]+"
     r"|Using Spark's default log4j profile: \S+"
     r"|Setting default log level to \"\w+\"\."
-    r"|To adjust logging level use sc\.setLogLevel\(newLevel\)\..*"
+    r"|To adjust logging level use sc\.setLogLevel\(newLevel\)\. For SparkR, use "
+    r"setLogLevel\(newLevel\)\."
     r"|\S+ \S+ WARN NativeCodeLoader: Unable to load native-hadoop library .*")
 
 
-def _relay_stderr(stream: IO[bytes], out: Any) -> None:
+def _relay_stderr(stream: IO[bytes], out: Any = None) -> None:
     """Copy the JVM's error output to ``out`` line by line, less :data:`STARTUP_NOISE`.
 
-    Drains until the JVM closes it, whatever happens to ``out``: a JVM writing into a full
-    pipe would stop.
+    ``out`` None: ``sys.stderr`` as it is at each line. Drains until the JVM (and every
+    process that inherited the pipe) closes it, whatever happens to ``out``: a JVM writing
+    into a full pipe would stop.
     """
     try:
         for line in iter(stream.readline, b""):
             if STARTUP_NOISE.fullmatch(line.decode("utf-8", "replace").rstrip("\r\n")):
                 continue
+            target = sys.stderr if out is None else out
             try:
-                buffer = getattr(out, "buffer", None)
+                buffer = getattr(target, "buffer", None)
                 if buffer is not None:
                     buffer.write(line)
                 else:  # a replaced sys.stderr (text only)
-                    out.write(line.decode("utf-8", "replace"))
-                out.flush()
-            except (OSError, ValueError):
-                pass  # our stderr is gone: keep draining
+                    target.write(line.decode("utf-8", "replace"))
+                target.flush()
+            except Exception:  # our stderr is gone or broken: keep draining
+                pass
     finally:
         stream.close()
+
+
+def _launch_relayed(spark_conf: Any) -> Any:
+    """Spark's JVM in a session of its own, its error output relayed (see the caller).
+
+    The relay reads a pipe of its own from before the launch: a JVM that writes much before
+    it answers never blocks, and one that dies at start has its last words shown before
+    PySpark's error.
+    """
+    from pyspark.java_gateway import launch_gateway
+
+    read, write = os.pipe()
+    relay = threading.Thread(target=_relay_stderr, args=(os.fdopen(read, "rb"),),
+                             name="spark-jvm-stderr", daemon=True)
+    relay.start()
+    try:
+        launch: Any = launch_gateway  # untyped in PySpark
+        return launch(spark_conf, popen_kwargs={"start_new_session": True, "stderr": write})
+    except BaseException:
+        os.close(write)
+        write = -1
+        relay.join(timeout=5)  # the dead JVM's output first
+        raise
+    finally:
+        if write >= 0:
+            os.close(write)  # the JVM holds its own copy
 
 
 def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None,
@@ -93,19 +121,12 @@ def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None,
         spark_conf.setIfMissing(key, value)
     if own_session and SparkContext._active_spark_context is None \
             and "PYSPARK_GATEWAY_PORT" not in os.environ:
-        from pyspark.java_gateway import launch_gateway
-
         # A session of its own: a terminal's Ctrl-C (sent to the foreground process group)
         # reaches the driver, which stops gracefully, and not Spark's JVM and Python
         # workers, which would die mid-batch. The JVM still exits with the driver (it
         # watches the driver's pipe). Its error output (Spark's workers' too) is relayed
         # without the start-up notes no user caused.
-        launch: Any = launch_gateway  # untyped in PySpark
-        gateway = launch(spark_conf, popen_kwargs={"start_new_session": True,
-                                                   "stderr": subprocess.PIPE})
-        threading.Thread(target=_relay_stderr, args=(gateway.proc.stderr, sys.stderr),
-                         name="spark-jvm-stderr", daemon=True).start()
-        sc = SparkContext(conf=spark_conf, gateway=gateway)
+        sc = SparkContext(conf=spark_conf, gateway=_launch_relayed(spark_conf))
     else:
         sc = SparkContext.getOrCreate(spark_conf)
     sc.setLogLevel("ERROR")

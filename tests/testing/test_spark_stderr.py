@@ -20,6 +20,9 @@ KEPT = [
     "Traceback (most recent call last):",
     "WARNING: Using incubator modules in a sentence of a user's own",
     "caf\u00e9 \ufffd bytes",
+    # A note with something else on its line is not the note.
+    "To adjust logging level use sc.setLogLevel(newLevel). For SparkR, use "
+    "setLogLevel(newLevel).26/11/26 ERROR SparkContext: boom",
 ]
 
 
@@ -61,3 +64,54 @@ def test_a_text_only_stderr_gets_text_and_a_broken_one_does_not_stop_the_drainin
     stream = pipe_with(KEPT * 1000)
     _relay_stderr(stream, Broken())
     assert Broken.writes == len(KEPT) * 1000 and stream.closed
+
+
+LAUNCH = """
+import sys
+from kafka_direct.testing import spark
+try:
+    spark._make_context("local[1]", "x", None, own_session=True)
+except Exception as error:
+    print("RAISED", type(error).__name__, flush=True)
+"""
+
+
+def fake_spark_home(tmp_path, script):
+    submit = tmp_path / "bin" / "spark-submit"
+    submit.parent.mkdir()
+    submit.write_text("#!/bin/sh\n" + script)
+    submit.chmod(0o755)
+    return tmp_path
+
+
+def launch_with(home, timeout):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SPARK_HOME": str(home)}
+    env.pop("PYSPARK_GATEWAY_PORT", None)
+    return subprocess.run([sys.executable, "-c", LAUNCH], env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_a_jvm_that_dies_at_start_has_its_last_words_shown(tmp_path):
+    home = fake_spark_home(tmp_path, "echo 'Unrecognized VM option Foo' >&2\n"
+                                     "echo 'Error: Could not create the Java Virtual "
+                                     "Machine.' >&2\nexit 1\n")
+    done = launch_with(home, 60)
+    assert "RAISED" in done.stdout
+    assert "Unrecognized VM option Foo" in done.stderr
+    assert "Could not create the Java Virtual Machine" in done.stderr
+
+
+def test_a_jvm_writing_much_before_it_answers_is_not_blocked(tmp_path):
+    import subprocess
+
+    marker = tmp_path / "wrote-everything"
+    home = fake_spark_home(tmp_path, "head -c 300000 /dev/zero | tr '\\0' x >&2\n"
+                                     f"touch {marker}\nexit 1\n")
+    try:
+        launch_with(home, 60)
+    except subprocess.TimeoutExpired:  # pragma: no cover - the defect: blocked on the pipe
+        pass
+    assert marker.exists()

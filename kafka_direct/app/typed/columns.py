@@ -203,7 +203,10 @@ def _integer(value: Any, kind: str) -> int:
 def _float(value: Any, kind: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | decimal.Decimal):
         raise ValueError(f"{_describe(value)} is not a number")
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond any double
+        raise ValueError(f"the number is out of the range of {kind}") from None
     if kind == "real" and math.isfinite(number) and abs(number) > 3.4028234663852886e38:
         raise ValueError("the number is out of the range of real")
     return number

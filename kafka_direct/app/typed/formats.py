@@ -38,6 +38,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -59,7 +60,7 @@ SchemaTexts = Mapping[int, tuple[str, ...]]
 
 logger = logging.getLogger(__name__)
 
-_schemas: dict[tuple[RegistrySettings, str, int], tuple[Any, dict[str, str], bool]] = {}
+_schemas: dict[tuple[RegistrySettings, str, str, int], tuple[Any, dict[str, str], bool]] = {}
 _mutex = threading.Lock()
 
 _PRIMITIVES = {"boolean": "boolean", "int": "integer", "long": "bigint", "float": "real",
@@ -83,6 +84,8 @@ _JSON_CHECKS: dict[str, Any] = {
     "object": lambda v: isinstance(v, dict), "array": lambda v: isinstance(v, list),
     "null": lambda v: v is None}
 _WIRE_TYPES = {"avro": "AVRO", "json-schema": "JSON"}
+#: A JSON escape of a UTF-16 surrogate (paired ones decode to one character).
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 class DecodeError(ValueError):
@@ -162,10 +165,15 @@ def _resolve(schema: Any, root: Any) -> Any:
     return None
 
 
-def _json_types(schema: Any, root: Any) -> tuple[str, ...] | None:
+#: How deep ``oneOf``/``anyOf`` branches are followed (a schema referring to itself
+#: through them allows any value beyond).
+_DEPTH = 32
+
+
+def _json_types(schema: Any, root: Any, depth: int = 0) -> tuple[str, ...] | None:
     """The JSON types a JSON Schema allows (None: any value)."""
     schema = _resolve(schema, root)
-    if not isinstance(schema, dict):
+    if not isinstance(schema, dict) or depth > _DEPTH:
         return None  # true, or unresolvable
     kind = schema.get("type")
     if isinstance(kind, str):
@@ -177,7 +185,7 @@ def _json_types(schema: Any, root: Any) -> tuple[str, ...] | None:
         if isinstance(branches, list) and branches:
             found: list[str] = []
             for branch in branches:
-                types = _json_types(branch, root)
+                types = _json_types(branch, root, depth + 1)
                 if types is None:
                     return None
                 found.extend(k for k in types if k not in found)
@@ -193,17 +201,39 @@ def _json_types(schema: Any, root: Any) -> tuple[str, ...] | None:
     return None
 
 
-def _string_format(schema: Any, root: Any) -> Any:
+def _string_format(schema: Any, root: Any, depth: int = 0) -> Any:
     schema = _resolve(schema, root)
-    if not isinstance(schema, dict):
+    if not isinstance(schema, dict) or depth > _DEPTH:
         return None
     if "format" in schema:
         return schema["format"]
     for key in ("oneOf", "anyOf"):
         for branch in schema.get(key) or ():
-            found = _string_format(branch, root)
+            found = _string_format(branch, root, depth + 1)
             if found is not None:
                 return found
+    return None
+
+
+def _object_schema(schema: Any, root: Any, depth: int = 0) -> dict[str, Any] | None:
+    """The object schema (with ``properties``) a record's value follows, or None.
+
+    The schema itself, or, through a local ``$ref``, a ``oneOf``/``anyOf`` of it and
+    ``null``, or an ``allOf`` of it alone; ``null`` besides ``object`` is allowed.
+    """
+    schema = _resolve(schema, root)
+    if not isinstance(schema, dict) or depth > _DEPTH:
+        return None
+    if isinstance(schema.get("properties"), dict):
+        types = _json_types(schema, root)
+        return schema if types is None or set(types) <= {"object", "null"} else None
+    for key in ("oneOf", "anyOf", "allOf"):
+        branches = schema.get(key)
+        if not isinstance(branches, list):
+            continue
+        solid = [b for b in branches if _json_types(b, root) != ("null",)]
+        if len(solid) == 1 and (key != "allOf" or len(branches) == 1):
+            return _object_schema(solid[0], root, depth + 1)
     return None
 
 
@@ -276,9 +306,17 @@ class PartDecoder:
 
     def _document(self, data: bytes) -> Any:
         try:
-            return json.loads(data)
+            document = json.loads(data)
+            if _SURROGATE_ESCAPE.search(data):
+                # An escaped UTF-16 surrogate without its pair decodes to a str no
+                # encoding holds (PostgreSQL would refuse the batch): a bad record here.
+                json.dumps(document, ensure_ascii=False).encode("utf-8")
+            return document
         except UnicodeDecodeError:
             raise DecodeError(f"the {self.part} is not JSON: not UTF-8 text") from None
+        except UnicodeEncodeError:
+            raise DecodeError(f"the {self.part} holds a lone UTF-16 surrogate escape (\\ud800 "
+                              "to \\udfff without its pair): not text") from None
         except json.JSONDecodeError as error:
             raise DecodeError(f"the {self.part} is not JSON: {error.msg} at byte "
                               f"{error.pos}") from None
@@ -310,16 +348,19 @@ class PartDecoder:
         fields = {}
         for name, allowed in checks.items():
             if name in document:
-                value = document[name]
-                self._check(name, value, allowed, schemaId)
-                fields[name] = value
+                fields[name] = self._check(name, document[name], allowed, schemaId)
         return fields, types, True
 
     @staticmethod
-    def _check(name: str, value: Any, allowed: tuple[str, ...] | None, schemaId: int) -> None:
-        if allowed is None or any(_JSON_CHECKS.get(kind, bool)(value) if kind in _JSON_CHECKS
-                                  else True for kind in allowed):
-            return
+    def _check(name: str, value: Any, allowed: tuple[str, ...] | None, schemaId: int) -> Any:
+        """``value`` if its JSON type is one ``allowed`` (3.0 as 3 where only integers are)."""
+        if allowed is None or any(_JSON_CHECKS[kind](value) if kind in _JSON_CHECKS else True
+                                  for kind in allowed):
+            kinds = allowed or ()
+            if isinstance(value, float) and "integer" in kinds and "number" not in kinds \
+                    and value.is_integer():
+                return int(value)  # JSON Schema counts 3.0 an integer
+            return value
         raise DecodeError(f"field {name!r} is a JSON {_json_kind(value)}, but its schema "
                           f"(id {schemaId}) allows {' or '.join(allowed)}")
 
@@ -339,7 +380,8 @@ class PartDecoder:
 
     def _schema(self, schemaId: int) -> tuple[Any, dict[str, str], bool]:
         assert self.registry is not None  # checked by TypedOptions
-        key = (self.registry, self.kind, schemaId)
+        # The part too: a schema that is not a record types the column named after it.
+        key = (self.registry, self.kind, self.part, schemaId)
         with _mutex:
             cached = _schemas.get(key)
         if cached is not None:
@@ -367,9 +409,9 @@ class PartDecoder:
         except (ValueError, RecursionError):
             raise DecodeError(f"the {self.part}'s schema id {schemaId} is not a valid JSON "
                               "Schema: not JSON") from None
-        resolved = _resolve(root, root)
-        properties = resolved.get("properties") if isinstance(resolved, dict) else None
-        if isinstance(properties, dict) and _json_types(root, root) in (None, ("object",)):
+        resolved = _object_schema(root, root)
+        if resolved is not None:
+            properties = resolved["properties"]
             checks = {str(name): _json_types(sub, root) for name, sub in properties.items()}
             types = {str(name): json_schema_type(sub, root)
                      for name, sub in properties.items()}

@@ -443,3 +443,68 @@ def test_json_schema_needs_a_registry():
         parse("--value-format", "json-schema")
     options = parse("--key-format", "json-schema", "--schema-registry", "http://r:8081")
     assert options.keyFormat == "json-schema" and options.registry is not None
+
+
+def test_json_schema_review_findings():
+    # An outside review's findings, each failing before its fix.
+    from kafka_direct.app.typed.formats import json_schema_type
+
+    # A schema referring to itself through oneOf/anyOf allows any value (no RecursionError).
+    looping = {"type": "object", "properties": {"a": {"$ref": "#/$defs/x"}},
+               "$defs": {"x": {"oneOf": [{"$ref": "#/$defs/x"}, {"type": "null"}]}}}
+    registry, schemaId = registered_json_schema("review-loop", looping)
+    rows = RowBuilder(TypedOptions(valueFormat="json-schema", registry=registry,
+                                   onBadRecord="dead-letter"), "s.t", None)
+    assert rows.build("t", 0, 0, None, json_schema_record(schemaId, {"a": 1}))[0] == ROW
+    assert json_schema_type({"anyOf": [{"$ref": "#"}]}, {"anyOf": [{"$ref": "#"}]}) == "jsonb"
+    # An integer beyond any double in a number column is a bad record, not an OverflowError.
+    registry, schemaId = registered_json_schema("review-overflow", {
+        "type": "object", "properties": {"x": {"type": "number"}, "n": {"type": "integer"}}})
+    rows = RowBuilder(TypedOptions(valueFormat="json-schema", registry=registry,
+                                   onBadRecord="dead-letter"), "s.t", None)
+    kind, reason = rows.build("t", 0, 0, None, b"\x00" + schemaId.to_bytes(4, "big")
+                              + b'{"x": 1' + b"0" * 400 + b"}")
+    assert kind == BAD and "out of the range of double precision" in reason
+    # 3.0 is an integer to JSON Schema: stored as 3.
+    assert rows.build("t", 0, 1, None, json_schema_record(schemaId, {"n": 3.0})) == (
+        ROW, {"key": None, "n": 3})
+    # One schema as key and as value: each part types its own column, whichever came first.
+    from confluent_kafka.schema_registry import Schema
+
+    from kafka_direct.app.typed import formats
+
+    registry = RegistrySettings("mock://review-parts")
+    text = json.dumps({"type": "string", "format": "date-time"})
+    client = formats.registry_client(registry)
+    keyId = client.register_schema("t-key", Schema(text, "JSON"))  # the value uses it too
+    rows = RowBuilder(TypedOptions(keyFormat="json-schema", valueFormat="json-schema",
+                                   registry=registry), "s.t", None)
+    record = json_schema_record(keyId, "2024-01-01T00:00:00Z")
+    assert rows.build("t", 0, 0, record, record)[0] == ROW
+    assert rows.new["key"][0] == rows.new["value"][0] == "timestamptz"
+    # A value field named like the raw key's column is a clear bad record.
+    registry, schemaId = registered_json_schema("review-key-name", {
+        "type": "object", "properties": {"key": {"type": "string"}}})
+    rows = RowBuilder(TypedOptions(valueFormat="json-schema", registry=registry,
+                                   onBadRecord="dead-letter"), "s.t", None)
+    kind, reason = rows.build("t", 0, 0, b"rk", json_schema_record(schemaId, {"key": "x"}))
+    assert kind == BAD and "the name of the raw key's column" in reason
+    # Object schemas behind nullable types, oneOf with null, or a lone allOf give columns.
+    for name, schema in (
+            ("nullable", {"type": ["object", "null"], "properties": {"i": {"type": "integer"}}}),
+            ("one-of", {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/r"}],
+                        "$defs": {"r": {"type": "object",
+                                        "properties": {"i": {"type": "integer"}}}}}),
+            ("all-of", {"allOf": [{"$ref": "#/definitions/r"}],
+                        "definitions": {"r": {"properties": {"i": {"type": "integer"}}}}})):
+        registry, schemaId = registered_json_schema(f"review-{name}", schema)
+        rows = RowBuilder(TypedOptions(valueFormat="json-schema", registry=registry), "s.t",
+                          None)
+        assert rows.build("t", 0, 0, None, json_schema_record(schemaId, {"i": 2})) == (
+            ROW, {"key": None, "i": 2}), name
+    # A lone surrogate escape is a bad record (PostgreSQL would refuse the whole batch).
+    rows = RowBuilder(TypedOptions(valueFormat="json", onBadRecord="dead-letter"), "s.t", None)
+    kind, reason = rows.build("t", 0, 0, None, b'{"s": "\\ud800"}')
+    assert kind == BAD and "lone UTF-16 surrogate" in reason
+    assert rows.build("t", 0, 1, None, b'{"s": "\\ud83d\\ude00"}') == (
+        ROW, {"key": None, "s": "\U0001f600"})
