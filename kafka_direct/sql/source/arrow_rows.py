@@ -32,6 +32,7 @@ from kafka_direct.rdd.dataframe import (
     MIN_TIMESTAMP_MS,
     timestamp_error,
 )
+from kafka_direct.sql.arrow_values import constant
 
 __all__ = ["ChunkBatchBuilder", "RecordBatchBuilder", "arrow_schema", "source_schema"]
 
@@ -66,8 +67,9 @@ class _PartitionBatches:
         self.schema = arrow_schema(includeHeaders)
         self._timestamp = self.schema.field("timestamp").type
         self._headers = self.schema.field("headers").type if includeHeaders else None
-        self._topic = pa.scalar(topic, pa.string())
-        self._partition = pa.scalar(partition, pa.int32())
+        # Built from bytes: pa.scalar would import pandas into the task's worker.
+        self._topic = constant(topic, pa.string())
+        self._partition = constant(partition, pa.int32())
 
 
 class RecordBatchBuilder(_PartitionBatches):
