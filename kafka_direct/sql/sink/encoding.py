@@ -53,6 +53,8 @@ def _hex_binary(array: Any) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    from kafka_direct.sql.arrow_values import constant
+
     if _table is None:
         _table = _hex_table()
     if pa.types.is_fixed_size_binary(array.type):
@@ -68,10 +70,11 @@ def _hex_binary(array: Any) -> Any:
     digits = _table[body].view(np.uint8)
     bare = pa.LargeStringArray.from_buffers(count, pa.py_buffer(2 * (offsets - first)),
                                             pa.py_buffer(digits))
-    hexed = pc.binary_join_element_wise(pa.scalar("\\x", pa.large_string()), bare,
-                                        pa.scalar("", pa.large_string()))
+    # Constants built from bytes: pa.scalar would import pandas into the task's worker.
+    hexed = pc.binary_join_element_wise(constant("\\x", pa.large_string()), bare,
+                                        constant("", pa.large_string()))
     if array.null_count:
-        hexed = pc.if_else(pc.is_valid(array), hexed, pa.scalar(None, pa.large_string()))
+        hexed = pc.if_else(pc.is_valid(array), hexed, constant(None, pa.large_string()))
     return hexed
 
 

@@ -24,7 +24,6 @@ from operator import itemgetter
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from kafka_direct.errors import RecordError
 from kafka_direct.rdd.dataframe import (
@@ -32,6 +31,7 @@ from kafka_direct.rdd.dataframe import (
     MIN_TIMESTAMP_MS,
     timestamp_error,
 )
+from kafka_direct.sql.arrow_values import constant
 
 __all__ = ["ChunkBatchBuilder", "RecordBatchBuilder", "arrow_schema", "source_schema"]
 
@@ -66,8 +66,9 @@ class _PartitionBatches:
         self.schema = arrow_schema(includeHeaders)
         self._timestamp = self.schema.field("timestamp").type
         self._headers = self.schema.field("headers").type if includeHeaders else None
-        self._topic = pa.scalar(topic, pa.string())
-        self._partition = pa.scalar(partition, pa.int32())
+        # Built from bytes: pa.scalar would import pandas into the task's worker.
+        self._topic = constant(topic, pa.string())
+        self._partition = constant(partition, pa.int32())
 
 
 class RecordBatchBuilder(_PartitionBatches):
@@ -86,6 +87,8 @@ class RecordBatchBuilder(_PartitionBatches):
         ``messages`` are records of this builder's partition in increasing offset order, as
         a consumer delivers them: the offsets column relies on it (see below).
         """
+        import pyarrow.compute as pc  # not at the top: the driver's processes need none
+
         count = len(messages)
         if count == 0:
             return pa.RecordBatch.from_pylist([], schema=self.schema)
@@ -141,6 +144,8 @@ class RecordBatchBuilder(_PartitionBatches):
         Only called when the batch's bounds are out of range, so there is such a record
         (records without a timestamp hold -1, always in range).
         """
+        import pyarrow.compute as pc
+
         outside = pc.or_(pc.less(millis, MIN_TIMESTAMP_MS),
                          pc.greater(millis, MAX_TIMESTAMP_MS))
         row = pc.index(outside, True).as_py()
@@ -155,6 +160,8 @@ class RecordBatchBuilder(_PartitionBatches):
         offsets are exactly ``first, first + 1, ...`` (no transaction marker or compacted
         record between): no call per record is needed.
         """
+        import pyarrow.compute as pc
+
         first = messages[0].offset()
         if messages[-1].offset() - first == count - 1:
             return pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), count),
