@@ -140,13 +140,14 @@ class RowBuilder:
                 valueFields, valueTypes, valueSchema = self.valueDecoder.decode(value, topic)
         except DecodeError as error:
             raise _BadRecordError(str(error)) from None
-        for raw, other, fields in (("key", "value", valueFields), ("value", "key", keyFields)):
-            decoder = self.keyDecoder if raw == "key" else self.valueDecoder
-            if decoder.kind == "raw" and raw in fields:
+        for part, other, fields in (("key", "value", valueFields),
+                                    ("value", "key", keyFields)):
+            decoder = self.keyDecoder if part == "key" else self.valueDecoder
+            if decoder.kind == "raw" and part in fields:
                 raise _BadRecordError(
-                    f"the {other} has a field {raw!r}, the name of the raw {raw}'s column "
-                    f"(bytea): rename the field, or read the {raw} with --{raw}-format json, "
-                    "avro or json-schema")
+                    f"the {other} has a field {part!r}, the name of the raw {part}'s column "
+                    f"(bytea): rename the field, or read the {part} with --{part}-format "
+                    "json, avro or json-schema")
         row: dict[str, Any] = {}
         where = (topic, partition, offset)
         pending: dict[str, ColumnInfo] = {}  # columns this record adds or widens, if good
