@@ -70,14 +70,15 @@ def _ingest(kafka, postgres, topic, schema, *extra):
         capture_output=True, text=True, timeout=300)
 
 
-def test_a_structured_rerun_with_nothing_new_ends_cleanly_and_the_next_goes_on(
+def test_a_structured_rerun_with_nothing_new_ends_cleanly(
         kafka, kafka_topic, postgres, pg_schema):
     # The second run's query is new (fresh checkpoint) and its first batch reads nothing:
     # it used to stop with exit 2 ("read nothing from a linked source while the store
-    # follows query ...").
+    # follows query ..."). That the store then goes on with the new query is tested on the
+    # source and sink (tests/sql/link/test_sink_kafka.py), at a fraction of this cost.
     topic = kafka_topic(partitions=2)
     kafka.produce(topic, [b"v"] * 6)
-    for produced, total in ((0, 6), (0, 6), (3, 9)):
+    for produced, total in ((0, 6), (0, 6)):
         kafka.produce(topic, [b"w"] * produced)
         done = _ingest(kafka, postgres, topic, pg_schema, "--api", "structured")
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
