@@ -43,6 +43,13 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kafka_direct.app.typed.json_schema import (
+    JSON_CHECKS,
+    json_kind,
+    json_schema_type,
+    json_types,
+    object_schema,
+)
 from kafka_direct.app.typed.options import (
     REGISTRY_FORMATS,
     RegistrySettings,
@@ -72,17 +79,6 @@ _LOGICAL = {"uuid": "uuid", "date": "date", "time-millis": "time", "time-micros"
             "local-timestamp-micros": "timestamp", "local-timestamp-nanos": "timestamp"}
 
 
-_JSON_TYPES = {"integer": "bigint", "number": "double precision", "string": "text",
-               "boolean": "boolean", "object": "jsonb", "array": "jsonb", "null": "text"}
-_JSON_FORMATS = {"date-time": "timestamptz", "date": "date", "time": "time", "uuid": "uuid"}
-#: JSON Schema type -> what a decoded JSON value must be (bool is no integer or number).
-_JSON_CHECKS: dict[str, Any] = {
-    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool))
-    or (isinstance(v, float) and v.is_integer()),
-    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
-    "string": lambda v: isinstance(v, str), "boolean": lambda v: isinstance(v, bool),
-    "object": lambda v: isinstance(v, dict), "array": lambda v: isinstance(v, list),
-    "null": lambda v: v is None}
 _WIRE_TYPES = {"avro": "AVRO", "json-schema": "JSON"}
 #: A JSON escape of a UTF-16 surrogate (paired ones decode to one character).
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
@@ -90,11 +86,6 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 class DecodeError(ValueError):
     """A key or value that cannot be decoded; its message is the reason (no record bytes)."""
-
-
-def _json_kind(value: Any) -> str:
-    return next(kind for kind in ("null", "boolean", "integer", "number", "string",
-                                  "object", "array") if _JSON_CHECKS[kind](value))
 
 
 def _registry_failure(error: BaseException, doing: str) -> SchemaRegistryError:
@@ -145,118 +136,6 @@ def avro_type(schema: Any, named: Mapping[str, Any]) -> str:
     if kind in ("record", "error", "array", "map"):
         return "jsonb"
     return avro_type(kind, named)
-
-
-def _resolve(schema: Any, root: Any) -> Any:
-    """``schema`` with its local ``$ref`` (``#/$defs/...``) followed; None: unresolvable."""
-    for _ in range(32):  # a loop of references resolves to nothing
-        if not isinstance(schema, dict) or "$ref" not in schema:
-            return schema
-        ref = schema["$ref"]
-        if not isinstance(ref, str) or not ref.startswith("#"):
-            return None  # another document's: not followed (any value)
-        node = root
-        for piece in ref[1:].strip("/").split("/") if ref.strip("#/") else ():
-            piece = piece.replace("~1", "/").replace("~0", "~")
-            if not isinstance(node, dict) or piece not in node:
-                return None
-            node = node[piece]
-        schema = node
-    return None
-
-
-#: How deep ``oneOf``/``anyOf`` branches are followed (a schema referring to itself
-#: through them allows any value beyond).
-_DEPTH = 32
-
-
-def _json_types(schema: Any, root: Any, depth: int = 0) -> tuple[str, ...] | None:
-    """The JSON types a JSON Schema allows (None: any value)."""
-    schema = _resolve(schema, root)
-    if not isinstance(schema, dict) or depth > _DEPTH:
-        return None  # true, or unresolvable
-    kind = schema.get("type")
-    if isinstance(kind, str):
-        return (kind,)
-    if isinstance(kind, list) and kind and all(isinstance(k, str) for k in kind):
-        return tuple(kind)
-    for key in ("oneOf", "anyOf"):
-        branches = schema.get(key)
-        if isinstance(branches, list) and branches:
-            found: list[str] = []
-            for branch in branches:
-                types = _json_types(branch, root, depth + 1)
-                if types is None:
-                    return None
-                found.extend(k for k in types if k not in found)
-            return tuple(found)
-    values = schema["enum"] if isinstance(schema.get("enum"), list) else (
-        [schema["const"]] if "const" in schema else None)
-    if values:
-        return tuple(dict.fromkeys(_json_kind(v) for v in values))
-    if "properties" in schema:
-        return ("object",)
-    if "items" in schema:
-        return ("array",)
-    return None
-
-
-def _string_format(schema: Any, root: Any, depth: int = 0) -> Any:
-    schema = _resolve(schema, root)
-    if not isinstance(schema, dict) or depth > _DEPTH:
-        return None
-    if "format" in schema:
-        return schema["format"]
-    for key in ("oneOf", "anyOf"):
-        for branch in schema.get(key) or ():
-            found = _string_format(branch, root, depth + 1)
-            if found is not None:
-                return found
-    return None
-
-
-def _object_schema(schema: Any, root: Any, depth: int = 0) -> dict[str, Any] | None:
-    """The object schema (with ``properties``) a record's value follows, or None.
-
-    The schema itself, or, through a local ``$ref``, a ``oneOf``/``anyOf`` of it and
-    ``null``, or an ``allOf`` of it alone; ``null`` besides ``object`` is allowed.
-    """
-    schema = _resolve(schema, root)
-    if not isinstance(schema, dict) or depth > _DEPTH:
-        return None
-    if isinstance(schema.get("properties"), dict):
-        types = _json_types(schema, root)
-        return schema if types is None or set(types) <= {"object", "null"} else None
-    for key in ("oneOf", "anyOf", "allOf"):
-        branches = schema.get(key)
-        if not isinstance(branches, list):
-            continue
-        solid = [b for b in branches if _json_types(b, root) != ("null",)]
-        if len(solid) == 1 and (key != "allOf" or len(branches) == 1):
-            return _object_schema(solid[0], root, depth + 1)
-    return None
-
-
-def json_schema_type(schema: Any, root: Any) -> str:
-    """The PostgreSQL column type of a JSON Schema (a property's, or a whole value's).
-
-    ``null`` besides one type is that type (nullable); ``integer`` ``bigint``, ``number``
-    ``double precision`` (integers allowed), ``boolean``, ``string`` ``text`` (formats
-    ``date-time`` ``timestamptz``, ``date``, ``time``, ``uuid``), ``object`` and ``array``
-    ``jsonb``, as are several types and schemas that allow any value. Local ``$ref``s are
-    followed.
-    """
-    types = _json_types(schema, root)
-    if types is None:
-        return "jsonb"
-    kinds = [k for k in types if k != "null"]
-    if sorted(kinds) == ["integer", "number"]:
-        return "double precision"
-    if len(kinds) != 1:
-        return "jsonb" if kinds else "text"
-    if kinds[0] == "string":
-        return _JSON_FORMATS.get(_string_format(schema, root), "text")
-    return _JSON_TYPES.get(kinds[0], "jsonb")
 
 
 class PartDecoder:
@@ -339,7 +218,7 @@ class PartDecoder:
             self._check(self.part, document, checks, schemaId)
             return {self.part: document}, types, True
         if not isinstance(document, dict):
-            raise DecodeError(f"the {self.part} is a JSON {_json_kind(document)}, but its "
+            raise DecodeError(f"the {self.part} is a JSON {json_kind(document)}, but its "
                               f"schema (id {schemaId}) describes an object")
         missing = [name for name in required if name not in document]
         if missing:
@@ -354,14 +233,14 @@ class PartDecoder:
     @staticmethod
     def _check(name: str, value: Any, allowed: tuple[str, ...] | None, schemaId: int) -> Any:
         """``value`` if its JSON type is one ``allowed`` (3.0 as 3 where only integers are)."""
-        if allowed is None or any(_JSON_CHECKS[kind](value) if kind in _JSON_CHECKS else True
+        if allowed is None or any(JSON_CHECKS[kind](value) if kind in JSON_CHECKS else True
                                   for kind in allowed):
             kinds = allowed or ()
             if isinstance(value, float) and "integer" in kinds and "number" not in kinds \
                     and value.is_integer():
                 return int(value)  # JSON Schema counts 3.0 an integer
             return value
-        raise DecodeError(f"field {name!r} is a JSON {_json_kind(value)}, but its schema "
+        raise DecodeError(f"field {name!r} is a JSON {json_kind(value)}, but its schema "
                           f"(id {schemaId}) allows {' or '.join(allowed)}")
 
     def _avro(self, data: bytes, topic: str) -> Decoded:
@@ -409,17 +288,17 @@ class PartDecoder:
         except (ValueError, RecursionError):
             raise DecodeError(f"the {self.part}'s schema id {schemaId} is not a valid JSON "
                               "Schema: not JSON") from None
-        resolved = _object_schema(root, root)
+        resolved = object_schema(root, root)
         if resolved is not None:
             properties = resolved["properties"]
-            checks = {str(name): _json_types(sub, root) for name, sub in properties.items()}
+            checks = {str(name): json_types(sub, root) for name, sub in properties.items()}
             types = {str(name): json_schema_type(sub, root)
                      for name, sub in properties.items()}
             required = tuple(str(n) for n in resolved.get("required") or ()
                              if str(n) in properties) if isinstance(
                 resolved.get("required"), list) else ()
             return (checks, required), types, True
-        return (_json_types(root, root), ()), {self.part: json_schema_type(root, root)}, False
+        return (json_types(root, root), ()), {self.part: json_schema_type(root, root)}, False
 
     def _parse(self, schemaId: int, texts: tuple[str, ...]) -> tuple[Any, dict[str, str], bool]:
         from fastavro import parse_schema
