@@ -34,15 +34,11 @@ def test_ingest_writes_a_topic_once_and_a_rerun_adds_only_new_records(kafka, kaf
 
 
 def test_ingest_idempotent_sink_and_explicit_starting_offsets(kafka, kafka_topic, postgres,
-                                                             pg_schema):
+                                                             pg_schema, job_host):
     topic = kafka_topic(partitions=1)
     kafka.produce(topic, [b"v"] * 50)
-    done = subprocess.run(
-        [sys.executable, "-m", "kafka_direct.app.cli", "ingest", "--bootstrap-servers",
-         kafka.bootstrap_servers, "--dsn", postgres.dsn, "--topic", topic, "--schema",
-         pg_schema, "--table", "from_ten", "--sink", "idempotent", "--batch-interval", "0.5",
-         "--stop-after-idle", "1", "--starting-offsets", f'{{"{topic}": {{"0": 10}}}}'],
-        capture_output=True, text=True, timeout=300)
+    done = _ingest(job_host, kafka, postgres, topic, pg_schema, "--table", "from_ten", "--sink",
+                   "idempotent", "--starting-offsets", f'{{"{topic}": {{"0": 10}}}}')
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert f"table {pg_schema}.from_ten: 40 rows, 0 duplicates" in done.stdout
 
@@ -62,16 +58,16 @@ def test_ingest_without_services_starts_the_embedded_ones_and_creates_its_topic(
 
 
 
-def _ingest(kafka, postgres, topic, schema, *extra):
-    return subprocess.run(
-        [sys.executable, "-m", "kafka_direct.app.cli", "ingest", "--bootstrap-servers",
-         kafka.bootstrap_servers, "--dsn", postgres.dsn, "--topic", topic, "--schema", schema,
-         "--batch-interval", "0.5", "--stop-after-idle", "1", *extra],
-        capture_output=True, text=True, timeout=300)
+def _ingest(job_host, kafka, postgres, topic, schema, *extra, process=False):
+    """Run the job (in the job host, keeping Spark's JVM; ``process``: as a process)."""
+    return job_host.run(
+        ["ingest", "--bootstrap-servers", kafka.bootstrap_servers, "--dsn", postgres.dsn,
+         "--topic", topic, "--schema", schema, "--batch-interval", "0.5", "--stop-after-idle",
+         "1", *extra], process=process)
 
 
 def test_a_structured_rerun_with_nothing_new_ends_cleanly(
-        kafka, kafka_topic, postgres, pg_schema):
+        kafka, kafka_topic, postgres, pg_schema, job_host):
     # The second run's query is new (fresh checkpoint) and its first batch reads nothing:
     # it used to stop with exit 2 ("read nothing from a linked source while the store
     # follows query ..."). That the store then goes on with the new query is tested on the
@@ -80,38 +76,41 @@ def test_a_structured_rerun_with_nothing_new_ends_cleanly(
     kafka.produce(topic, [b"v"] * 6)
     for produced, total in ((0, 6), (0, 6)):
         kafka.produce(topic, [b"w"] * produced)
-        done = _ingest(kafka, postgres, topic, pg_schema, "--api", "structured")
+        done = _ingest(job_host, kafka, postgres, topic, pg_schema, "--api", "structured")
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         assert f"table {pg_schema}.kafka_events: {total} rows, 0 duplicates" in done.stdout
 
 
 @pytest.mark.parametrize("api", ["dstream", "structured"])
 def test_a_failing_job_ends_with_its_typed_error_on_both_apis(kafka, kafka_topic, postgres,
-                                                              pg_schema, api):
+                                                              pg_schema, api, job_host):
     # Records the job never read are deleted: the next run stops with DataLossError, the
     # same way on both APIs (the structured job used to end with an untyped
     # StreamingQueryException carrying a base64 marker).
     topic = kafka_topic(partitions=1)
     kafka.produce(topic, [b"v"] * 5)
-    first = _ingest(kafka, postgres, topic, pg_schema, "--api", api)
+    first = _ingest(job_host, kafka, postgres, topic, pg_schema, "--api", api)
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
     kafka.produce(topic, [b"w"] * 5)
     kafka.delete_records(topic, 0, 10)
-    done = _ingest(kafka, postgres, topic, pg_schema, "--api", api)
+    # What the user's terminal shows: a process of its own, Spark's error output included.
+    done = _ingest(job_host, kafka, postgres, topic, pg_schema, "--api", api, process=True)
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
     assert "kafka-direct ingest stopped: DataLossError: " in done.stdout, done.stdout[-3000:]
     assert f"{topic}-0" in done.stdout and "run it again to resume" in done.stdout
-    # The job's own last words (Spark's task-failure log lines above them are Spark's).
+    # The job's own last words (Spark's task-failure log lines, in a process of its own
+    # above them, are Spark's).
     for text in (done.stdout, done.stderr.strip().splitlines()[-1]):
         assert "unexpected" not in text and "StreamingQueryException" not in text
         assert "kafka-direct-error:" not in text  # the carrier's marker stays inside
 
 
 def test_a_mistake_found_when_the_structured_query_starts_is_exit_2(kafka, kafka_topic,
-                                                                     postgres, pg_schema):
+                                                                     postgres, pg_schema,
+                                                                     job_host):
     topic = kafka_topic(partitions=1)
     kafka.produce(topic, [b"v"] * 5)
-    done = _ingest(kafka, postgres, topic, pg_schema, "--api", "structured",
+    done = _ingest(job_host, kafka, postgres, topic, pg_schema, "--api", "structured",
                    "--starting-offsets", f'{{"{topic}": {{"0": 100}}}}')
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     last = done.stderr.strip().splitlines()[-1]
@@ -122,7 +121,7 @@ def test_a_mistake_found_when_the_structured_query_starts_is_exit_2(kafka, kafka
 
 @pytest.mark.parametrize("api", ["dstream", "structured"])
 def test_the_jobs_lag_is_visible_to_kafkas_group_tools(kafka, kafka_topic, postgres, pg_schema,
-                                                       api):
+                                                       api, job_host):
     # After each batch's PostgreSQL commit its end offsets go to the consumer group, for
     # monitoring only: a group lag tool then shows the job caught up.
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
@@ -132,7 +131,7 @@ def test_the_jobs_lag_is_visible_to_kafkas_group_tools(kafka, kafka_topic, postg
     kafka.produce(topic, [b"a"] * 7, partition=0)
     kafka.produce(topic, [b"b"] * 4, partition=1)
     group = f"lag-{api}-{pg_schema}"
-    done = _ingest(kafka, postgres, topic, pg_schema, "--api", api, "--group", group)
+    done = _ingest(job_host, kafka, postgres, topic, pg_schema, "--api", api, "--group", group)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
     request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0),
@@ -143,15 +142,16 @@ def test_the_jobs_lag_is_visible_to_kafkas_group_tools(kafka, kafka_topic, postg
 
 @pytest.mark.cluster
 @pytest.mark.parametrize("api", ["dstream", "structured"])
-def test_the_job_on_separate_executor_processes(kafka, kafka_topic, postgres, pg_schema, api):
+def test_the_job_on_separate_executor_processes(kafka, kafka_topic, postgres, pg_schema, api,
+                                                job_host):
     # local-cluster: executors are JVMs of their own, with their own Python workers; the
     # source, the sink and the offset store must work with nothing shared with the driver.
     topic = kafka_topic(partitions=3)
     for partition in range(3):
         kafka.produce(topic, [f"{partition}-{i}".encode() for i in range(40)],
                       partition=partition)
-    done = _ingest(kafka, postgres, topic, pg_schema, "--api", api,
-                   "--master", "local-cluster[2,1,1024]")
+    done = _ingest(job_host, kafka, postgres, topic, pg_schema, "--api", api,
+                   "--master", "local-cluster[2,1,1024]", process=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert f"table {pg_schema}.kafka_events: 120 rows, 0 duplicates" in done.stdout
     assert "stored offsets == log end" in done.stdout

@@ -13,13 +13,14 @@ import pytest
 APIS = ["dstream", "structured"]
 
 
-def ingest(kafka, postgres, topic, schema, api, *extra, table="typed"):
-    return subprocess.run(
-        [sys.executable, "-m", "kafka_direct.app.cli", "ingest", "--bootstrap-servers",
-         kafka.bootstrap_servers, "--dsn", postgres.dsn, "--topic", topic, "--schema", schema,
-         "--table", table, "--batch-interval", "0.5", "--stop-after-idle", "1", "--api", api,
-         "--group", f"g-{topic}", *extra],
-        capture_output=True, text=True, timeout=300)
+def ingest(job_host, kafka, postgres, topic, schema, api, *extra, table="typed",
+           process=False):
+    """Run the job (in the job host, keeping Spark's JVM; ``process``: as a process)."""
+    return job_host.run(
+        ["ingest", "--bootstrap-servers", kafka.bootstrap_servers, "--dsn", postgres.dsn,
+         "--topic", topic, "--schema", schema, "--table", table, "--batch-interval", "0.5",
+         "--stop-after-idle", "1", "--api", api, "--group", f"g-{topic}", *extra],
+        process=process)
 
 
 def query(postgres, sql):
@@ -55,14 +56,14 @@ def avro_serializer(registry, schema, topic, field="value"):
 
 @pytest.mark.parametrize("api", APIS)
 def test_json_fields_become_typed_columns_inferred_or_declared(kafka, kafka_topic, postgres,
-                                                               pg_schema, api):
+                                                               pg_schema, api, job_host):
     topic = kafka_topic(partitions=2)
     values = [json.dumps({"id": i, "name": f"n{i}", "price": i + 0.5, "ok": i % 2 == 0,
                           "tags": ["a", i], "ts": "2024-05-01T12:00:00+00:00"}).encode()
               for i in range(40)]
     kafka.produce(topic, values[:20], partition=0, keys=[b"k"] * 20)
     kafka.produce(topic, values[20:], partition=1, keys=[b"k"] * 20)
-    out = ok(ingest(kafka, postgres, topic, pg_schema, api, "--value-format", "json",
+    out = ok(ingest(job_host, kafka, postgres, topic, pg_schema, api, "--value-format", "json",
                     "--columns", "ts:timestamptz,price:numeric(10,2)"))
     assert f"table {pg_schema}.typed: 40 rows, 0 duplicates" in out
     assert "stored offsets == log end" in out
@@ -78,12 +79,12 @@ def test_json_fields_become_typed_columns_inferred_or_declared(kafka, kafka_topi
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_a_new_field_adds_a_nullable_column(kafka, kafka_topic, postgres, pg_schema, api):
+def test_a_new_field_adds_a_nullable_column(kafka, kafka_topic, postgres, pg_schema, api, job_host):
     topic = kafka_topic()
     kafka.produce(topic, [json.dumps({"id": i}).encode() for i in range(5)])
-    ok(ingest(kafka, postgres, topic, pg_schema, api, "--value-format", "json"))
+    ok(ingest(job_host, kafka, postgres, topic, pg_schema, api, "--value-format", "json"))
     kafka.produce(topic, [json.dumps({"id": i, "extra": f"e{i}"}).encode() for i in range(5, 8)])
-    ok(ingest(kafka, postgres, topic, pg_schema, api, "--value-format", "json"))
+    ok(ingest(job_host, kafka, postgres, topic, pg_schema, api, "--value-format", "json"))
     assert "extra" in columns(postgres, pg_schema, "typed")
     rows = query(postgres, f'SELECT id, extra FROM "{pg_schema}".typed ORDER BY id')
     assert rows == [(i, None) for i in range(5)] + [(i, f"e{i}") for i in range(5, 8)]
@@ -92,7 +93,7 @@ def test_a_new_field_adds_a_nullable_column(kafka, kafka_topic, postgres, pg_sch
 @pytest.mark.parametrize("api", APIS)
 def test_avro_upserts_and_tombstones_mirror_the_compacted_topic(kafka, kafka_topic, postgres,
                                                                  pg_schema, schema_registry,
-                                                                 api):
+                                                                 api, job_host):
     topic = kafka_topic(partitions=2)
     schema = {"type": "record", "name": "Account", "fields": [
         {"name": "id", "type": "long"}, {"name": "owner", "type": "string"},
@@ -120,7 +121,7 @@ def test_avro_upserts_and_tombstones_mirror_the_compacted_topic(kafka, kafka_top
             expected[account] = (f"o{account}", balance)
         kafka.produce(topic, values[:15], partition=partition, keys=keys[:15])
         kafka.produce(topic, values[15:], partition=partition, keys=keys[15:])
-    out = ok(ingest(kafka, postgres, topic, pg_schema, api, "--value-format", "avro",
+    out = ok(ingest(job_host, kafka, postgres, topic, pg_schema, api, "--value-format", "avro",
                     "--key-format", "avro", "--schema-registry", schema_registry.url,
                     "--key-columns", "id", "--on-tombstone", "delete"))
     assert "stored offsets == log end" in out
@@ -133,7 +134,7 @@ def test_avro_upserts_and_tombstones_mirror_the_compacted_topic(kafka, kafka_top
 
 @pytest.mark.parametrize("api", APIS)
 def test_json_schema_values_become_the_schemas_columns(kafka, kafka_topic, postgres, pg_schema,
-                                                      schema_registry, api):
+                                                      schema_registry, api, job_host):
     # Confluent's JSON Schema wire format: magic byte, schema id, JSON text.
     topic = kafka_topic(partitions=1)
     schemaId = schema_registry.register(f"{topic}-value", {
@@ -146,7 +147,7 @@ def test_json_schema_values_become_the_schemas_columns(kafka, kafka_topic, postg
                  {"id": "two"},  # not the schema's type: a dead letter
                  {"id": 3, "note": "n"}]
     kafka.produce(topic, [header + json.dumps(d).encode() for d in documents])
-    ok(ingest(kafka, postgres, topic, pg_schema, api, "--value-format", "json-schema",
+    ok(ingest(job_host, kafka, postgres, topic, pg_schema, api, "--value-format", "json-schema",
               "--schema-registry", schema_registry.url, "--on-bad-record", "dead-letter"))
     cols = columns(postgres, pg_schema, "typed")
     assert cols["id"] == "bigint" and cols["at"] == "timestamp with time zone"
@@ -160,10 +161,10 @@ def test_json_schema_values_become_the_schemas_columns(kafka, kafka_topic, postg
 
 @pytest.mark.parametrize("api", APIS)
 def test_bad_records_fail_the_batch_naming_the_record(kafka, kafka_topic, postgres, pg_schema,
-                                                      api):
+                                                      api, job_host):
     topic = kafka_topic()
     kafka.produce(topic, [b'{"id": 1}', b'{"id": 2}', b"not json", b'{"id": 4}'])
-    done = ingest(kafka, postgres, topic, pg_schema, api, "--value-format", "json")
+    done = ingest(job_host, kafka, postgres, topic, pg_schema, api, "--value-format", "json")
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     assert "kafka-direct ingest stopped: BadRecordError: " in done.stdout, done.stdout[-3000:]
     assert f"record {topic}-0 at offset 2 cannot be a row" in done.stdout
@@ -173,11 +174,11 @@ def test_bad_records_fail_the_batch_naming_the_record(kafka, kafka_topic, postgr
 
 @pytest.mark.parametrize("api", APIS)
 def test_bad_records_go_to_the_dead_letter_table_once(kafka, kafka_topic, postgres, pg_schema,
-                                                      api):
+                                                      api, job_host):
     topic = kafka_topic()
     kafka.produce(topic, [b'{"id": 1}', b"not json", b'{"id": "text"}', b'{"id": 4}'],
                   keys=[b"a", b"b", b"c", b"d"])
-    out = ok(ingest(kafka, postgres, topic, pg_schema, api, "--value-format", "json",
+    out = ok(ingest(job_host, kafka, postgres, topic, pg_schema, api, "--value-format", "json",
                     "--on-bad-record", "dead-letter"))
     assert "stored offsets == log end" in out
     assert query(postgres, f'SELECT id FROM "{pg_schema}".typed ORDER BY id') == [(1,), (4,)]
@@ -187,7 +188,7 @@ def test_bad_records_go_to_the_dead_letter_table_once(kafka, kafka_topic, postgr
         (1, b"b", b"not json"), (2, b"c", b'{"id": "text"}')]
     assert "not JSON" in dead[0][3] and "field 'id': text is not an integer" in dead[1][3]
     kafka.produce(topic, [b'{"id": 5}'])  # a rerun reads only what is new
-    again = ok(ingest(kafka, postgres, topic, pg_schema, api, "--value-format", "json",
+    again = ok(ingest(job_host, kafka, postgres, topic, pg_schema, api, "--value-format", "json",
                       "--on-bad-record", "dead-letter"))
     assert "1 records read" in again
     assert query(postgres, f'SELECT count(*) FROM "{pg_schema}".typed_dead_letter') == [(2,)]
@@ -197,17 +198,17 @@ def test_bad_records_go_to_the_dead_letter_table_once(kafka, kafka_topic, postgr
 
 @pytest.mark.parametrize("api", APIS)
 def test_an_incompatible_schema_change_stops_the_job_naming_field_and_types(
-        kafka, kafka_topic, postgres, pg_schema, schema_registry, api):
+        kafka, kafka_topic, postgres, pg_schema, schema_registry, api, job_host):
     topic = kafka_topic()
     first = avro_serializer(schema_registry, {"type": "record", "name": "R", "fields": [
         {"name": "id", "type": "int"}, {"name": "n", "type": "int"}]}, topic)
     kafka.produce(topic, [first({"id": i, "n": i}) for i in range(3)])
     args = ("--value-format", "avro", "--schema-registry", schema_registry.url)
-    ok(ingest(kafka, postgres, topic, pg_schema, api, *args))
+    ok(ingest(job_host, kafka, postgres, topic, pg_schema, api, *args))
     second = avro_serializer(schema_registry, {"type": "record", "name": "R", "fields": [
         {"name": "id", "type": "int"}, {"name": "n", "type": "string"}]}, topic)
     kafka.produce(topic, [second({"id": 9, "n": "nine"})])
-    done = ingest(kafka, postgres, topic, pg_schema, api, *args)
+    done = ingest(job_host, kafka, postgres, topic, pg_schema, api, *args)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     assert "kafka-direct ingest stopped: SchemaChangeError: field 'n'" in done.stdout, \
         done.stdout[-3000:]
@@ -217,17 +218,17 @@ def test_an_incompatible_schema_change_stops_the_job_naming_field_and_types(
 
 @pytest.mark.parametrize("api", APIS)
 def test_raw_keys_mirrored_with_deletes_and_ignored_tombstones(kafka, kafka_topic, postgres,
-                                                               pg_schema, api):
+                                                               pg_schema, api, job_host):
     # --key-columns key: raw records upserted on their key bytes, a compacted topic's view.
     topic = kafka_topic()
     kafka.produce(topic, [b"a1", b"b1", b"a2", None, b"c1", b"b2", None],
                   keys=[b"a", b"b", b"a", b"c", b"c", b"b", b"d"])
-    ok(ingest(kafka, postgres, topic, pg_schema, api, "--key-columns", "key",
+    ok(ingest(job_host, kafka, postgres, topic, pg_schema, api, "--key-columns", "key",
               "--on-tombstone", "delete", table="mirror"))
     rows = query(postgres, f'SELECT key, value, kafka_offset FROM "{pg_schema}".mirror')
     assert sorted((bytes(k), bytes(v), o) for k, v, o in rows) == [
         (b"a", b"a2", 2), (b"b", b"b2", 5), (b"c", b"c1", 4)]
-    ok(ingest(kafka, postgres, topic, pg_schema, api, "--on-tombstone", "ignore",
+    ok(ingest(job_host, kafka, postgres, topic, pg_schema, api, "--on-tombstone", "ignore",
               "--group", f"ignore-{topic}", table="no_tombstones"))
     assert query(postgres, f'SELECT count(*), count(value) FROM "{pg_schema}".no_tombstones'
                  ) == [(5, 5)]
@@ -261,9 +262,10 @@ def test_registry_login_from_the_environment_never_shows(kafka, kafka_topic, pos
         assert secret not in text and "wrong-pw" not in text
 
 
-def test_option_mistakes_are_one_line_and_exit_2(kafka, kafka_topic, postgres, pg_schema):
+def test_option_mistakes_are_one_line_and_exit_2(kafka, kafka_topic, postgres, pg_schema, job_host):
     topic = kafka_topic()
-    done = ingest(kafka, postgres, topic, pg_schema, "dstream", "--value-format", "avro")
+    done = ingest(job_host, kafka, postgres, topic, pg_schema, "dstream", "--value-format", "avro",
+                  process=True)
     assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-3000:]
     assert done.stderr.strip().splitlines()[-1] == (
         "kafka-direct ingest: ConfigurationError: --value-format avro needs --schema-registry "
@@ -273,7 +275,7 @@ def test_option_mistakes_are_one_line_and_exit_2(kafka, kafka_topic, postgres, p
         cursor.execute(f'CREATE TABLE "{pg_schema}".keyless (topic text, kafka_partition int, '
                        "kafka_offset bigint, id bigint)")
     connection.close()
-    done = ingest(kafka, postgres, topic, pg_schema, "structured", "--value-format", "json",
-                  "--key-columns", "id", table="keyless")
+    done = ingest(job_host, kafka, postgres, topic, pg_schema, "structured", "--value-format",
+                  "json", "--key-columns", "id", table="keyless", process=True)
     assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-3000:]
     assert "has no unique constraint or index on exactly them: ALTER TABLE" in done.stderr
