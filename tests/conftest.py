@@ -11,6 +11,10 @@ test without the mark that starts a service process or a Spark JVM in this proce
 once, naming the mark, so a missing one shows in the default run too.
 """
 
+import shutil
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from kafka_direct.testing import EmbeddedKafka
@@ -53,6 +57,19 @@ def _services_only_when_marked(request, monkeypatch):
         return
     for module in (pyspark.core.context, pyspark.java_gateway):
         monkeypatch.setattr(module, "launch_gateway", _refuse("a Spark JVM"))
+
+
+@pytest.fixture
+def scratch():
+    """A private directory (0700) of the test's own, for a PostgreSQL data directory.
+
+    Not pytest's tmp_path: every new pytest session (another worker, a child pytest) closes
+    its per-user root again, which would lock the server's user out of a data directory
+    below it mid-test.
+    """
+    path = Path(tempfile.mkdtemp(prefix="kafka-direct-pg-test-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

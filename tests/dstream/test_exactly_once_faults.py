@@ -255,8 +255,8 @@ def restart_mid_stream(s, restart, what):
     print(f"job after the {what} restart: exit {code} {err.strip()[-300:]}")
 
 
-def test_postgres_restarted_mid_stream(scenario, tmp_path):
-    with EmbeddedPostgres(data_dir=tmp_path / "pg") as database:
+def test_postgres_restarted_mid_stream(scenario, scratch):
+    with EmbeddedPostgres(data_dir=scratch / "pg") as database:
         restart_mid_stream(scenario(database=database), database.restart, "PostgreSQL")
 
 

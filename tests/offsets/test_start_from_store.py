@@ -239,8 +239,8 @@ def test_a_lock_cut_while_no_one_else_took_the_group_is_taken_again(postgres, st
 
 
 @pytest.mark.services  # a PostgreSQL server of its own
-def test_a_job_holding_its_group_across_postgres_restarts(tmp_path):
-    with EmbeddedPostgres(tmp_path / "pg") as database:
+def test_a_job_holding_its_group_across_postgres_restarts(scratch):
+    with EmbeddedPostgres(scratch / "pg") as database:
         store = PostgresOffsetStore(database.dsn)
         second = other_job(store, database.dsn)
         store.seed("g", {T: 0})

@@ -5,7 +5,6 @@ import os
 import shutil
 import stat
 import subprocess
-import tempfile
 from pathlib import Path
 
 import psycopg2
@@ -17,18 +16,6 @@ from kafka_direct.testing import EmbeddedPostgres
 from kafka_direct.testing.postgres import _bin_dir
 
 pytestmark = pytest.mark.services  # every test here starts PostgreSQL servers of its own
-
-
-@pytest.fixture
-def scratch():
-    """A private directory (0700) of the test's own.
-
-    Not pytest's tmp_path: every new pytest session closes its per-user root again, which
-    would lock the server's user out of a data directory below it mid-test.
-    """
-    path = Path(tempfile.mkdtemp(prefix="kafka-direct-pg-test-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
