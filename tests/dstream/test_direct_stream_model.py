@@ -43,7 +43,7 @@ TOPIC = "t"
 PARAMS = {"bootstrap.servers": "fake:9092", "group.id": "g", "auto.offset.reset": "earliest"}
 CONF = {"spark.streaming.kafka.rebalanceWaitMs": "0", "spark.streaming.kafka.maxRetries": "0",
         "spark.streaming.concurrentJobs": "3"}
-DEFAULT_EXAMPLES = int(os.environ.get("KAFKA_DIRECT_MODEL_EXAMPLES", "200"))
+DEFAULT_EXAMPLES = int(os.environ.get("KAFKA_DIRECT_MODEL_EXAMPLES", "100"))
 
 
 class Batch:
