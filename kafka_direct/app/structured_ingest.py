@@ -197,6 +197,8 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
             defaults=defaults, own_session=signals is not None) as sc:
         if signals is not None:
             signals.install()
+        if not logger.isEnabledFor(logging.INFO):
+            _quiet_query_failures(sc)
         spark = SparkSession(sc)
         register(spark)
         if local:
@@ -264,6 +266,25 @@ def _typed_query(spark: Any, rows: Any, records: TypedOptions, options: IngestOp
         writer.option("checkpointLocation", location).queryName(QUERY_NAME)
         .trigger(processingTime=f"{options.batchInterval} seconds").start())
     return query
+
+
+#: Spark's streaming engine: it logs a failed query's whole JVM and Python stack at ERROR.
+_STREAM_EXECUTION_LOGGERS = "org.apache.spark.sql.execution.streaming"
+
+
+def _quiet_query_failures(sc: Any) -> None:
+    """Keep Spark's report of a failed query off the terminal (the job gives its own).
+
+    The job ends a failed query with one line naming the typed error and the fix (``-v``:
+    with the details, and Spark's report too). Spark's engine would print a page of JVM
+    and Python stack above it first. Best effort: another logging backend keeps its report.
+    """
+    try:
+        jvm = sc._jvm
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+            _STREAM_EXECUTION_LOGGERS, jvm.org.apache.logging.log4j.Level.OFF)
+    except Exception:  # not log4j 2: Spark's report stays
+        logger.debug("could not quiet Spark's streaming engine log", exc_info=True)
 
 
 def _stop_after_running_batch(query: Any, timeout: float = 600.0) -> None:

@@ -11,4 +11,4 @@ def job_host():
     try:
         yield host
     finally:
-        host.close()
+        host.shutdown()

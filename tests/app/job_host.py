@@ -14,7 +14,11 @@ mistakes, Spark's own error output, signals, kills), other masters, and runs tha
 their own environment (the JVM's environment is the host's).
 
 Protocol: the host listens on a Unix socket; each request is ``(argv, cwd)`` and each answer
-``(returncode, stdout, stderr)`` with the run's ``sys.stdout``/``sys.stderr`` and log lines.
+``(returncode, stdout, stderr)`` with the run's ``sys.stdout``/``sys.stderr`` and log lines
+(Spark's own error output goes to the host's, which is the test session's), or
+:data:`JVM_GONE` when the host found its JVM dead before the run: it then exits, and the
+client starts a new host and asks again. A run that leaves a streaming query active fails.
+The host's environment is the test session's when it starts.
 """
 
 from __future__ import annotations
@@ -24,18 +28,30 @@ import io
 import logging
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import traceback
+from collections.abc import Iterator
 from multiprocessing.connection import Client, Listener
 from pathlib import Path
+from typing import Any
 
 _CLI = [sys.executable, "-m", "kafka_direct.app.cli"]
 
 
+#: The host's answer when its JVM died since the last run (it exits; ask a new host).
+JVM_GONE = "jvm-gone"
+#: Below pytest's own timeout (300 s, fixtures included): the host is ended first.
+RUN_TIMEOUT_S = 240.0
+#: Exit code of a run that left a streaming query active.
+LEFT_ACTIVE = 70
+
+
 class JobHost:
-    """A client of one host process, started on first use and restarted after it dies."""
+    """A client of one host process, started on first use and again after it ended."""
 
     def __init__(self) -> None:
         self._dir = tempfile.mkdtemp(prefix="kafka-direct-job-host-")
@@ -45,6 +61,7 @@ class JobHost:
         self.runs = 0
 
     def _start(self) -> None:
+        self.close()
         environment = {**os.environ, "JOB_HOST_KEY": self._key.hex(),
                        "PYTHONPATH": os.pathsep.join(
                            filter(None, [str(Path(__file__).resolve().parents[2]),
@@ -55,55 +72,71 @@ class JobHost:
         deadline = time.monotonic() + 60
         while not os.path.exists(self._address):
             if self._process.poll() is not None or time.monotonic() > deadline:
+                self.close()
                 raise RuntimeError("the job host did not start")
             time.sleep(0.05)
 
-    def run(self, args: list[str], *, timeout: float = 300, process: bool = False,
+    def run(self, args: list[str], *, timeout: float = RUN_TIMEOUT_S, process: bool = False,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         """Run ``kafka-direct <args>``; like ``subprocess.run(..., capture_output=True)``.
 
-        ``process`` or ``env``: as a process of its own (see the module).
+        ``process`` or ``env``: as a process of its own (see the module). Whatever
+        interrupts the wait (a timeout, pytest's own) ends the host: a run never goes on
+        behind the next test.
         """
+        argv = [*_CLI, *args]
         if process or env is not None:
-            return subprocess.run([*_CLI, *args], capture_output=True, text=True,
-                                  timeout=timeout, env=env)
-        if self._process is None or self._process.poll() is not None:
-            if self._process is not None:
-                os.unlink(self._address)
-            self._start()
-        self.runs += 1
-        with Client(self._address, authkey=self._key) as connection:
-            connection.send((list(args), os.getcwd()))
-            if not connection.poll(timeout):
+            return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                                  env=env)
+        for _ in range(2):
+            if self._process is None or self._process.poll() is not None:
+                self._start()
+            self.runs += 1
+            try:
+                with Client(self._address, authkey=self._key) as connection:
+                    connection.send((list(args), os.getcwd()))
+                    if not connection.poll(timeout):
+                        raise subprocess.TimeoutExpired(argv, timeout)
+                    answer = connection.recv()
+            except BaseException:
                 self.close()
-                raise subprocess.TimeoutExpired([*_CLI, *args], timeout)
-            code, out, err = connection.recv()
-        return subprocess.CompletedProcess([*_CLI, *args], code, out, err)
+                raise
+            if answer != JVM_GONE:
+                code, out, err = answer
+                return subprocess.CompletedProcess(argv, code, out, err)
+            self.close()
+        raise RuntimeError("the job host's Spark JVM died twice in a row")
 
     def close(self) -> None:
+        """End the host process (a later run starts another)."""
         if self._process is not None and self._process.poll() is None:
             self._process.kill()
+        if self._process is not None:
             self._process.wait()
         self._process = None
         with contextlib.suppress(OSError):
             os.unlink(self._address)
 
+    def shutdown(self) -> None:
+        """End the host and remove its directory."""
+        self.close()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
 
 def _serve(address: str) -> None:
     import kafka_direct.testing.spark as spark_module
-    from kafka_direct.app import cli
 
     make_context = spark_module._make_context
-    shared: dict[str, object] = {}
+    shared: dict[str, Any] = {}
 
     @contextlib.contextmanager
     def kept_context(master: str = "local[2,2]", app_name: str = "kafka-direct-test",
-                     conf: object = None, test_conf: bool = True, loopback: object = None,
-                     defaults: object = None, own_session: bool = False):  # type: ignore[no-untyped-def]
+                     conf: Any = None, test_conf: bool = True, loopback: Any = None,
+                     defaults: Any = None, own_session: bool = False) -> Iterator[Any]:
         key = repr((master, conf, test_conf, loopback, defaults))
         sc = shared.get("sc")
-        if sc is not None and (shared.get("key") != key or sc._jsc is None):  # type: ignore[attr-defined]
-            sc.stop()  # type: ignore[attr-defined]
+        if sc is not None and (shared.get("key") != key or sc._jsc is None):
+            sc.stop()
             sc = None
         if sc is None:
             # This process has a session of its own: no need for the JVM to have one.
@@ -111,39 +144,75 @@ def _serve(address: str) -> None:
             shared.update(sc=sc, key=key)
         yield sc
 
-    spark_module.spark_context = kept_context
+    spark_module.spark_context = kept_context  # type: ignore[assignment]
     with Listener(address, authkey=bytes.fromhex(os.environ["JOB_HOST_KEY"])) as listener:
         while True:
             with listener.accept() as connection:
-                argv, cwd = connection.recv()
-                os.chdir(cwd)
-                out, err = io.StringIO(), io.StringIO()
-                root = logging.getLogger()
-                for handler in list(root.handlers):  # main() binds a new one to this run's err
-                    root.removeHandler(handler)
-                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                    try:
-                        code = cli.main(argv)
-                    except SystemExit as exit_:  # argparse's mistakes
-                        code = exit_.code if isinstance(exit_.code, int) else 1
-                    except BaseException as error:  # reported as a crash
-                        import traceback
-
-                        traceback.print_exc()
-                        code = 1 if not isinstance(error, KeyboardInterrupt) else 130
-                    _stop_leftover_queries()
-                connection.send((code, out.getvalue(), err.getvalue()))
+                try:
+                    argv, cwd = connection.recv()
+                except (EOFError, OSError):
+                    continue
+                if not _jvm_alive(shared.get("sc")):
+                    with contextlib.suppress(OSError):
+                        connection.send(JVM_GONE)
+                    return
+                answer = _run(argv, cwd)
+                with contextlib.suppress(OSError):  # the client gave up: nobody to tell
+                    connection.send(answer)
+                if not _jvm_alive(shared.get("sc")):
+                    return
 
 
-def _stop_leftover_queries() -> None:
-    """Stop a query a run left active, saying so in its error output (a test sees it)."""
-    from pyspark.sql import SparkSession
+def _run(argv: list[str], cwd: str) -> tuple[int, str, str]:
+    """One command line, as ``kafka-direct`` would run it; never raises."""
+    from kafka_direct.app import cli
 
-    session = SparkSession._instantiatedSession
-    if session is not None:
-        for query in session.streams.active:
+    out, err = io.StringIO(), io.StringIO()
+    root = logging.getLogger()
+    for handler in list(root.handlers):  # main() binds a new one to this run's err
+        root.removeHandler(handler)
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            os.chdir(cwd)
+            code = cli.main(argv)
+        except SystemExit as exit_:  # as the interpreter would exit
+            if exit_.code is None or isinstance(exit_.code, int):
+                code = exit_.code or 0
+            else:
+                print(exit_.code, file=sys.stderr)
+                code = 1
+        except BaseException:  # a crash: the traceback a process would print
+            traceback.print_exc()
+            code = 1
+        if _stop_leftover_queries():
+            code = LEFT_ACTIVE
+    return code, out.getvalue(), err.getvalue()
+
+
+def _jvm_alive(sc: Any) -> bool:
+    if sc is None:
+        return True
+    try:
+        sc._jvm.java.lang.System.currentTimeMillis()
+    except Exception:
+        return False
+    return True
+
+
+def _stop_leftover_queries() -> bool:
+    """Stop the queries a run left active, saying so; returns whether there were any."""
+    try:
+        from pyspark.sql import SparkSession
+
+        session = SparkSession._instantiatedSession
+        left = list(session.streams.active) if session is not None else []
+        for query in left:
             print(f"job host: the run left query {query.name} active", file=sys.stderr)
             query.stop()
+    except Exception:  # a dead JVM: found before the next run
+        traceback.print_exc()
+        return False
+    return bool(left)
 
 
 if __name__ == "__main__":

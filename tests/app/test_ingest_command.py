@@ -44,12 +44,12 @@ def test_ingest_idempotent_sink_and_explicit_starting_offsets(kafka, kafka_topic
 
 
 @pytest.mark.services  # the job starts its own embedded services
-def test_ingest_without_services_starts_the_embedded_ones_and_creates_its_topic(tmp_path):
+def test_ingest_without_services_starts_the_embedded_ones_and_creates_its_topic(scratch):
     env = {k: v for k, v in os.environ.items()
            if k not in ("KAFKA_DIRECT_PG_DSN", "KAFKA_DIRECT_BOOTSTRAP")}
     done = subprocess.run(
         [sys.executable, "-m", "kafka_direct.app.cli", "ingest", "--sample-events", "300",
-         "--batch-interval", "0.5", "--state-dir", str(tmp_path / "state")],
+         "--batch-interval", "0.5", "--state-dir", str(scratch / "state")],
         capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "created topic kafka-direct-events (3 partitions)" in done.stderr
@@ -110,9 +110,13 @@ def test_a_mistake_found_when_the_structured_query_starts_is_exit_2(kafka, kafka
                                                                      job_host):
     topic = kafka_topic(partitions=1)
     kafka.produce(topic, [b"v"] * 5)
+    # What the user's terminal shows: a process of its own, Spark's error output included.
     done = _ingest(job_host, kafka, postgres, topic, pg_schema, "--api", "structured",
-                   "--starting-offsets", f'{{"{topic}": {{"0": 100}}}}')
+                   "--starting-offsets", f'{{"{topic}": {{"0": 100}}}}', process=True)
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    # One line, not Spark's page of JVM and Python stack above it.
+    for page in ("terminated with error", "Traceback", "\tat org.apache"):
+        assert page not in done.stderr, done.stderr[-3000:]
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("kafka-direct ingest: ConfigurationError: option 'startingOffsets'"), \
         last

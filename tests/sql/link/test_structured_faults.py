@@ -143,8 +143,10 @@ def kill_repeatedly(scenario, kills, seed, per_round=1500):
 
 @pytest.mark.timeout(600)
 def test_driver_killed_and_restarted_from_checkpoint_or_postgres(scenario):
-    kill_repeatedly(scenario, kills=3, seed=11)
-    assert scenario.kills >= 2 and scenario.midStream >= 1
+    # Seed 3: one kill during start-up (then resumed from the checkpoint), one after a batch
+    # has run (then resumed on a fresh checkpoint, from PostgreSQL). Many more: -m slow.
+    kill_repeatedly(scenario, kills=2, seed=3)
+    assert scenario.kills == 2 and scenario.midStream >= 1
 
 
 @pytest.mark.slow
