@@ -119,6 +119,13 @@ def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None,
         spark_conf.set(key, value)
     for key, value in (defaults or {}).items():
         spark_conf.setIfMissing(key, value)
+    driver_options = "spark.driver.extraJavaOptions"
+    if test_conf and driver_options not in (conf or {}):
+        from kafka_direct.testing.jvm_archive import jvm_options
+
+        archive = jvm_options()  # a quicker start, when the archive exists
+        if archive:
+            spark_conf.set(driver_options, f"{SPARK_TEST_CONF[driver_options]} {archive}")
     if own_session and SparkContext._active_spark_context is None \
             and "PYSPARK_GATEWAY_PORT" not in os.environ:
         # A session of its own: a terminal's Ctrl-C (sent to the foreground process group)

@@ -70,9 +70,12 @@ class SparkConnectServer(LocalService):
         return f"sc://127.0.0.1:{self.port}"
 
     def _argv(self) -> list[str]:
+        from kafka_direct.testing.jvm_archive import jvm_options
+
         argv = [str(_spark_submit()), "--class", _SERVER_CLASS, "--master", self.master,
                 "--name", "kafka-direct Spark Connect server",
-                "--driver-java-options", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+                "--driver-java-options",
+                f"-XX:+UseSerialGC -XX:TieredStopAtLevel=1 {jvm_options()}".strip(),
                 "--conf", f"spark.connect.grpc.binding.port={self.port}",
                 "--conf", "spark.connect.grpc.binding.address=127.0.0.1"]
         for key, value in self.conf.items():
