@@ -27,17 +27,18 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
-__all__ = ["SWITCH", "archive_path", "build", "jvm_options"]
+__all__ = ["QUIET", "SWITCH", "archive_path", "build", "jvm_options"]
 
 #: The environment variable that turns the archive off (``off``).
 SWITCH = "KAFKA_DIRECT_JVM_ARCHIVE"
 
-_MODULE = "kafka_direct.testing.jvm_archive"  # run as a script too: not __name__
+#: The workload, a module of its own (it starts a SparkContext: it imports ``spark``, which
+#: imports this module).
+_WORKLOAD = "kafka_direct.testing.jvm_archive_workload"
 
-#: The JVM says nothing about the archive: not when it maps it, nor when it cannot.
-_QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+#: JVM options: the JVM says nothing about the archive: not when it maps it, nor when it cannot.
+QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
 def _java() -> Path | None:
@@ -75,7 +76,7 @@ def jvm_options() -> str:
     path = archive_path()
     if path is None or not path.is_file():
         return ""
-    return f"-XX:SharedArchiveFile={path} {_QUIET}"
+    return f"-XX:SharedArchiveFile={path} {QUIET}"
 
 
 def build(timeout: float = 300.0) -> Path | None:
@@ -93,7 +94,7 @@ def build(timeout: float = 300.0) -> Path | None:
     os.close(handle)
     os.unlink(partial)  # the JVM writes it at exit
     try:
-        done = subprocess.run([sys.executable, "-m", _MODULE, "--workload", partial],
+        done = subprocess.run([sys.executable, "-m", _WORKLOAD, partial],
                               capture_output=True, text=True, timeout=timeout, check=False)
         if done.returncode == 0 and Path(partial).is_file() and Path(partial).stat().st_size:
             os.replace(partial, path)
@@ -105,71 +106,5 @@ def build(timeout: float = 300.0) -> Path | None:
         Path(partial).unlink(missing_ok=True)
 
 
-def _workload(partial: str) -> None:
-    """Start a JVM that writes its classes to ``partial`` at exit; load the usual ones."""
-    from pyspark.sql import SparkSession
-    from pyspark.sql.datasource import (
-        DataSource,
-        DataSourceReader,
-        DataSourceStreamReader,
-        InputPartition,
-    )
-
-    from kafka_direct.testing.spark import SPARK_TEST_CONF, _make_context
-
-    class WarmUpReader(DataSourceReader):
-        def read(self, partition):  # type: ignore[no-untyped-def]
-            yield (1,)
-
-    class WarmUpStreamReader(DataSourceStreamReader):
-        def initialOffset(self) -> dict[str, int]:
-            return {"o": 0}
-
-        def latestOffset(self, start: dict[str, int], limit: Any) -> dict[str, int]:
-            return {"o": 1}
-
-        def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
-            return [InputPartition(0)]
-
-        def read(self, partition):  # type: ignore[no-untyped-def]
-            yield (1,)
-
-    class WarmUpSource(DataSource):
-        @classmethod
-        def name(cls) -> str:
-            return "kafka-direct-warm-up"
-
-        def schema(self) -> str:
-            return "v long"
-
-        def reader(self, schema):  # type: ignore[no-untyped-def]
-            return WarmUpReader()
-
-        def streamReader(self, schema):  # type: ignore[no-untyped-def]
-            return WarmUpStreamReader()
-
-    options = (f"{SPARK_TEST_CONF['spark.driver.extraJavaOptions']} "
-               f"-XX:ArchiveClassesAtExit={partial} {_QUIET}")
-    sc = _make_context("local[2]", "kafka-direct-jvm-archive",
-                       {"spark.driver.extraJavaOptions": options})
-    with tempfile.TemporaryDirectory(prefix="kafka-direct-jvm-archive-") as scratch:
-        sc.parallelize(range(100), 2).map(lambda x: x + 1).count()
-        spark = SparkSession(sc)
-        spark.range(100).selectExpr("id % 3 AS k").groupBy("k").count().collect()
-        spark.dataSource.register(WarmUpSource)
-        spark.read.format(WarmUpSource.name()).load().collect()
-        query = (spark.readStream.format(WarmUpSource.name()).load().writeStream
-                 .format("noop").option("checkpointLocation", scratch)
-                 .trigger(availableNow=True).start())
-        query.awaitTermination(120)
-        sc.stop()
-    jvm = sc._gateway.proc
-    jvm.stdin.close()  # Spark's gateway exits at the end of its input: the archive is written
-    jvm.wait(timeout=120)
-
-
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--workload"]:
-        _workload(sys.argv[2])
-    else:
-        build()
+    build()
