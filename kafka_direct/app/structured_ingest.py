@@ -81,6 +81,10 @@ class _Progress:
         for progress in query.recentProgress:
             if self.lastData is None:
                 self.lastData = time.monotonic()
+            if "addBatch" not in (progress.get("durationMs") or {}):
+                # An idle trigger, reported under the id of the batch that runs next: that
+                # batch reports again, with its rows, when it runs.
+                continue
             batch = int(progress["batchId"])
             if batch <= self.seen:
                 continue

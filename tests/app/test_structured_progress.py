@@ -1,0 +1,68 @@
+"""The structured ingest job's batch accounting from Spark's progress reports.
+
+Spark reports an idle trigger (no new data) with the id of the batch that will run next and
+no ``addBatch`` duration; that batch later reports again under the same id, with its rows.
+"""
+
+import io
+
+from kafka_direct.app.ingest_options import IngestResult
+from kafka_direct.app.structured_ingest import _Progress
+
+RAN = {"addBatch": 5, "latestOffset": 1, "triggerExecution": 9}
+IDLE = {"latestOffset": 1, "triggerExecution": 1}
+
+
+class FakeQuery:
+    def __init__(self):
+        self.recentProgress = []
+        self.status = {"isDataAvailable": False, "isTriggerActive": False}
+
+    def report(self, batch, rows, durations):
+        self.recentProgress.append({"batchId": batch, "numInputRows": rows,
+                                    "durationMs": durations})
+
+
+def test_a_batch_reported_idle_first_counts_when_it_runs():
+    query, result, out = FakeQuery(), IngestResult(), io.StringIO()
+    progress = _Progress(result, idleLimit=1000, batchInterval=0.5, out=out)
+    query.report(0, 5, RAN)
+    query.report(1, 7, RAN)
+    progress.poll(query)
+    query.report(2, 0, IDLE)
+    query.report(2, 0, IDLE)
+    progress.poll(query)
+    query.report(2, 3, RAN)
+    query.report(3, 0, IDLE)
+    progress.poll(query)
+    assert (result.batches, result.records, result.rowsWritten) == (3, 15, 15)
+    assert [line.split(":")[0] for line in out.getvalue().splitlines()] == [
+        "batch 0", "batch 1", "batch 2"]
+
+
+def test_rows_after_an_idle_report_keep_the_job_from_stopping_as_idle(monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr("kafka_direct.app.structured_ingest.time.monotonic", lambda: clock[0])
+    query, result = FakeQuery(), IngestResult()
+    progress = _Progress(result, idleLimit=4, batchInterval=0.5, out=None)  # idle after 2 s
+    query.report(0, 5, RAN)
+    progress.poll(query)
+    clock[0] += 1.5
+    query.report(1, 0, IDLE)
+    progress.poll(query)
+    clock[0] += 1.0
+    query.report(1, 4, RAN)  # data again: the idle time starts over
+    progress.poll(query)
+    assert not progress.done.is_set()
+    clock[0] += 2.5
+    progress.poll(query)
+    assert progress.done.is_set()
+
+
+def test_a_batch_reported_twice_after_it_ran_counts_once():
+    query, result = FakeQuery(), IngestResult()
+    progress = _Progress(result, idleLimit=0, batchInterval=0.5, out=None)
+    query.report(0, 5, RAN)
+    progress.poll(query)
+    progress.poll(query)  # recentProgress still holds it
+    assert (result.batches, result.records) == (1, 5)
