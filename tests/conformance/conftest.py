@@ -9,12 +9,16 @@ The test passes or fails with that process; its output is shown when it fails.
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from kafka_direct.testing.jvm_archive import jvm_options
+from kafka_direct.testing.spark import SPARK_TEST_CONF
 
 _CHILD = "KAFKA_DIRECT_OWN_PROCESS_TEST"
 _ROOT = Path(__file__).resolve().parents[2]
@@ -30,7 +34,10 @@ def pytest_configure(config: pytest.Config) -> None:
 def _run_alone(item: pytest.Item) -> None:
     env = dict(os.environ)
     env[_CHILD] = "1"
-    env["PYSPARK_SUBMIT_ARGS"] = "--master local[2] pyspark-shell"
+    # The driver JVM as the suite's others: quick to start (kafka_direct.testing.spark).
+    java = f"{SPARK_TEST_CONF['spark.driver.extraJavaOptions']} {jvm_options()}".strip()
+    env["PYSPARK_SUBMIT_ARGS"] = (f"--master local[2] --driver-java-options {shlex.quote(java)} "
+                                  "pyspark-shell")
     # Every test the node id names, slow or not (tests/conftest.py leaves slow ones out
     # unless -m names them).
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
