@@ -10,11 +10,12 @@ repeated.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -198,11 +199,12 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
     defaults = {} if local else {"spark.task.maxFailures": str(TASK_ATTEMPTS)}
     with tempfile.TemporaryDirectory(prefix="kafka-direct-ingest-") as scratch, spark_context(
             options.master, "kafka-direct-ingest", test_conf=local, loopback=loopback,
-            defaults=defaults, own_session=signals is not None) as sc:
+            defaults=defaults, own_session=signals is not None) as sc, \
+            contextlib.ExitStack() as scope:
         if signals is not None:
             signals.install()
         if not logger.isEnabledFor(logging.INFO):
-            _quiet_query_failures(sc)
+            scope.enter_context(_quiet_query_failures(sc))
         spark = SparkSession(sc)
         register(spark)
         if local:
@@ -276,19 +278,32 @@ def _typed_query(spark: Any, rows: Any, records: TypedOptions, options: IngestOp
 _STREAM_EXECUTION_LOGGERS = "org.apache.spark.sql.execution.streaming"
 
 
-def _quiet_query_failures(sc: Any) -> None:
-    """Keep Spark's report of a failed query off the terminal (the job gives its own).
+@contextlib.contextmanager
+def _quiet_query_failures(sc: Any) -> Iterator[None]:
+    """Keep Spark's report of a failed query off the terminal while the job's query runs.
 
     The job ends a failed query with one line naming the typed error and the fix (``-v``:
     with the details, and Spark's report too). Spark's engine would print a page of JVM
-    and Python stack above it first. Best effort: another logging backend keeps its report.
+    and Python stack above it first. The level is given back afterwards: queries the
+    application runs after the job keep Spark's report. Best effort: another logging
+    backend keeps its report.
     """
     try:
-        jvm = sc._jvm
-        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
-            _STREAM_EXECUTION_LOGGERS, jvm.org.apache.logging.log4j.Level.OFF)
+        log4j = sc._jvm.org.apache.logging.log4j
+        configurator = log4j.core.config.Configurator
+        previous = log4j.LogManager.getLogger(_STREAM_EXECUTION_LOGGERS).getLevel()
+        configurator.setLevel(_STREAM_EXECUTION_LOGGERS, log4j.Level.OFF)
     except Exception:  # not log4j 2: Spark's report stays
         logger.debug("could not quiet Spark's streaming engine log", exc_info=True)
+        yield
+        return
+    try:
+        yield
+    finally:
+        try:
+            configurator.setLevel(_STREAM_EXECUTION_LOGGERS, previous)
+        except Exception:  # the JVM is gone: nothing left to give back
+            logger.debug("could not restore Spark's streaming engine log", exc_info=True)
 
 
 def _stop_after_running_batch(query: Any, timeout: float = 600.0) -> None:

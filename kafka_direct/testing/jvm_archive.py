@@ -1,4 +1,4 @@
-"""A class data sharing archive of Spark's JVM, so that test and demo JVMs start in less CPU.
+"""A class data sharing archive of Spark's JVM, so that test JVMs start in less CPU.
 
 A Spark JVM loads and verifies some ten thousand classes at every start: 4-5 s of CPU for a
 local SparkContext that runs one small job, more with Spark SQL and Structured Streaming. A
@@ -8,21 +8,25 @@ sharing): measured here, 40% less CPU and 1.5-3 s less wall time per start.
 
 :func:`build` runs one small workload (an RDD job with Python workers, Spark SQL, a Python
 data source read as a batch and as a stream) in a JVM that writes the archive when it exits,
-once per Java runtime and Spark installation (the archive's name is a digest of both), into
-the user's cache directory. :func:`jvm_options` gives the options that use it, or nothing
-while there is none; :func:`kafka_direct.testing.spark.spark_context` applies them to the
-driver of the JVMs it starts with its test settings. A JVM that cannot use the archive (a
-changed class path, another Java) starts as it would without it, silently.
+once per Java runtime and Spark installation (the archive's name is a digest of both, jar
+sizes and times included), into the user's cache directory. It publishes it only whole.
 
-``KAFKA_DIRECT_JVM_ARCHIVE=off`` turns it off; ``python -m kafka_direct.testing.jvm_archive``
-builds it (``./run test`` does, before the tests).
+Opt-in: only where ``KAFKA_DIRECT_JVM_ARCHIVE=on`` (``./run test`` builds the archive and
+sets it for the tests) does :func:`jvm_options` give the options that use it, which
+:func:`kafka_direct.testing.spark.spark_context` applies to the driver of the JVMs it starts
+with its test settings. Elsewhere (a user's ingest job) no JVM maps it. It is used only when
+it is the user's own, not writable by others, and of the size it was published with; a JVM
+that cannot use it (a changed class path, another Java) starts as it would without it,
+silently.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -30,7 +34,7 @@ from pathlib import Path
 
 __all__ = ["QUIET", "SWITCH", "archive_path", "build", "jvm_options"]
 
-#: The environment variable that turns the archive off (``off``).
+#: The environment variable that turns the archive on (``on``); ``./run test`` sets it.
 SWITCH = "KAFKA_DIRECT_JVM_ARCHIVE"
 
 #: The workload, a module of its own (it starts a SparkContext: it imports ``spark``, which
@@ -51,59 +55,103 @@ def _java() -> Path | None:
 def archive_path() -> Path | None:
     """Where the archive of this Java runtime and Spark installation is (or would be).
 
-    None when it is turned off, or when there is no Java or no PySpark.
+    None when there is no Java, no PySpark or no cache directory, or when the path has
+    characters that JVM options cannot carry (Spark's launcher splits them at spaces).
     """
-    if os.environ.get(SWITCH, "").lower() == "off":
-        return None
-    java = _java()
     try:
         import pyspark
     except ImportError:
         return None
-    if java is None:
+    try:
+        java = _java()
+        if java is None:
+            return None
+        jars = Path(pyspark.__file__).parent / "jars"
+        # A changed jar (its size or time) is another installation: another archive.
+        stamps = [f"{entry.name} {entry.stat().st_size} {entry.stat().st_mtime_ns}"
+                  for entry in sorted(jars.glob("*.jar"))] if jars.is_dir() else []
+        identity = "\n".join([str(java), str(java.stat().st_mtime_ns), pyspark.__version__,
+                              str(jars), *stamps])
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    except (OSError, RuntimeError):  # RuntimeError: no home directory
         return None
-    jars = Path(pyspark.__file__).parent / "jars"
-    names = sorted(entry.name for entry in jars.glob("*.jar")) if jars.is_dir() else []
-    identity = "\n".join([str(java), str(java.stat().st_mtime_ns), pyspark.__version__,
-                          str(jars), *names])
     digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "kafka-direct" / f"spark-{pyspark.__version__}-{digest}.jsa"
+    path = cache / "kafka-direct" / f"spark-{pyspark.__version__}-{digest}.jsa"
+    return None if any(c.isspace() or c in "'\"\\" for c in str(path)) else path
+
+
+def _size_file(path: Path) -> Path:
+    return path.with_name(path.name + ".size")
+
+
+def _usable(path: Path) -> bool:
+    """Whether ``path`` is the archive as published: ours, not writable by others, whole.
+
+    A JVM that maps a cut archive crashes; one that maps someone else's runs their classes.
+    """
+    try:
+        info = path.stat()
+        recorded = int(_size_file(path).read_text())
+    except (OSError, ValueError):
+        return False
+    return (info.st_uid == os.getuid() and not info.st_mode & 0o022
+            and info.st_size == recorded > 0)
 
 
 def jvm_options() -> str:
-    """JVM options that start from the archive; empty while there is none."""
+    """JVM options that start from the archive; empty unless it is on and usable.
+
+    On only where ``KAFKA_DIRECT_JVM_ARCHIVE=on`` (``./run test`` sets it for the tests).
+    """
+    if os.environ.get(SWITCH, "").lower() != "on":
+        return ""
     path = archive_path()
-    if path is None or not path.is_file():
+    if path is None or not _usable(path):
         return ""
     return f"-XX:SharedArchiveFile={path} {QUIET}"
 
 
 def build(timeout: float = 300.0) -> Path | None:
-    """Build the archive unless it exists; returns its path (None: off, or it failed).
+    """Build the archive unless it is there; returns its path (None: it could not be built).
 
-    Runs the workload in a process of its own and publishes the archive only once its JVM
-    has written all of it (a rename), so a JVM never maps half an archive.
+    Runs the workload in a process group of its own (ended whole on timeout) and publishes
+    the archive only when its JVM ended normally after writing it: its size recorded, then
+    a rename, so a JVM never maps half an archive. Says nothing either way.
     """
     path = archive_path()
-    if path is None or path.is_file():
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, partial = tempfile.mkstemp(prefix=path.name + ".", suffix=".partial",
-                                       dir=path.parent)
-    os.close(handle)
-    os.unlink(partial)  # the JVM writes it at exit
-    try:
-        done = subprocess.run([sys.executable, "-m", _WORKLOAD, partial],
-                              capture_output=True, text=True, timeout=timeout, check=False)
-        if done.returncode == 0 and Path(partial).is_file() and Path(partial).stat().st_size:
-            os.replace(partial, path)
-            return path
+    if path is None:
         return None
-    except subprocess.TimeoutExpired:
+    if _usable(path):
+        return path
+    partial: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, partial = tempfile.mkstemp(prefix=path.name + ".", suffix=".partial",
+                                           dir=path.parent)
+        os.close(handle)
+        os.unlink(partial)  # the JVM writes it at exit
+        worker = subprocess.Popen([sys.executable, "-m", _WORKLOAD, partial],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  start_new_session=True)
+        try:
+            code = worker.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                os.killpg(worker.pid, signal.SIGKILL)  # its JVM and Python workers too
+            worker.wait()
+            return None
+        written = Path(partial)
+        if code != 0 or not written.is_file() or not written.stat().st_size:
+            return None
+        written.chmod(0o444)
+        _size_file(path).write_text(str(written.stat().st_size))
+        os.replace(partial, path)
+        return path
+    except OSError:  # no cache directory, a full disk...: the JVMs start as usual
         return None
     finally:
-        Path(partial).unlink(missing_ok=True)
+        if partial is not None:
+            Path(partial).unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

@@ -76,7 +76,8 @@ def main(partial: str) -> None:
         sc.stop()
     jvm = sc._gateway.proc
     jvm.stdin.close()  # Spark's gateway exits at the end of its input: the archive is written
-    jvm.wait(timeout=120)
+    if jvm.wait(timeout=120) != 0:  # killed or failed while writing: not an archive to use
+        sys.exit(1)
 
 
 if __name__ == "__main__":

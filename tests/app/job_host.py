@@ -93,7 +93,12 @@ class JobHost:
                 self._start()
             self.runs += 1
             try:
-                with Client(self._address, authkey=self._key) as connection:
+                connection = Client(self._address, authkey=self._key)
+            except (ConnectionRefusedError, FileNotFoundError):  # it ended just now
+                self.close()
+                continue
+            try:
+                with connection:
                     connection.send((list(args), os.getcwd()))
                     if not connection.poll(timeout):
                         raise subprocess.TimeoutExpired(argv, timeout)

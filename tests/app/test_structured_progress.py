@@ -1,4 +1,5 @@
-"""The structured ingest job's batch accounting from Spark's progress reports.
+"""The structured ingest job around its query: batch accounting from Spark's progress reports,
+and Spark's engine log quiet only while the job's query runs.
 
 Spark reports an idle trigger (no new data) with the id of the batch that will run next and
 no ``addBatch`` duration; that batch later reports again under the same id, with its rows.
@@ -66,3 +67,54 @@ def test_a_batch_reported_twice_after_it_ran_counts_once():
     progress.poll(query)
     progress.poll(query)  # recentProgress still holds it
     assert (result.batches, result.records) == (1, 5)
+
+
+class FakeLog4j:
+    """Just enough of log4j 2 through py4j: levels per logger name."""
+
+    def __init__(self):
+        self.levels = {"org.apache.spark.sql.execution.streaming": "ERROR"}
+        fake = self
+
+        class Logger:
+            def __init__(self, name):
+                self.name = name
+
+            def getLevel(self):
+                return fake.levels[self.name]
+
+        class Configurator:
+            @staticmethod
+            def setLevel(name, level):
+                fake.levels[name] = level
+
+        class LogManager:
+            @staticmethod
+            def getLogger(name):
+                return Logger(name)
+
+        class Level:
+            OFF = "OFF"
+
+        class Core:
+            class config:  # the Java package's name
+                pass
+
+        Core.config.Configurator = Configurator
+        self.core, self.LogManager, self.Level = Core, LogManager, Level
+
+
+def test_the_streaming_engine_is_quiet_only_while_the_job_runs():
+    from types import SimpleNamespace
+
+    from kafka_direct.app.structured_ingest import _quiet_query_failures
+
+    log4j = FakeLog4j()
+    sc = SimpleNamespace(_jvm=SimpleNamespace(org=SimpleNamespace(apache=SimpleNamespace(
+        logging=SimpleNamespace(log4j=log4j)))))
+    name = "org.apache.spark.sql.execution.streaming"
+    with _quiet_query_failures(sc):
+        assert log4j.levels[name] == "OFF"
+    assert log4j.levels[name] == "ERROR"  # the application's own queries keep Spark's report
+    with _quiet_query_failures(SimpleNamespace(_jvm=None)):  # no log4j 2: nothing to do
+        pass

@@ -1,4 +1,5 @@
-"""The archive of Spark's classes: used when it exists, silently ignored when it is unusable."""
+"""The archive of Spark's classes: opt-in, used only whole and ours, ignored quietly when
+unusable, built without leaving anything behind when it cannot be."""
 
 import os
 import subprocess
@@ -11,36 +12,62 @@ from kafka_direct.testing import jvm_archive
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    monkeypatch.delenv(jvm_archive.SWITCH, raising=False)
-    return tmp_path
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv(jvm_archive.SWITCH, "on")
+    return tmp_path / "cache"
 
 
-def test_options_only_once_the_archive_exists(cache):
+def publish(content=b"archive"):
+    path = jvm_archive.archive_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content)
+    path.chmod(0o444)
+    path.with_name(path.name + ".size").write_text(str(len(content)))
+    return path
+
+
+def test_options_only_for_a_whole_archive_of_our_own_when_on(cache, monkeypatch):
     path = jvm_archive.archive_path()
     assert path is not None and path.parent == cache / "kafka-direct"
-    assert jvm_archive.jvm_options() == ""
-    path.parent.mkdir(parents=True)
-    path.write_bytes(b"x")
+    assert jvm_archive.jvm_options() == ""  # none yet
+    publish()
     assert f"-XX:SharedArchiveFile={path}" in jvm_archive.jvm_options()
+    monkeypatch.delenv(jvm_archive.SWITCH)
+    assert jvm_archive.jvm_options() == ""  # not on: the user's own JVMs never map it
+    monkeypatch.setenv(jvm_archive.SWITCH, "on")
+    path.with_name(path.name + ".size").write_text("3")  # cut short (or grown)
+    assert jvm_archive.jvm_options() == ""
+    publish()
+    path.chmod(0o666)  # others could have changed it
+    assert jvm_archive.jvm_options() == ""
 
 
-def test_the_switch_turns_it_off(cache, monkeypatch):
-    monkeypatch.setenv(jvm_archive.SWITCH, "off")
-    assert jvm_archive.archive_path() is None and jvm_archive.jvm_options() == ""
+def test_a_path_options_cannot_carry_is_no_archive(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "with space"))
+    assert jvm_archive.archive_path() is None
     assert jvm_archive.build() is None
+    assert not (tmp_path / "with space").exists()
+
+
+def test_a_failed_build_publishes_nothing_and_says_nothing(cache, monkeypatch, capfd):
+    monkeypatch.setattr(jvm_archive, "_WORKLOAD", "kafka_direct.no_such_workload")
+    assert jvm_archive.build() is None
+    assert list((cache / "kafka-direct").iterdir()) == []
+    monkeypatch.setenv("XDG_CACHE_HOME", "/proc/no-cache-here")
+    assert jvm_archive.build() is None
+    assert capfd.readouterr() == ("", "")
 
 
 @pytest.mark.services  # a Spark JVM in a process of its own
 def test_a_jvm_starts_quietly_from_an_unusable_archive(cache):
-    path = jvm_archive.archive_path()
-    path.parent.mkdir(parents=True)
-    path.write_bytes(b"not an archive" * 100)
+    publish(b"not an archive" * 100)
+    assert jvm_archive.jvm_options()  # it would be used
     script = ("from kafka_direct.testing.spark import spark_context\n"
               "with spark_context('local[1]') as sc:\n"
               "    print('count', sc.parallelize([1, 2, 3]).count())\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=180, env={**os.environ, "XDG_CACHE_HOME": str(cache)})
+                          timeout=180, env={**os.environ, "XDG_CACHE_HOME": str(cache),
+                                            jvm_archive.SWITCH: "on"})
     assert done.returncode == 0, done.stderr[-3000:]
     assert "count 3" in done.stdout
     for text in (done.stdout, done.stderr):
