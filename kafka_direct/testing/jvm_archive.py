@@ -111,6 +111,14 @@ def jvm_options() -> str:
     return f"-XX:SharedArchiveFile={path} {QUIET}"
 
 
+def _remove_others(path: Path) -> None:
+    """Remove the archives of earlier Java or Spark installations (ours only)."""
+    for other in path.parent.glob("spark-*.jsa*"):
+        if other.name not in (path.name, _size_file(path).name) \
+                and other.stat().st_uid == os.getuid():
+            other.unlink(missing_ok=True)
+
+
 def build(timeout: float = 300.0) -> Path | None:
     """Build the archive unless it is there; returns its path (None: it could not be built).
 
@@ -146,6 +154,7 @@ def build(timeout: float = 300.0) -> Path | None:
         written.chmod(0o444)
         _size_file(path).write_text(str(written.stat().st_size))
         os.replace(partial, path)
+        _remove_others(path)
         return path
     except OSError:  # no cache directory, a full disk...: the JVMs start as usual
         return None

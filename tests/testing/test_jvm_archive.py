@@ -72,3 +72,18 @@ def test_a_jvm_starts_quietly_from_an_unusable_archive(cache):
     assert "count 3" in done.stdout
     for text in (done.stdout, done.stderr):
         assert "cds" not in text.lower() and "shared archive" not in text.lower(), text
+
+
+def test_a_new_archive_replaces_those_of_earlier_installations(cache, monkeypatch):
+    monkeypatch.setattr(jvm_archive, "_WORKLOAD", "tests.testing.fake_archive_workload")
+    folder = cache / "kafka-direct"
+    folder.mkdir(parents=True)
+    (folder / "spark-4.2.0-0123456789abcdef.jsa").write_bytes(b"old")
+    (folder / "spark-4.2.0-0123456789abcdef.jsa.size").write_text("3")
+    (folder / "notes.txt").write_text("not ours to remove")
+    path = jvm_archive.build()
+    assert path is not None and path.read_bytes() == b"archive" * 10
+    assert sorted(entry.name for entry in folder.iterdir()) == sorted(
+        [path.name, path.name + ".size", "notes.txt"])
+    assert jvm_archive.jvm_options()  # whole, ours, read-only: used
+    assert jvm_archive.build() == path  # there already: not built again

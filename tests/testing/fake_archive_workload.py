@@ -1,0 +1,7 @@
+"""A stand-in for the class archive's workload: writes a small file where the JVM would."""
+
+import sys
+
+if __name__ == "__main__":
+    with open(sys.argv[1], "wb") as out:
+        out.write(b"archive" * 10)
