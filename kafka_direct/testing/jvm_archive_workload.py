@@ -13,7 +13,7 @@ import tempfile
 from typing import Any
 
 from kafka_direct.testing.jvm_archive import QUIET
-from kafka_direct.testing.spark import SPARK_TEST_CONF, _make_context
+from kafka_direct.testing.spark import QUICK_JVM_OPTIONS, _make_context
 
 __all__ = ["main"]
 
@@ -59,8 +59,7 @@ def main(partial: str) -> None:
         def streamReader(self, schema):  # type: ignore[no-untyped-def]
             return WarmUpStreamReader()
 
-    options = (f"{SPARK_TEST_CONF['spark.driver.extraJavaOptions']} "
-               f"-XX:ArchiveClassesAtExit={partial} {QUIET}")
+    options = f"{QUICK_JVM_OPTIONS} -XX:ArchiveClassesAtExit={partial} {QUIET}"
     sc = _make_context("local[2]", "kafka-direct-jvm-archive",
                        {"spark.driver.extraJavaOptions": options})
     with tempfile.TemporaryDirectory(prefix="kafka-direct-jvm-archive-") as scratch:

@@ -17,8 +17,9 @@ from typing import IO, Any
 
 from kafka_direct.rdd.spark_support import ensure_pyspark_python
 
-__all__ = ["LOOPBACK_CONF", "SPARK_TEST_CONF", "STARTUP_NOISE", "local_cluster_context",
-           "spark_context", "wait_for_executors"]
+__all__ = ["LOOPBACK_CONF", "QUICK_JVM_OPTIONS", "SPARK_TEST_CONF", "STARTUP_NOISE",
+           "driver_java_options", "local_cluster_context", "spark_context",
+           "wait_for_executors"]
 
 #: The driver on 127.0.0.1: for services that listen there only (the embedded ones).
 LOOPBACK_CONF: dict[str, str] = {
@@ -26,14 +27,17 @@ LOOPBACK_CONF: dict[str, str] = {
     "spark.driver.bindAddress": "127.0.0.1",
 }
 
+#: JVM options of test JVMs: quick to start (serial GC, the first JIT tier only).
+QUICK_JVM_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+
 #: Settings that make small jobs fast and logs quiet (the driver on 127.0.0.1 included).
 SPARK_TEST_CONF: dict[str, str] = {
     "spark.python.unix.domain.socket.enabled": "true",
     "spark.locality.wait": "0",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
-    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
-    "spark.executor.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+    "spark.driver.extraJavaOptions": QUICK_JVM_OPTIONS,
+    "spark.executor.extraJavaOptions": QUICK_JVM_OPTIONS,
     "spark.sql.shuffle.partitions": "4",
     "spark.default.parallelism": "4",
     **LOOPBACK_CONF,
@@ -103,6 +107,16 @@ def _launch_relayed(spark_conf: Any) -> Any:
             os.close(write)  # the JVM holds its own copy
 
 
+def driver_java_options() -> str:
+    """A test driver JVM's options: :data:`QUICK_JVM_OPTIONS`, and the class archive's.
+
+    The archive of Spark's classes is used when it is on (:mod:`~.jvm_archive`).
+    """
+    from kafka_direct.testing.jvm_archive import jvm_options
+
+    return f"{QUICK_JVM_OPTIONS} {jvm_options()}".strip()
+
+
 def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None,
                   test_conf: bool = True, loopback: bool | None = None,
                   defaults: Mapping[str, str] | None = None, own_session: bool = False) -> Any:
@@ -119,13 +133,8 @@ def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None,
         spark_conf.set(key, value)
     for key, value in (defaults or {}).items():
         spark_conf.setIfMissing(key, value)
-    driver_options = "spark.driver.extraJavaOptions"
-    if test_conf and driver_options not in (conf or {}):
-        from kafka_direct.testing.jvm_archive import jvm_options
-
-        archive = jvm_options()  # a quicker start, when the archive exists
-        if archive:
-            spark_conf.set(driver_options, f"{SPARK_TEST_CONF[driver_options]} {archive}")
+    if test_conf and "spark.driver.extraJavaOptions" not in (conf or {}):
+        spark_conf.set("spark.driver.extraJavaOptions", driver_java_options())
     if own_session and SparkContext._active_spark_context is None \
             and "PYSPARK_GATEWAY_PORT" not in os.environ:
         # A session of its own: a terminal's Ctrl-C (sent to the foreground process group)

@@ -18,7 +18,7 @@ from typing import Any
 
 from kafka_direct.errors import ConfigurationError, ServiceError
 from kafka_direct.testing.process import LocalService, ServiceProcess, free_port
-from kafka_direct.testing.spark import SPARK_TEST_CONF
+from kafka_direct.testing.spark import SPARK_TEST_CONF, driver_java_options
 
 __all__ = ["SparkConnectServer"]
 
@@ -70,12 +70,9 @@ class SparkConnectServer(LocalService):
         return f"sc://127.0.0.1:{self.port}"
 
     def _argv(self) -> list[str]:
-        from kafka_direct.testing.jvm_archive import jvm_options
-
         argv = [str(_spark_submit()), "--class", _SERVER_CLASS, "--master", self.master,
                 "--name", "kafka-direct Spark Connect server",
-                "--driver-java-options",
-                f"-XX:+UseSerialGC -XX:TieredStopAtLevel=1 {jvm_options()}".strip(),
+                "--driver-java-options", driver_java_options(),
                 "--conf", f"spark.connect.grpc.binding.port={self.port}",
                 "--conf", "spark.connect.grpc.binding.address=127.0.0.1"]
         for key, value in self.conf.items():

@@ -17,8 +17,7 @@ from typing import Any
 
 import pytest
 
-from kafka_direct.testing.jvm_archive import jvm_options
-from kafka_direct.testing.spark import SPARK_TEST_CONF
+from kafka_direct.testing.spark import driver_java_options
 
 _CHILD = "KAFKA_DIRECT_OWN_PROCESS_TEST"
 _ROOT = Path(__file__).resolve().parents[2]
@@ -35,9 +34,8 @@ def _run_alone(item: pytest.Item) -> None:
     env = dict(os.environ)
     env[_CHILD] = "1"
     # The driver JVM as the suite's others: quick to start (kafka_direct.testing.spark).
-    java = f"{SPARK_TEST_CONF['spark.driver.extraJavaOptions']} {jvm_options()}".strip()
-    env["PYSPARK_SUBMIT_ARGS"] = (f"--master local[2] --driver-java-options {shlex.quote(java)} "
-                                  "pyspark-shell")
+    env["PYSPARK_SUBMIT_ARGS"] = ("--master local[2] --driver-java-options "
+                                  f"{shlex.quote(driver_java_options())} pyspark-shell")
     # Every test the node id names, slow or not (tests/conftest.py leaves slow ones out
     # unless -m names them).
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
