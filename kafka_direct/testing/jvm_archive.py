@@ -32,6 +32,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from kafka_direct.testing.spark_home import spark_home
+
 __all__ = ["QUIET", "SWITCH", "archive_path", "build", "jvm_options"]
 
 #: The environment variable that turns the archive on (``on``); ``./run test`` sets it.
@@ -66,7 +68,9 @@ def archive_path() -> Path | None:
         java = _java()
         if java is None:
             return None
-        jars = Path(pyspark.__file__).parent / "jars"
+        # The jars as the JVM's class path names them: under the Spark home it starts in.
+        home = spark_home()
+        jars = (home if home is not None else Path(pyspark.__file__).parent) / "jars"
         # A changed jar (its size or time) is another installation: another archive.
         stamps = [f"{entry.name} {entry.stat().st_size} {entry.stat().st_mtime_ns}"
                   for entry in sorted(jars.glob("*.jar"))] if jars.is_dir() else []

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
 from kafka_direct.rdd.spark_support import ensure_pyspark_python
+from kafka_direct.testing.spark_home import using_spark_home
 
 __all__ = ["LOOPBACK_CONF", "QUICK_JVM_OPTIONS", "SPARK_TEST_CONF", "STARTUP_NOISE",
            "driver_java_options", "local_cluster_context", "spark_context",
@@ -124,7 +125,7 @@ def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None,
     loopback = test_conf if loopback is None else loopback
     if loopback:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark import SparkConf, SparkContext
+    from pyspark import SparkConf
 
     spark_conf = SparkConf().setMaster(master).setAppName(app_name)
     chosen = {key: value for key, value in (SPARK_TEST_CONF if test_conf else {}).items()
@@ -135,6 +136,16 @@ def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None,
         spark_conf.setIfMissing(key, value)
     if test_conf and "spark.driver.extraJavaOptions" not in (conf or {}):
         spark_conf.set("spark.driver.extraJavaOptions", driver_java_options())
+    # A new JVM starts in the Spark home whose Python processes import PySpark compiled.
+    with using_spark_home(spark_conf.get("spark.pyspark.python")):
+        sc = _start(spark_conf, own_session)
+    sc.setLogLevel("ERROR")
+    return sc
+
+
+def _start(spark_conf: Any, own_session: bool) -> Any:
+    from pyspark import SparkContext
+
     if own_session and SparkContext._active_spark_context is None \
             and "PYSPARK_GATEWAY_PORT" not in os.environ:
         # A session of its own: a terminal's Ctrl-C (sent to the foreground process group)
@@ -142,11 +153,8 @@ def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None,
         # workers, which would die mid-batch. The JVM still exits with the driver (it
         # watches the driver's pipe). Its error output (Spark's workers' too) is relayed
         # without the start-up notes no user caused.
-        sc = SparkContext(conf=spark_conf, gateway=_launch_relayed(spark_conf))
-    else:
-        sc = SparkContext.getOrCreate(spark_conf)
-    sc.setLogLevel("ERROR")
-    return sc
+        return SparkContext(conf=spark_conf, gateway=_launch_relayed(spark_conf))
+    return SparkContext.getOrCreate(spark_conf)
 
 
 @contextlib.contextmanager

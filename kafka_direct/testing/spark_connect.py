@@ -19,6 +19,7 @@ from typing import Any
 from kafka_direct.errors import ConfigurationError, ServiceError
 from kafka_direct.testing.process import LocalService, ServiceProcess, free_port
 from kafka_direct.testing.spark import SPARK_TEST_CONF, driver_java_options
+from kafka_direct.testing.spark_home import spark_home
 
 __all__ = ["SparkConnectServer"]
 
@@ -31,7 +32,8 @@ def _spark_submit() -> Path:
         import pyspark
     except ImportError as missing:  # pragma: no cover - pyspark is a dependency
         raise ConfigurationError("a Spark Connect server needs PySpark") from missing
-    home = Path(pyspark.__file__).parent
+    # Where its Python processes import PySpark compiled (kafka_direct.testing.spark_home).
+    home = spark_home() or Path(pyspark.__file__).parent
     submit = home / "bin" / "spark-submit"
     if not submit.exists() or not any(home.glob("jars/spark-connect_*.jar")):
         raise ConfigurationError(
@@ -86,6 +88,7 @@ class SparkConnectServer(LocalService):
         env = dict(os.environ)
         env.setdefault("PYSPARK_PYTHON", sys.executable)
         env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        env["SPARK_HOME"] = str(_spark_submit().parent.parent)
         # The server's SparkContext must not find this process's gateway.
         for key in ("PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET"):
             env.pop(key, None)

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from kafka_direct.testing.spark import driver_java_options
+from kafka_direct.testing.spark_home import compiled_spark_home
 
 _CHILD = "KAFKA_DIRECT_OWN_PROCESS_TEST"
 _ROOT = Path(__file__).resolve().parents[2]
@@ -34,6 +35,9 @@ def _run_alone(item: pytest.Item) -> None:
     env = dict(os.environ)
     env[_CHILD] = "1"
     # The driver JVM as the suite's others: quick to start (kafka_direct.testing.spark).
+    home = compiled_spark_home()  # PySpark imported compiled in Spark's Python processes
+    if home is not None and not env.get("SPARK_HOME"):
+        env["SPARK_HOME"] = str(home)
     env["PYSPARK_SUBMIT_ARGS"] = ("--master local[2] --driver-java-options "
                                   f"{shlex.quote(driver_java_options())} pyspark-shell")
     # Every test the node id names, slow or not (tests/conftest.py leaves slow ones out

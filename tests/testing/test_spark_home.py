@@ -1,0 +1,107 @@
+"""The compiled Spark home: Spark's Python processes import PySpark from the installed
+package (bytecode kept) instead of compiling it from Spark's zip at every start; where it
+does not apply, or a directory there is not ours as made, Spark's home is left as it is."""
+
+import os
+import shutil
+import sys
+
+import pytest
+
+from kafka_direct.testing import spark_home as sh
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    monkeypatch.delenv(sh.SWITCH, raising=False)
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    return tmp_path / "cache" / "kafka-direct"
+
+
+def test_the_home_links_sparks_files_less_the_pyspark_zip(cache):
+    home = sh.compiled_spark_home()
+    assert home is not None and home.parent == cache
+    pyspark = sh.pyspark_home()
+    assert os.readlink(home / "jars") == str(pyspark / "jars")
+    assert os.readlink(home / "bin") == str(pyspark / "bin")
+    assert (home / "bin" / "spark-submit").is_file()
+    assert list((home / "python" / "lib").glob("py4j-*.zip"))
+    assert not (home / "python" / "lib" / "pyspark.zip").exists()
+    assert (home / "work").is_dir() and not (home / "work").is_symlink()
+    assert sh.compiled_spark_home() == home  # made once, then reused
+    assert sh.spark_home() == home
+
+
+def test_a_home_chosen_by_the_user_is_kept(cache, monkeypatch, tmp_path):
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path / "their-spark"))
+    assert sh.spark_home() == tmp_path / "their-spark"
+    with sh.using_spark_home():
+        assert os.environ["SPARK_HOME"] == str(tmp_path / "their-spark")
+    assert not cache.exists()
+
+
+def test_the_block_sets_the_home_and_gives_the_environment_back(cache):
+    with sh.using_spark_home():
+        assert os.environ["SPARK_HOME"] == str(sh.compiled_spark_home())
+    assert "SPARK_HOME" not in os.environ
+
+
+@pytest.mark.parametrize("how", ["switched off", "another python"])
+def test_pysparks_own_home_where_it_does_not_apply(cache, monkeypatch, tmp_path, how):
+    if how == "switched off":
+        monkeypatch.setenv(sh.SWITCH, "off")
+    else:  # workers run an interpreter that may not have PySpark installed
+        monkeypatch.setenv("PYSPARK_PYTHON", "/usr/bin/python3")
+    assert sh.compiled_spark_home() is None
+    assert sh.spark_home() == sh.pyspark_home()
+    with sh.using_spark_home():
+        assert "SPARK_HOME" not in os.environ
+    assert not cache.exists()
+
+
+def test_a_venvs_python_is_not_its_base_interpreter(cache, monkeypatch):
+    base = os.path.realpath(sys.executable)
+    if base == os.path.abspath(sys.executable):
+        pytest.skip("this interpreter is not a link into another")
+    monkeypatch.setenv("PYSPARK_PYTHON", base)
+    assert sh.compiled_spark_home() is None
+
+
+@pytest.mark.parametrize("spoil", ["others may write", "a link elsewhere", "the zip back",
+                                   "a plain file"])
+def test_a_home_not_as_made_is_left_alone_and_not_used(cache, tmp_path, spoil):
+    home = sh.compiled_spark_home()
+    if spoil == "others may write":
+        home.chmod(0o777)
+    elif spoil == "a link elsewhere":
+        (home / "jars").unlink()
+        (home / "jars").symlink_to(tmp_path)
+    elif spoil == "the zip back":
+        (home / "python" / "lib" / "pyspark.zip").write_bytes(b"")
+    else:
+        shutil.rmtree(home)
+        home.write_text("")
+    assert sh.compiled_spark_home() is None
+    assert sh.spark_home() == sh.pyspark_home()
+    assert os.path.lexists(home)  # not removed: it may be someone else's
+
+
+def test_no_cache_directory_is_pysparks_own_home(cache, tmp_path, monkeypatch):
+    (tmp_path / "cache").write_text("")  # a file where the cache directory would be
+    assert sh.compiled_spark_home() is None
+    assert sh.spark_home() == sh.pyspark_home()
+
+
+def test_python_workers_import_pyspark_compiled_not_from_the_zip(spark):
+    """The suite's SparkContext starts in the compiled home: its workers' PySpark is the
+    installed package, with bytecode."""
+    if os.environ.get("SPARK_HOME"):
+        pytest.skip("a Spark home chosen for the suite is kept")
+    found = spark.parallelize([0], 1).map(
+        lambda _: (__import__("pyspark").__file__, __import__("os").environ["SPARK_HOME"])
+    ).collect()
+    module, home = found[0]
+    assert ".zip" not in module, module
+    assert home == str(sh.compiled_spark_home())
