@@ -19,7 +19,8 @@ Python keeps. :func:`spark_home` gives it where it applies, else the Spark home 
 - ``KAFKA_DIRECT_COMPILED_PYSPARK=off``: PySpark's own home;
 - the Python workers run is another interpreter (``PYSPARK_PYTHON``), which may not have
   PySpark installed: PySpark's own home;
-- the directory cannot be made, or one there is not the user's own and unwritable by
+- the directory cannot be made (no cache directory, a path with spaces or quotes, which
+  Spark's scripts do not all carry), or one there is not the user's own and unwritable by
   others, or its links are not the expected ones: PySpark's own home.
 
 The directory lives in the user's cache (``kafka-direct/pyspark-home-<version>-<digest>``,
@@ -126,6 +127,8 @@ def compiled_spark_home(python: str | None = None) -> Path | None:
         cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
         digest = hashlib.sha256(str(home).encode()).hexdigest()[:16]
         path = cache / "kafka-direct" / f"pyspark-home-{pyspark.__version__}-{digest}"
+        if any(c.isspace() or c in "'\"\\" for c in str(path)):
+            return None  # Spark's scripts and class paths do not all carry such paths
         links = _wanted_links(home)
         if _is_valid(path, links):
             return path

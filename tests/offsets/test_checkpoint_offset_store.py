@@ -63,8 +63,10 @@ def _advance_own_partition(directory, partition):
 
 def test_concurrent_writers_of_one_group_lose_no_commit(tmp_path):
     CheckpointOffsetStore(tmp_path).seed("g", {TopicPartition("events", p): 0 for p in range(4)})
-    processes = [multiprocessing.get_context("fork").Process(target=_advance_own_partition,
-                                                              args=(tmp_path, p))
+    # Spawned: a child forked from a process with other threads (a test worker's JVM
+    # gateway, librdkafka) can crash collecting what it inherited.
+    processes = [multiprocessing.get_context("spawn").Process(target=_advance_own_partition,
+                                                               args=(tmp_path, p))
                  for p in range(4)]
     for p in processes:
         p.start()

@@ -7,13 +7,15 @@ import sys
 
 import pytest
 
-from kafka_direct.testing import jvm_archive
+from kafka_direct.testing import jvm_archive, spark_home
 
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv(jvm_archive.SWITCH, "on")
+    # PySpark's own Spark home: nothing in the cache but the archive's files.
+    monkeypatch.setenv(spark_home.SWITCH, "off")
     return tmp_path / "cache"
 
 

@@ -92,6 +92,9 @@ def test_no_cache_directory_is_pysparks_own_home(cache, tmp_path, monkeypatch):
     (tmp_path / "cache").write_text("")  # a file where the cache directory would be
     assert sh.compiled_spark_home() is None
     assert sh.spark_home() == sh.pyspark_home()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "with space"))
+    assert sh.compiled_spark_home() is None
+    assert not (tmp_path / "with space").exists()
 
 
 def test_python_workers_import_pyspark_compiled_not_from_the_zip(spark):
