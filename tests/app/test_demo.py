@@ -4,9 +4,12 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from kafka_direct.app.cli import main
 
 
+@pytest.mark.slow  # a fault run: kills or restarts real processes (docs/testing.md)
 def test_demo_survives_a_kill_and_verifies_every_event_once(kafka, kafka_topic, postgres):
     # The topic exists already, with other records and fewer partitions: told to, the demo
     # deletes and re-creates it (it used to crash here, its admin client gone before the

@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 APP = Path(__file__).with_name("checkpoint_code_change_app.py")
 RECORDS = 100  # per partition
 PARTITIONS = 2
@@ -75,6 +77,7 @@ def test_a_stream_added_before_the_kafka_stream(kafka, kafka_topic, tmp_path):
     assert_exactly_once(sinks(tmp_path / "out.txt"), "A", topic_a)
 
 
+@pytest.mark.slow  # a fault run: kills or restarts real processes (docs/testing.md)
 def test_two_kafka_streams_swapped_after_a_kill(kafka, kafka_topic, tmp_path):
     topic_a, topic_b = kafka_topic(partitions=PARTITIONS), kafka_topic(partitions=PARTITIONS)
     produce(kafka, topic_a)

@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 APP = Path(__file__).with_name("direct_recovery_app.py")
 
 
@@ -27,6 +29,7 @@ def parse(lines):
     return started, done
 
 
+@pytest.mark.slow  # a fault run: kills or restarts real processes (docs/testing.md)
 def test_killed_driver_regenerates_the_interrupted_batch_with_identical_ranges(
         kafka, kafka_topic, tmp_path):
     topic = kafka_topic(partitions=2)

@@ -196,20 +196,21 @@ def scenario(kafka, postgres, pg_schema, kafka_topic, tmp_path):
     return make
 
 
+@pytest.mark.slow  # a fault run: kills or restarts real processes (docs/testing.md)
 def test_kills_across_the_batch_lifecycle_lose_and_duplicate_nothing(scenario):
     s = scenario()
     kill_repeatedly(s, ["batch", "write", "commit"], seed=1)
     assert len(s.kills) >= 2, s.kills  # the job may finish before one moment comes
 
 
-@pytest.mark.slow  # the default set keeps the transactional kills
+@pytest.mark.slow  # a fault run: kills or restarts real processes (docs/testing.md)
 def test_idempotent_sink_killed_between_rows_and_offsets(scenario):
     s = scenario("idempotent")
     kill_repeatedly(s, ["commit", "write"], seed=2)
     assert s.kills, "no kill happened"
 
 
-@pytest.mark.slow  # the default set keeps the transactional kills
+@pytest.mark.slow  # a fault run: kills or restarts real processes (docs/testing.md)
 def test_aggregation_killed_midway_counts_every_record_once(scenario):
     s = scenario("aggregate")
     kill_repeatedly(s, ["write", "commit"], seed=3)
@@ -255,11 +256,13 @@ def restart_mid_stream(s, restart, what):
     print(f"job after the {what} restart: exit {code} {err.strip()[-300:]}")
 
 
+@pytest.mark.slow  # a fault run: kills or restarts real processes (docs/testing.md)
 def test_postgres_restarted_mid_stream(scenario, scratch):
     with EmbeddedPostgres(data_dir=scratch / "pg") as database:
         restart_mid_stream(scenario(database=database), database.restart, "PostgreSQL")
 
 
+@pytest.mark.slow  # a fault run: kills or restarts real processes (docs/testing.md)
 def test_broker_restarted_mid_stream(scenario, own_kafka):
     restart_mid_stream(scenario(broker=own_kafka), own_kafka.restart, "broker")
 

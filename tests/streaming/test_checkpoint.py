@@ -131,6 +131,7 @@ def test_get_or_create_rejects_a_changed_batch_interval(spark, tmp_path):
 APP = Path(__file__).with_name("recovery_app.py")
 
 
+@pytest.mark.slow  # a fault run: kills or restarts real processes (docs/testing.md)
 @pytest.mark.services  # the application runs Spark in a process of its own
 def test_a_killed_driver_process_recovers_every_batch(tmp_path):
     out = tmp_path / "out.txt"

@@ -141,6 +141,7 @@ def kill_repeatedly(scenario, kills, seed, per_round=1500):
           f"{scenario.produced} records, exactly once")
 
 
+@pytest.mark.slow  # a fault run: kills or restarts real processes (docs/testing.md)
 @pytest.mark.timeout(600)
 def test_driver_killed_and_restarted_from_checkpoint_or_postgres(scenario):
     # Seed 3: one kill during start-up (then resumed from the checkpoint), one after a batch
