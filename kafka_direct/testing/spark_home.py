@@ -74,7 +74,8 @@ def _wanted_links(home: Path) -> dict[str, Path]:
 def _is_valid(path: Path, links: dict[str, Path]) -> bool:
     """Whether ``path`` is a home as :func:`_make` makes it: ours, closed to others."""
     try:
-        for directory in (path, path / "python", path / "python" / "lib"):
+        # The cache directory too: whoever may write there may swap the home for another.
+        for directory in (path.parent, path, path / "python", path / "python" / "lib"):
             info = directory.lstat()
             if not directory.is_dir() or directory.is_symlink() \
                     or info.st_uid != os.getuid() or info.st_mode & 0o022:

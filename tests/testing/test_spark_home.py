@@ -69,12 +69,14 @@ def test_a_venvs_python_is_not_its_base_interpreter(cache, monkeypatch):
     assert sh.compiled_spark_home() is None
 
 
-@pytest.mark.parametrize("spoil", ["others may write", "a link elsewhere", "the zip back",
-                                   "a plain file"])
+@pytest.mark.parametrize("spoil", ["others may write", "others may write the cache",
+                                   "a link elsewhere", "the zip back", "a plain file"])
 def test_a_home_not_as_made_is_left_alone_and_not_used(cache, tmp_path, spoil):
     home = sh.compiled_spark_home()
     if spoil == "others may write":
         home.chmod(0o777)
+    elif spoil == "others may write the cache":
+        home.parent.chmod(0o777)
     elif spoil == "a link elsewhere":
         (home / "jars").unlink()
         (home / "jars").symlink_to(tmp_path)
