@@ -31,8 +31,10 @@ driver with one commit message per task, or abort when a task failed for good.
   (``INSERT ... SELECT``; an upsert ``ON CONFLICT (keyColumns) DO UPDATE`` for
   ``mode=update``; ``DELETE`` then insert for ``mode=complete``), records the batch, drops
   the batch's staging tables, and commits.
-* **Abort** drops the batch's staging tables. Rows of failed, retried and speculative
-  attempts are never moved: only the attempts named in the messages are.
+* **Abort** drops the staging tables of the attempts its messages name. Rows of failed,
+  retried and speculative attempts are never moved: only the attempts named in the
+  messages are. (Spark 4.3 gives a streaming write's abort no message at all, so there
+  the staged rows wait for the batch's commit after a restart, a later commit, or age.)
 
 Guarantees
 ----------
