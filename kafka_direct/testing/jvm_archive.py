@@ -69,7 +69,7 @@ def archive_path() -> Path | None:
         if java is None:
             return None
         # The jars as the JVM's class path names them: under the Spark home it starts in.
-        home = spark_home()
+        home = spark_home("local")  # the tests' JVMs, which alone map the archive, are local
         jars = (home if home is not None else Path(pyspark.__file__).parent) / "jars"
         # A changed jar (its size or time) is another installation: another archive.
         stamps = [f"{entry.name} {entry.stat().st_size} {entry.stat().st_mtime_ns}"

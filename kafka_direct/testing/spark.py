@@ -137,7 +137,7 @@ def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None,
     if test_conf and "spark.driver.extraJavaOptions" not in (conf or {}):
         spark_conf.set("spark.driver.extraJavaOptions", driver_java_options())
     # A new JVM starts in the Spark home whose Python processes import PySpark compiled.
-    with using_spark_home(spark_conf.get("spark.pyspark.python")):
+    with using_spark_home(master, dict(spark_conf.getAll())):
         sc = _start(spark_conf, own_session)
     sc.setLogLevel("ERROR")
     return sc

@@ -27,13 +27,13 @@ _SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 _READY = b"Spark Connect server started at"
 
 
-def _spark_submit() -> Path:
+def _spark_submit(master: str, conf: Mapping[str, str]) -> Path:
     try:
         import pyspark
     except ImportError as missing:  # pragma: no cover - pyspark is a dependency
         raise ConfigurationError("a Spark Connect server needs PySpark") from missing
     # Where its Python processes import PySpark compiled (kafka_direct.testing.spark_home).
-    home = spark_home() or Path(pyspark.__file__).parent
+    home = spark_home(master, conf) or Path(pyspark.__file__).parent
     submit = home / "bin" / "spark-submit"
     if not submit.exists() or not any(home.glob("jars/spark-connect_*.jar")):
         raise ConfigurationError(
@@ -72,7 +72,8 @@ class SparkConnectServer(LocalService):
         return f"sc://127.0.0.1:{self.port}"
 
     def _argv(self) -> list[str]:
-        argv = [str(_spark_submit()), "--class", _SERVER_CLASS, "--master", self.master,
+        argv = [str(_spark_submit(self.master, self.conf)), "--class", _SERVER_CLASS,
+                "--master", self.master,
                 "--name", "kafka-direct Spark Connect server",
                 "--driver-java-options", driver_java_options(),
                 "--conf", f"spark.connect.grpc.binding.port={self.port}",
@@ -88,7 +89,7 @@ class SparkConnectServer(LocalService):
         env = dict(os.environ)
         env.setdefault("PYSPARK_PYTHON", sys.executable)
         env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        env["SPARK_HOME"] = str(_spark_submit().parent.parent)
+        env["SPARK_HOME"] = str(_spark_submit(self.master, self.conf).parent.parent)
         # The server's SparkContext must not find this process's gateway.
         for key in ("PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET"):
             env.pop(key, None)

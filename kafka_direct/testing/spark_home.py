@@ -16,15 +16,19 @@ Spark's Python processes then find PySpark in the interpreter's own packages, wh
 Python keeps. :func:`spark_home` gives it where it applies, else the Spark home as it is:
 
 - ``SPARK_HOME`` is set: that Spark, as the user chose it;
-- ``KAFKA_DIRECT_COMPILED_PYSPARK=off``: PySpark's own home;
-- the Python workers run is another interpreter (``PYSPARK_PYTHON``), which may not have
-  PySpark installed: PySpark's own home;
+- ``KAFKA_DIRECT_COMPILED_PYSPARK=off`` (or ``0``, ``false``, ``no``): PySpark's own home;
+- a master other than ``local`` or ``local-cluster``: PySpark's own home (a cluster's
+  executors have their own, and Spark on YARN ships ``pyspark.zip`` from this one);
+- Spark's Python processes may run another interpreter (``PYSPARK_PYTHON``,
+  ``PYSPARK_DRIVER_PYTHON``, ``spark.pyspark.python``, ``spark.pyspark.driver.python``),
+  or this one finds PySpark only on a path added at run time, which a new process does not
+  have: PySpark's own home;
 - the directory cannot be made (no cache directory, a path with spaces or quotes, which
   Spark's scripts do not all carry), or one there is not the user's own and unwritable by
   others, or its links are not the expected ones: PySpark's own home.
 
 The directory lives in the user's cache (``kafka-direct/pyspark-home-<version>-<digest>``,
-one per PySpark installation) and holds a ``work`` directory of its own (where
+one per PySpark installation and layout) and holds a ``work`` directory of its own (where
 ``local-cluster`` executors keep their output).
 """
 
@@ -34,15 +38,22 @@ import contextlib
 import hashlib
 import os
 import shutil
+import site
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 __all__ = ["SWITCH", "compiled_spark_home", "pyspark_home", "spark_home", "using_spark_home"]
 
-#: The environment variable that turns the compiled home off (``off``).
+#: The environment variable that turns the compiled home off (``off``, ``0``, ``false``, ``no``).
 SWITCH = "KAFKA_DIRECT_COMPILED_PYSPARK"
+
+_OFF = ("off", "0", "false", "no")
+
+#: Settings that name the interpreter Spark's Python processes run.
+_PYTHON_ENV = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
+_PYTHON_CONF = ("spark.pyspark.python", "spark.pyspark.driver.python")
 
 #: What Spark's scripts and JVMs read in a Spark home, linked when PySpark ships it.
 _LINKED = ("bin", "sbin", "jars", "conf", "data", "examples", "licenses", "RELEASE")
@@ -62,6 +73,25 @@ def _same_interpreter(python: str) -> bool:
     # interpreter, which does not have the environment's packages.
     found = shutil.which(python) or python
     return os.path.abspath(found) == os.path.abspath(sys.executable)
+
+
+def _only_this_interpreter(conf: Mapping[str, str]) -> bool:
+    named = [os.environ.get(key) for key in _PYTHON_ENV] + [conf.get(key) for key in _PYTHON_CONF]
+    return all(_same_interpreter(python) for python in named if python)
+
+
+def _found_at_start(home: Path) -> bool:
+    """Whether a new process of this interpreter finds PySpark where this one did."""
+    try:
+        places = [*site.getsitepackages(), site.getusersitepackages(),
+                  *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+        return home.parent in {Path(place).resolve() for place in places if place}
+    except (OSError, AttributeError):  # AttributeError: a site module without them
+        return False
+
+
+def _local(master: str) -> bool:
+    return master == "local" or master.startswith(("local[", "local-cluster["))
 
 
 def _wanted_links(home: Path) -> dict[str, Path]:
@@ -88,11 +118,19 @@ def _is_valid(path: Path, links: dict[str, Path]) -> bool:
         return False
 
 
+def _close_cache(directory: Path) -> None:
+    """Make the cache directory, or close ours to others' writes (a umask of 002 opens it)."""
+    directory.mkdir(parents=True, exist_ok=True, mode=0o755)
+    info = directory.lstat()
+    if info.st_uid == os.getuid() and info.st_mode & 0o022 and not directory.is_symlink():
+        directory.chmod(info.st_mode & 0o755)
+
+
 def _make(path: Path, links: dict[str, Path]) -> Path | None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     partial = Path(tempfile.mkdtemp(prefix=path.name + ".", dir=path.parent))
     try:
-        (partial / "python" / "lib").mkdir(parents=True, mode=0o755)
+        (partial / "python").mkdir(mode=0o755)
+        (partial / "python" / "lib").mkdir(mode=0o755)
         (partial / "work").mkdir(mode=0o700)
         for name, target in links.items():
             (partial / name).symlink_to(target)
@@ -107,61 +145,68 @@ def _make(path: Path, links: dict[str, Path]) -> Path | None:
         raise
 
 
-def compiled_spark_home(python: str | None = None) -> Path | None:
+def compiled_spark_home(master: str, conf: Mapping[str, str] | None = None) -> Path | None:
     """PySpark's Spark home less its zip (made on first use); None where it does not apply.
 
     Args:
-        python: The interpreter Spark's Python processes run (default ``PYSPARK_PYTHON``,
-            else this one).
+        master: The Spark master of the JVM to start.
+        conf: Its Spark settings (for the interpreters they name).
     """
-    if os.environ.get(SWITCH, "").lower() == "off":
+    if os.environ.get(SWITCH, "").strip().lower() in _OFF or not _local(master):
         return None
-    if not _same_interpreter(python or os.environ.get("PYSPARK_PYTHON") or sys.executable):
+    if not _only_this_interpreter(conf or {}):
         return None
     home = pyspark_home()
     if home is None or not (home / "python" / "lib" / "pyspark.zip").is_file() \
-            or not (home / "jars").is_dir() or not (home / "bin" / "spark-submit").is_file():
+            or not (home / "jars").is_dir() or not (home / "bin" / "spark-submit").is_file() \
+            or not _found_at_start(home):
         return None
     try:
         import pyspark
 
         cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-        digest = hashlib.sha256(str(home).encode()).hexdigest()[:16]
+        if not cache.is_absolute():
+            return None  # as the XDG rules say: a relative one is not a cache directory
+        links = _wanted_links(home)
+        # Another layout (a file added to PySpark's home) is another directory.
+        identity = "\n".join([str(home), *sorted(links)])
+        digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
         path = cache / "kafka-direct" / f"pyspark-home-{pyspark.__version__}-{digest}"
         if any(c.isspace() or c in "'\"\\" for c in str(path)):
             return None  # Spark's scripts and class paths do not all carry such paths
-        links = _wanted_links(home)
+        _close_cache(path.parent)
         if _is_valid(path, links):
             return path
-        if os.path.lexists(path):  # not ours, or of another layout: left alone
+        if os.path.lexists(path):  # not ours, or not as made: left alone
             return None
         return _make(path, links)
     except (OSError, RuntimeError):  # RuntimeError: no home directory
         return None
 
 
-def spark_home(python: str | None = None) -> Path | None:
-    """The Spark home a JVM started now uses.
+def spark_home(master: str, conf: Mapping[str, str] | None = None) -> Path | None:
+    """The Spark home a JVM started now with ``master`` and ``conf`` uses.
 
     ``SPARK_HOME`` when set, else the compiled home, else PySpark's own (None: no PySpark).
     """
     chosen = os.environ.get("SPARK_HOME")
     if chosen:
         return Path(chosen)
-    return compiled_spark_home(python) or pyspark_home()
+    return compiled_spark_home(master, conf) or pyspark_home()
 
 
 @contextlib.contextmanager
-def using_spark_home(python: str | None = None) -> Iterator[None]:
+def using_spark_home(master: str, conf: Mapping[str, str] | None = None) -> Iterator[None]:
     """``SPARK_HOME`` set to the compiled home for the block, when it applies.
 
     For a JVM that PySpark launches in the block (it reads ``SPARK_HOME`` from the
-    environment); the JVM and what it starts keep it. Left as it was afterwards.
+    environment); the JVM and what it starts keep it. Left as it was afterwards. Nothing
+    under spark-submit, whose JVM runs already.
     """
-    if os.environ.get("SPARK_HOME"):
+    if "SPARK_HOME" in os.environ or "PYSPARK_GATEWAY_PORT" in os.environ:
         yield
         return
-    home = compiled_spark_home(python)
+    home = compiled_spark_home(master, conf)
     if home is None:
         yield
         return

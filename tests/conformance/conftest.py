@@ -35,7 +35,7 @@ def _run_alone(item: pytest.Item) -> None:
     env = dict(os.environ)
     env[_CHILD] = "1"
     # The driver JVM as the suite's others: quick to start (kafka_direct.testing.spark).
-    home = compiled_spark_home()  # PySpark imported compiled in Spark's Python processes
+    home = compiled_spark_home("local[2]")  # Spark's Python processes import PySpark compiled
     if home is not None and not env.get("SPARK_HOME"):
         env["SPARK_HOME"] = str(home)
     env["PYSPARK_SUBMIT_ARGS"] = ("--master local[2] --driver-java-options "

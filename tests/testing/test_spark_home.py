@@ -10,6 +10,8 @@ import pytest
 
 from kafka_direct.testing import spark_home as sh
 
+LOCAL = "local[2]"
+
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
@@ -17,11 +19,13 @@ def cache(tmp_path, monkeypatch):
     monkeypatch.delenv("SPARK_HOME", raising=False)
     monkeypatch.delenv(sh.SWITCH, raising=False)
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    monkeypatch.delenv("PYSPARK_DRIVER_PYTHON", raising=False)
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
     return tmp_path / "cache" / "kafka-direct"
 
 
 def test_the_home_links_sparks_files_less_the_pyspark_zip(cache):
-    home = sh.compiled_spark_home()
+    home = sh.compiled_spark_home(LOCAL)
     assert home is not None and home.parent == cache
     pyspark = sh.pyspark_home()
     assert os.readlink(home / "jars") == str(pyspark / "jars")
@@ -30,35 +34,81 @@ def test_the_home_links_sparks_files_less_the_pyspark_zip(cache):
     assert list((home / "python" / "lib").glob("py4j-*.zip"))
     assert not (home / "python" / "lib" / "pyspark.zip").exists()
     assert (home / "work").is_dir() and not (home / "work").is_symlink()
-    assert sh.compiled_spark_home() == home  # made once, then reused
-    assert sh.spark_home() == home
+    assert sh.compiled_spark_home(LOCAL) == home  # made once, then reused
+    assert sh.spark_home(LOCAL) == home
 
 
 def test_a_home_chosen_by_the_user_is_kept(cache, monkeypatch, tmp_path):
     monkeypatch.setenv("SPARK_HOME", str(tmp_path / "their-spark"))
-    assert sh.spark_home() == tmp_path / "their-spark"
-    with sh.using_spark_home():
+    assert sh.spark_home(LOCAL) == tmp_path / "their-spark"
+    with sh.using_spark_home(LOCAL):
         assert os.environ["SPARK_HOME"] == str(tmp_path / "their-spark")
     assert not cache.exists()
 
 
 def test_the_block_sets_the_home_and_gives_the_environment_back(cache):
-    with sh.using_spark_home():
-        assert os.environ["SPARK_HOME"] == str(sh.compiled_spark_home())
+    with sh.using_spark_home(LOCAL):
+        assert os.environ["SPARK_HOME"] == str(sh.compiled_spark_home(LOCAL))
     assert "SPARK_HOME" not in os.environ
 
 
-@pytest.mark.parametrize("how", ["switched off", "another python"])
+@pytest.mark.parametrize("how", [
+    "switched off", "switched 0", "switched false", "switched  No ", "yarn", "standalone",
+    "k8s", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "spark.pyspark.python",
+    "spark.pyspark.driver.python", "pyspark on a path added at run time",
+    "a relative cache", "under spark-submit"])
 def test_pysparks_own_home_where_it_does_not_apply(cache, monkeypatch, tmp_path, how):
-    if how == "switched off":
-        monkeypatch.setenv(sh.SWITCH, "off")
-    else:  # workers run an interpreter that may not have PySpark installed
-        monkeypatch.setenv("PYSPARK_PYTHON", "/usr/bin/python3")
-    assert sh.compiled_spark_home() is None
-    assert sh.spark_home() == sh.pyspark_home()
-    with sh.using_spark_home():
+    master, conf = LOCAL, {}
+    other = "/usr/bin/python3"  # an interpreter that may not have PySpark installed
+    if how.startswith("switched"):
+        monkeypatch.setenv(sh.SWITCH, how.removeprefix("switched "))
+    elif how in ("yarn", "standalone", "k8s"):
+        # A cluster's executors have their own home; YARN ships pyspark.zip from this one.
+        master = {"yarn": "yarn", "standalone": "spark://h:7077", "k8s": "k8s://h:443"}[how]
+    elif how.startswith("PYSPARK"):
+        monkeypatch.setenv(how, other)
+    elif how.startswith("spark."):
+        conf = {how: other}
+    elif how == "pyspark on a path added at run time":  # a new process would not find it
+        monkeypatch.setattr(sh.site, "getsitepackages", lambda: [str(tmp_path)])
+        monkeypatch.setattr(sh.site, "getusersitepackages", lambda: str(tmp_path))
+        monkeypatch.delenv("PYTHONPATH", raising=False)
+    elif how == "a relative cache":
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.setenv("XDG_CACHE_HOME", "relative-cache")
+    else:
+        monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "1")
+    if how != "under spark-submit":
+        assert sh.compiled_spark_home(master, conf) is None
+        assert sh.spark_home(master, conf) == sh.pyspark_home()
+    with sh.using_spark_home(master, conf):
         assert "SPARK_HOME" not in os.environ
-    assert not cache.exists()
+    assert not cache.exists() or how == "under spark-submit"
+    assert not (tmp_path / "relative-cache").exists()
+
+
+def test_a_umask_opening_directories_to_the_group_is_closed_again(cache):
+    before = os.umask(0o002)
+    try:
+        home = sh.compiled_spark_home(LOCAL)
+    finally:
+        os.umask(before)
+    assert home is not None
+    for directory in (home.parent, home, home / "python", home / "python" / "lib"):
+        assert not directory.stat().st_mode & 0o022, directory
+    cache.chmod(0o775)  # made so before, by another program or an older version
+    assert sh.compiled_spark_home(LOCAL) == home
+    assert not cache.stat().st_mode & 0o022
+
+
+def test_another_layout_of_pysparks_home_is_another_directory(cache, monkeypatch):
+    home = sh.compiled_spark_home(LOCAL)
+    wanted = sh._wanted_links(sh.pyspark_home())
+    monkeypatch.setattr(sh, "_wanted_links",
+                        lambda found: {**wanted, "conf": found / "conf-added-later"})
+    other = sh.compiled_spark_home(LOCAL)
+    assert other is not None and other != home
+    assert os.readlink(other / "conf") == str(sh.pyspark_home() / "conf-added-later")
 
 
 def test_a_venvs_python_is_not_its_base_interpreter(cache, monkeypatch):
@@ -66,17 +116,18 @@ def test_a_venvs_python_is_not_its_base_interpreter(cache, monkeypatch):
     if base == os.path.abspath(sys.executable):
         pytest.skip("this interpreter is not a link into another")
     monkeypatch.setenv("PYSPARK_PYTHON", base)
-    assert sh.compiled_spark_home() is None
+    assert sh.compiled_spark_home(LOCAL) is None
 
 
-@pytest.mark.parametrize("spoil", ["others may write", "others may write the cache",
+@pytest.mark.parametrize("spoil", ["others may write", "the cache a link elsewhere",
                                    "a link elsewhere", "the zip back", "a plain file"])
 def test_a_home_not_as_made_is_left_alone_and_not_used(cache, tmp_path, spoil):
-    home = sh.compiled_spark_home()
+    home = sh.compiled_spark_home(LOCAL)
     if spoil == "others may write":
         home.chmod(0o777)
-    elif spoil == "others may write the cache":
-        home.parent.chmod(0o777)
+    elif spoil == "the cache a link elsewhere":
+        home.parent.rename(tmp_path / "moved")
+        home.parent.symlink_to(tmp_path / "moved")
     elif spoil == "a link elsewhere":
         (home / "jars").unlink()
         (home / "jars").symlink_to(tmp_path)
@@ -85,17 +136,17 @@ def test_a_home_not_as_made_is_left_alone_and_not_used(cache, tmp_path, spoil):
     else:
         shutil.rmtree(home)
         home.write_text("")
-    assert sh.compiled_spark_home() is None
-    assert sh.spark_home() == sh.pyspark_home()
+    assert sh.compiled_spark_home(LOCAL) is None
+    assert sh.spark_home(LOCAL) == sh.pyspark_home()
     assert os.path.lexists(home)  # not removed: it may be someone else's
 
 
 def test_no_cache_directory_is_pysparks_own_home(cache, tmp_path, monkeypatch):
     (tmp_path / "cache").write_text("")  # a file where the cache directory would be
-    assert sh.compiled_spark_home() is None
-    assert sh.spark_home() == sh.pyspark_home()
+    assert sh.compiled_spark_home(LOCAL) is None
+    assert sh.spark_home(LOCAL) == sh.pyspark_home()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "with space"))
-    assert sh.compiled_spark_home() is None
+    assert sh.compiled_spark_home(LOCAL) is None
     assert not (tmp_path / "with space").exists()
 
 
@@ -109,4 +160,4 @@ def test_python_workers_import_pyspark_compiled_not_from_the_zip(spark):
     ).collect()
     module, home = found[0]
     assert ".zip" not in module, module
-    assert home == str(sh.compiled_spark_home())
+    assert home == str(sh.compiled_spark_home(LOCAL))
