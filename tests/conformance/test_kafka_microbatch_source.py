@@ -724,12 +724,13 @@ def test_max_offsets_per_trigger_batches_as_spark(spark_session, kafka, kafka_to
 
 def test_min_offsets_per_trigger(spark_session, kafka, kafka_topic, tmp_path):
     """KafkaMicroBatchSourceSuiteBase: "minOffsetsPerTrigger" (real time instead of the
-    manual clock; maxTriggerDelay 5s)."""
+    manual clock, so maxTriggerDelay 10s instead of 5s: a batch the record count starts must
+    come before the delay could have started it, on a loaded machine too)."""
     topic = kafka_topic(partitions=3)
     send_messages(kafka, topic, range(100, 110), partition=0)
     send_messages(kafka, topic, range(10, 15), partition=1)
     send_messages(kafka, topic, ["1"], partition=2)
-    df = stream(spark_session, kafka, minOffsetsPerTrigger=15, maxTriggerDelay="5s",
+    df = stream(spark_session, kafka, minOffsetsPerTrigger=15, maxTriggerDelay="10s",
                 subscribe=topic, startingOffsets="earliest")
     test = StreamTest(df, tmp_path / "checkpoint").start()
     try:
@@ -747,7 +748,7 @@ def test_min_offsets_per_trigger(spark_session, kafka, kafka_topic, tmp_path):
         # Running batch now as number of records is greater than minOffsetsPerTrigger
         second = [*first, 2, *range(15, 21), *range(110, 121)]
         assert test.batches.wait_for(lambda b: len(b.all_rows()) >= len(second))
-        assert time.monotonic() - started < 4.5
+        assert time.monotonic() - started < 9.0  # before the delay
         assert test.answer() == sorted(second)
         # Testing maxTriggerDelay
         send_messages(kafka, topic, range(121, 126), partition=0)
@@ -757,7 +758,7 @@ def test_min_offsets_per_trigger(spark_session, kafka, kafka_topic, tmp_path):
         assert test.answer() == sorted(second)
         third = [*second, *range(121, 126), *range(21, 26)]
         assert test.batches.wait_for(lambda b: len(b.all_rows()) >= len(third))
-        assert time.monotonic() - waiting >= 3.0  # the delay counts from the last batch
+        assert time.monotonic() - waiting >= 6.0  # the delay counts from the last batch
         assert test.answer() == sorted(third)
     finally:
         test.stop()
