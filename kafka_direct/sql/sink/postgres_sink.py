@@ -33,8 +33,9 @@ driver with one commit message per task, or abort when a task failed for good.
   the batch's staging tables, and commits.
 * **Abort** drops the staging tables of the attempts its messages name. Rows of failed,
   retried and speculative attempts are never moved: only the attempts named in the
-  messages are. (Spark 4.3 gives a streaming write's abort no message at all, so there
-  the staged rows wait for the batch's commit after a restart, a later commit, or age.)
+  messages are. (Spark 4.3 may give a streaming write's abort no message even for a task
+  that completed, measured; those staged rows wait for the batch's commit after a restart,
+  a later commit, or age.)
 
 Guarantees
 ----------

@@ -189,19 +189,6 @@ def test_a_failed_batch_writes_nothing_and_its_staging_goes_with_its_commit(
     assert staging_left(postgres, target) == (0, 0)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known defect: Spark 4.3 calls a Python streaming writer's abort() with no commit "
-    "message (every one None, measured), so the abort cannot name the staged attempts; "
-    "they go with the batch's commit after a restart, a later commit, or by age"))
-def test_abort_drops_what_the_failed_batch_staged(spark_session, postgres, target, tmp_path):
-    doomed = fail_partition_1_once_partition_0_staged(postgres.dsn,
-                                                      f'"{target}".{STAGED_TABLE}')
-    query = run_once(numbers(spark_session).select("id", doomed("v").alias("v")), postgres,
-                     target, tmp_path / "chk")
-    assert query.exception() is not None
-    assert staging_left(postgres, target) == (0, 0)
-
-
 def test_a_task_still_running_when_its_batch_aborts_leaves_its_staging_to_the_batchs_commit(
         spark_session, postgres, target, tmp_path):
     """A task Spark has not stopped yet may stage after the abort (its batch failed in
