@@ -32,7 +32,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from kafka_direct.testing.spark_home import spark_home
+from kafka_direct.testing.spark_home import cache_directory, script_safe, spark_home
 
 __all__ = ["QUIET", "SWITCH", "archive_path", "build", "jvm_options"]
 
@@ -76,12 +76,12 @@ def archive_path() -> Path | None:
                   for entry in sorted(jars.glob("*.jar"))] if jars.is_dir() else []
         identity = "\n".join([str(java), str(java.stat().st_mtime_ns), pyspark.__version__,
                               str(jars), *stamps])
-        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        cache = cache_directory()
     except (OSError, RuntimeError):  # RuntimeError: no home directory
         return None
     digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
-    path = cache / "kafka-direct" / f"spark-{pyspark.__version__}-{digest}.jsa"
-    return None if any(c.isspace() or c in "'\"\\" for c in str(path)) else path
+    path = cache / f"spark-{pyspark.__version__}-{digest}.jsa"
+    return path if script_safe(path) else None
 
 
 def _size_file(path: Path) -> Path:

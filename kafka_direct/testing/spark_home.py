@@ -44,7 +44,8 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-__all__ = ["SWITCH", "compiled_spark_home", "pyspark_home", "spark_home", "using_spark_home"]
+__all__ = ["SWITCH", "cache_directory", "compiled_spark_home", "pyspark_home",
+           "script_safe", "spark_home", "using_spark_home"]
 
 #: The environment variable that turns the compiled home off (``off``, ``0``, ``false``, ``no``).
 SWITCH = "KAFKA_DIRECT_COMPILED_PYSPARK"
@@ -57,6 +58,20 @@ _PYTHON_CONF = ("spark.pyspark.python", "spark.pyspark.driver.python")
 
 #: What Spark's scripts and JVMs read in a Spark home, linked when PySpark ships it.
 _LINKED = ("bin", "sbin", "jars", "conf", "data", "examples", "licenses", "RELEASE")
+
+
+def cache_directory() -> Path:
+    """kafka-direct's directory in the user's cache (``XDG_CACHE_HOME``, else ``~/.cache``).
+
+    Raises:
+        RuntimeError: There is no home directory.
+    """
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kafka-direct"
+
+
+def script_safe(path: Path) -> bool:
+    """Whether Spark's scripts and JVM options carry ``path`` (no spaces, no quotes)."""
+    return not any(c.isspace() or c in "'\"\\" for c in str(path))
 
 
 def pyspark_home() -> Path | None:
@@ -164,15 +179,15 @@ def compiled_spark_home(master: str, conf: Mapping[str, str] | None = None) -> P
     try:
         import pyspark
 
-        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        cache = cache_directory()
         if not cache.is_absolute():
             return None  # as the XDG rules say: a relative one is not a cache directory
         links = _wanted_links(home)
         # Another layout (a file added to PySpark's home) is another directory.
         identity = "\n".join([str(home), *sorted(links)])
         digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
-        path = cache / "kafka-direct" / f"pyspark-home-{pyspark.__version__}-{digest}"
-        if any(c.isspace() or c in "'\"\\" for c in str(path)):
+        path = cache / f"pyspark-home-{pyspark.__version__}-{digest}"
+        if not script_safe(path):
             return None  # Spark's scripts and class paths do not all carry such paths
         _close_cache(path.parent)
         if _is_valid(path, links):
