@@ -3,6 +3,12 @@
 Every service process is started with ``PR_SET_PDEATHSIG``, so the kernel signals it when
 the thread that started it dies, even by ``kill -9``: a killed test run leaves no server
 behind. Start services from a long-lived thread (the main thread, a session fixture).
+
+Where util-linux's ``setpriv`` can set that signal (2.33 and later), the service starts
+through it and Python starts no code in the child: with a ``preexec_fn`` Python has to
+fork, and a fork in a process that holds gRPC's threads (a Spark Connect client in the same
+test process) runs gRPC's fork handlers in the child, which may abort it before ``exec``.
+Without ``setpriv`` the child sets the signal itself, as before.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ import atexit
 import contextlib
 import ctypes
 import ctypes.util
+import functools
 import logging
 import os
 import shutil
@@ -77,6 +84,34 @@ def _child_setup(death_signal: int, uid: int | None, gid: int | None) -> Callabl
     return setup
 
 
+@functools.cache
+def _setpriv() -> str | None:
+    """util-linux's ``setpriv`` when it can set the parent-death signal, else None."""
+    path = shutil.which("setpriv")
+    if path is None:
+        return None
+    try:
+        usage = subprocess.run([path, "--help"], capture_output=True, timeout=10,
+                               check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return path if b"--pdeathsig" in usage else None
+
+
+def _launch_argv(argv: Sequence[str], death_signal: int, uid: int | None,
+                 gid: int | None) -> list[str] | None:
+    """``argv`` behind ``setpriv`` (death signal, then user and group), or None without it."""
+    setpriv = _setpriv()
+    if setpriv is None:
+        return None
+    prefix = [setpriv, "--pdeathsig", signal.Signals(death_signal).name]
+    if gid is not None:
+        prefix += [f"--regid={gid}", "--clear-groups"]
+    if uid is not None:
+        prefix.append(f"--reuid={uid}")
+    return [*prefix, "--", *argv]
+
+
 class ServiceProcess:
     """One service process with its log file.
 
@@ -112,12 +147,21 @@ class ServiceProcess:
         # a link planted there, and let nobody else read what the service says.
         fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
                      0o600)
+        launch = _launch_argv(self.argv, self.death_signal, self.uid, self.gid)
         with open(fd, "ab") as log:
-            self.process = subprocess.Popen(
-                self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=self.env, close_fds=True,
-                preexec_fn=_child_setup(self.death_signal, self.uid, self.gid),
-            )
+            if launch is not None:
+                # No Python in the child: a new process group (a terminal's Ctrl-C goes to
+                # the test run, which then stops us), the rest done by setpriv before exec.
+                self.process = subprocess.Popen(
+                    launch, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    env=self.env, close_fds=True, process_group=0,
+                )
+            else:
+                self.process = subprocess.Popen(
+                    self.argv, stdin=subprocess.DEVNULL, stdout=log,
+                    stderr=subprocess.STDOUT, env=self.env, close_fds=True,
+                    preexec_fn=_child_setup(self.death_signal, self.uid, self.gid),
+                )
         _running.add(self)
         logger.info("started %s (pid %d)", self.name, self.process.pid)
 

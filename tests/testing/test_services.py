@@ -11,7 +11,7 @@ import pytest
 
 from kafka_direct import ServiceError
 from kafka_direct.testing import EmbeddedKafka, EmbeddedPostgres
-from kafka_direct.testing.process import wait_for
+from kafka_direct.testing.process import ServiceProcess, wait_for
 
 pytestmark = pytest.mark.services  # every test here starts services of its own
 
@@ -86,3 +86,37 @@ def test_services_die_with_a_killed_parent():
         child.wait(10)
     assert wait_for(lambda: not any(_alive(pid) for pid in pids), 20), pids
     time.sleep(0.2)
+
+
+_in_child = {"watch": False}
+
+
+def _after_fork_in_child():
+    if _in_child["watch"]:
+        os.write(_in_child["fd"], b"python ran in the child")
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def test_a_service_starts_with_no_python_between_fork_and_exec(tmp_path):
+    # Python code in the child (a preexec_fn) forces a full fork, and a fork in a process
+    # that holds gRPC's threads (a Spark Connect client in the same test worker) runs gRPC's
+    # fork handlers there: once in a few hundred starts they aborted the restarted
+    # PostgreSQL. The child must run nothing of ours before exec.
+    marker = tmp_path / "marker"
+    _in_child["fd"] = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    _in_child["watch"] = True
+    try:
+        process = ServiceProcess("sleeper", ["sleep", "30"], tmp_path / "log")
+        process.start()
+        try:
+            assert process.alive()
+            # Its own process group (a terminal's Ctrl-C reaches the test run only).
+            assert os.getpgid(process.process.pid) == process.process.pid
+        finally:
+            process.stop()
+    finally:
+        _in_child["watch"] = False
+        os.close(_in_child["fd"])
+    assert marker.read_bytes() == b""
