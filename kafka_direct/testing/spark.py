@@ -16,7 +16,8 @@ from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
 from kafka_direct.rdd.spark_support import ensure_pyspark_python
-from kafka_direct.testing.spark_home import using_spark_home
+from kafka_direct.testing.spark_home import only_this_interpreter, using_spark_home
+from kafka_direct.testing.warm_daemon import daemon_module
 
 __all__ = ["LOOPBACK_CONF", "QUICK_JVM_OPTIONS", "SPARK_TEST_CONF", "STARTUP_NOISE",
            "driver_java_options", "local_cluster_context", "spark_context",
@@ -136,6 +137,12 @@ def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None,
         spark_conf.setIfMissing(key, value)
     if test_conf and "spark.driver.extraJavaOptions" not in (conf or {}):
         spark_conf.set("spark.driver.extraJavaOptions", driver_java_options())
+    if test_conf and "spark.python.daemon.module" not in (conf or {}) \
+            and only_this_interpreter(master, dict(spark_conf.getAll())):
+        # Workers forked with their imports done (kafka_direct/testing/warm_daemon.py).
+        module = daemon_module()
+        if module is not None:
+            spark_conf.set("spark.python.daemon.module", module)
     # A new JVM starts in the Spark home whose Python processes import PySpark compiled.
     with using_spark_home(master, dict(spark_conf.getAll())):
         sc = _start(spark_conf, own_session)

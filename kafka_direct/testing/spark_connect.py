@@ -19,7 +19,8 @@ from typing import Any
 from kafka_direct.errors import ConfigurationError, ServiceError
 from kafka_direct.testing.process import LocalService, ServiceProcess, free_port
 from kafka_direct.testing.spark import SPARK_TEST_CONF, driver_java_options
-from kafka_direct.testing.spark_home import spark_home
+from kafka_direct.testing.spark_home import only_this_interpreter, spark_home
+from kafka_direct.testing.warm_daemon import daemon_module
 
 __all__ = ["SparkConnectServer"]
 
@@ -60,6 +61,11 @@ class SparkConnectServer(LocalService):
         self.master = master
         self.conf = {key: value for key, value in SPARK_TEST_CONF.items()
                      if not key.startswith("spark.driver.extraJava")}
+        if "spark.python.daemon.module" not in (conf or {}) \
+                and only_this_interpreter(master, {**self.conf, **(conf or {})}):
+            module = daemon_module()  # workers forked with their imports done
+            if module is not None:
+                self.conf["spark.python.daemon.module"] = module
         self.conf.update(conf or {})
         self._own_dir = work_dir is None
         self._root = Path(work_dir or tempfile.mkdtemp(prefix="kafka-direct-connect-"))

@@ -44,8 +44,8 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-__all__ = ["SWITCH", "cache_directory", "compiled_spark_home", "pyspark_home",
-           "script_safe", "spark_home", "using_spark_home"]
+__all__ = ["SWITCH", "cache_directory", "compiled_spark_home", "only_this_interpreter",
+           "pyspark_home", "script_safe", "spark_home", "using_spark_home"]
 
 #: The environment variable that turns the compiled home off (``off``, ``0``, ``false``, ``no``).
 SWITCH = "KAFKA_DIRECT_COMPILED_PYSPARK"
@@ -109,6 +109,16 @@ def _local(master: str) -> bool:
     return master == "local" or master.startswith(("local[", "local-cluster["))
 
 
+def only_this_interpreter(master: str, conf: Mapping[str, str] | None = None) -> bool:
+    """Whether every Python process a Spark of ``master`` and ``conf`` starts runs this one.
+
+    A ``local`` or ``local-cluster`` master, and every interpreter setting
+    (``PYSPARK_PYTHON``, ``PYSPARK_DRIVER_PYTHON``, ``spark.pyspark.python``,
+    ``spark.pyspark.driver.python``) unset or naming the running interpreter.
+    """
+    return _local(master) and _only_this_interpreter(conf or {})
+
+
 def _wanted_links(home: Path) -> dict[str, Path]:
     links = {name: home / name for name in _LINKED if (home / name).exists()}
     for py4j in sorted((home / "python" / "lib").glob("py4j-*.zip")):
@@ -167,9 +177,8 @@ def compiled_spark_home(master: str, conf: Mapping[str, str] | None = None) -> P
         master: The Spark master of the JVM to start.
         conf: Its Spark settings (for the interpreters they name).
     """
-    if os.environ.get(SWITCH, "").strip().lower() in _OFF or not _local(master):
-        return None
-    if not _only_this_interpreter(conf or {}):
+    if os.environ.get(SWITCH, "").strip().lower() in _OFF \
+            or not only_this_interpreter(master, conf):
         return None
     home = pyspark_home()
     if home is None or not (home / "python" / "lib" / "pyspark.zip").is_file() \

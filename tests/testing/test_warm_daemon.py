@@ -1,0 +1,73 @@
+"""The warm daemon: Spark's Python workers fork from a daemon that has their imports done."""
+
+import os
+import shutil
+import sys
+
+import pytest
+
+from kafka_direct.testing import warm_daemon
+from kafka_direct.testing.spark_home import only_this_interpreter
+
+
+def _worker_facts(_):
+    import os
+    import sys
+
+    with open(f"/proc/{os.getppid()}/cmdline", "rb") as cmdline:
+        parent = cmdline.read().replace(b"\0", b" ").decode()
+    # Loaded before the task's own code ran: by the daemon, before the fork.
+    yield parent, "pyarrow" in sys.modules, "kafka_direct.sql.source" in sys.modules
+
+
+@pytest.mark.services
+def test_workers_fork_from_the_warm_daemon_with_their_imports_done(spark):
+    facts = spark.parallelize(range(2), 2).mapPartitions(_worker_facts).collect()
+    assert facts
+    for parent, arrow, source in facts:
+        assert warm_daemon.DAEMON_MODULE in parent, parent
+        assert arrow and source
+
+
+def test_the_daemon_module_is_found_by_a_new_process_of_this_interpreter():
+    assert warm_daemon.daemon_module() == warm_daemon.DAEMON_MODULE
+
+
+@pytest.mark.parametrize("value", ["off", "0", "false", "NO"])
+def test_the_switch_keeps_pysparks_own_daemon(monkeypatch, value):
+    monkeypatch.setenv(warm_daemon.SWITCH, value)
+    assert warm_daemon.daemon_module() is None
+
+
+def test_an_interpreter_that_cannot_import_it_is_not_given_it(tmp_path):
+    # Another interpreter (here the system's, without this package): Spark would start the
+    # daemon with it, and it would fail to start.
+    other = shutil.which("python3") if sys.base_prefix != sys.prefix else None
+    if other is None or os.path.realpath(other) == os.path.realpath(sys.executable):
+        pytest.skip("needs a second interpreter without this package")
+    assert warm_daemon._importable_at_start(other, str(tmp_path)) is False
+    assert warm_daemon._importable_at_start(sys.executable, str(tmp_path)) is True
+
+
+def test_only_local_masters_running_this_interpreter(monkeypatch):
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    monkeypatch.delenv("PYSPARK_DRIVER_PYTHON", raising=False)
+    assert only_this_interpreter("local[2]")
+    assert only_this_interpreter("local-cluster[2,1,1024]")
+    assert not only_this_interpreter("yarn")
+    assert not only_this_interpreter("spark://host:7077")
+    assert not only_this_interpreter("local[2]", {"spark.pyspark.python": "/usr/bin/python3"})
+    monkeypatch.setenv("PYSPARK_PYTHON", "/usr/bin/python3")
+    assert not only_this_interpreter("local[2]")
+
+
+def test_a_preload_that_fails_is_left_to_the_worker(monkeypatch):
+    # The daemon still runs PySpark's loop when a preloaded module cannot be imported.
+    ran = []
+    monkeypatch.setattr(warm_daemon, "PRELOAD", ("no_such_module_here", "json"))
+    monkeypatch.setattr(sys, "argv", ["daemon", "pyspark.no_such_worker"])
+    import pyspark.daemon
+
+    monkeypatch.setattr(pyspark.daemon, "manager", lambda: ran.append(True))
+    warm_daemon.main()
+    assert ran == [True]
