@@ -11,22 +11,26 @@ from kafka_direct.testing.spark_home import only_this_interpreter
 
 
 def _worker_facts(_):
+    import gc
     import os
     import sys
 
     with open(f"/proc/{os.getppid()}/cmdline", "rb") as cmdline:
         parent = cmdline.read().replace(b"\0", b" ").decode()
     # Loaded before the task's own code ran: by the daemon, before the fork.
-    yield parent, "pyarrow" in sys.modules, "kafka_direct.sql.source" in sys.modules
+    yield (parent, "pyarrow" in sys.modules, "kafka_direct.sql.source" in sys.modules,
+           gc.get_freeze_count())
 
 
 @pytest.mark.services
 def test_workers_fork_from_the_warm_daemon_with_their_imports_done(spark):
     facts = spark.parallelize(range(2), 2).mapPartitions(_worker_facts).collect()
     assert facts
-    for parent, arrow, source in facts:
+    for parent, arrow, source, frozen in facts:
         assert warm_daemon.DAEMON_MODULE in parent, parent
         assert arrow and source
+        # What it inherited is out of the collections PySpark runs after every task.
+        assert frozen > 10_000, frozen
 
 
 def test_the_daemon_module_is_found_by_a_new_process_of_this_interpreter():
