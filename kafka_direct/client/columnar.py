@@ -35,7 +35,7 @@ from kafka_direct.errors import ConfigurationError
 
 __all__ = ["IMPL_ENV", "Chunk", "ColumnarConsumerCache", "ColumnarDataConsumer",
            "NativeKafkaError", "choose_impl", "columnar_cache", "native_config",
-           "native_status"]
+           "native_status", "use_native"]
 
 logger = logging.getLogger(__name__)
 
@@ -159,6 +159,28 @@ def native_config(params: Mapping[str, Any]) -> list[tuple[str, str]]:
             f"the native reader cannot apply {', '.join(sorted(refused))} (Python objects); "
             f"the Python reader can ({IMPL_ENV}=python)", setting=sorted(refused)[0])
     return config
+
+
+def use_native(params: Mapping[str, Any], requested: str | None = None) -> bool:
+    """Whether a read of ``params`` uses the native reader (decided where it runs).
+
+    Args:
+        params: The executor's Kafka parameters.
+        requested: The choice shipped with the read (see :func:`choose_impl`).
+
+    Raises:
+        ConfigurationError: As :func:`choose_impl`; or ``c`` asked for explicitly and the
+            parameters hold Python objects only the Python reader applies.
+    """
+    if choose_impl(requested) != "c":
+        return False
+    try:
+        native_config(params)
+    except UnsupportedConfigError:
+        if (requested or os.environ.get(IMPL_ENV) or "").strip().lower() == "c":
+            raise
+        return False  # callbacks in the parameters: only the Python reader applies them
+    return True
 
 
 class NativeKafkaError:

@@ -12,12 +12,19 @@ direct stream both build theirs with it, so neither entry point imports the othe
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from pyspark.rdd import PipelinedRDD
 
+from kafka_direct.client.columnar import (
+    IMPL_ENV,
+    ColumnarDataConsumer,
+    columnar_cache,
+    use_native,
+)
 from kafka_direct.client.data_consumer import ConsumerCache, KafkaDataConsumer, consumer_cache
 from kafka_direct.conf_values import parse_int
 from kafka_direct.consumer_record import ConsumerRecord
@@ -26,9 +33,9 @@ from kafka_direct.offset_range import HasOffsetRanges, OffsetRange
 from kafka_direct.rdd.location_strategy import LocationStrategy, preferred_locations
 from kafka_direct.rdd.spark_support import live_executors, located_rdd
 from kafka_direct.redaction import redact_params
-from kafka_direct.task_errors import carry_errors, typed_rdd_class
+from kafka_direct.task_errors import carry_errors, typed_errors, typed_rdd_class
 
-__all__ = ["KafkaRDD", "ReadSettings", "kafka_rdd", "read_range"]
+__all__ = ["KafkaRDD", "ReadSettings", "count_range", "kafka_rdd", "read_range"]
 
 logger = logging.getLogger(__name__)
 
@@ -201,6 +208,70 @@ def read_range(offsetRange: OffsetRange, settings: ReadSettings, *, attempt: int
         release()
 
 
+def count_range(offsetRange: OffsetRange, settings: ReadSettings, *, impl: str | None = None,
+                attempt: int = 0, cache: ConsumerCache | None = None) -> int:
+    """How many records ``offsetRange`` holds: what :func:`read_range` would yield, counted.
+
+    Raw records (no deserializer or handler, which may fail on a record) are counted by the
+    native columnar reader when it applies (:func:`~kafka_direct.client.columnar.use_native`):
+    the same contract (gaps, data loss, stalls), and no Python object per record. Otherwise,
+    and always when ``cache`` is given, the records :func:`read_range` yields are counted.
+
+    Args:
+        offsetRange: The range to count.
+        settings: How to read.
+        impl: The reader the driver asked for (its ``KAFKA_DIRECT_IMPL``).
+        attempt: The task attempt number; a retry never reuses a cached consumer.
+        cache: A consumer cache for the Python reader (tests); None: the worker's own.
+    """
+    if offsetRange.count() == 0:
+        return 0
+    raw = (settings.keyDeserializer is None and settings.valueDeserializer is None
+           and settings.messageHandler is None)
+    if cache is not None or not raw or not use_native(settings.params, impl):
+        return sum(1 for _ in read_range(offsetRange, settings, attempt=attempt, cache=cache))
+    topic, partition = offsetRange.topic, offsetRange.partition
+    if settings.useConsumerCache:
+        consumer, release = columnar_cache.acquire(topic, partition, settings.params,
+                                                   attempt=attempt)
+    else:
+        consumer = columnar_cache.consumer_class(topic, partition, settings.params,
+                                                 columnar_cache.factory)
+        release = consumer.close
+    native = cast(ColumnarDataConsumer, consumer)  # the columnar cache's consumer class
+    ok = False
+    try:
+        total = sum(chunk.count for chunk in native.read_chunks(
+            offsetRange.fromOffset, offsetRange.untilOffset, settings.pollTimeoutMs,
+            settings.failOnDataLoss))
+        ok = True
+    finally:
+        if not ok and settings.useConsumerCache:
+            columnar_cache.discard(topic, partition, settings.params)
+        release()
+    return total
+
+
+class _CountPartition:
+    """The task function of a KafkaRDD's ``count()``: partition -> its range's record count."""
+
+    def __init__(self, settings: ReadSettings, impl: str | None) -> None:
+        self.settings = settings
+        self.impl = impl
+
+    def __call__(self, split: int, ranges: Iterator[OffsetRange]) -> Iterator[int]:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        attempt = context.attemptNumber() if context is not None else 0
+        return carry_errors(self._count(ranges, attempt))
+
+    def _count(self, ranges: Iterator[OffsetRange], attempt: int) -> Iterator[int]:
+        # A generator, so that carry_errors sees what counting raises.
+        yield sum(count_range(offsetRange, self.settings, impl=self.impl, attempt=attempt)
+                  for offsetRange in ranges)
+
+
 class _ReadPartition:
     """The task function of a KafkaRDD: partition -> its range's records."""
 
@@ -230,6 +301,7 @@ class KafkaRDD(typed_rdd_class(PipelinedRDD), HasOffsetRanges):  # type: ignore[
     def __init__(self, parent: Any, offsetRanges: Sequence[OffsetRange],
                  settings: ReadSettings) -> None:
         super().__init__(parent, _ReadPartition(settings), False)
+        self._ranges_rdd = parent  # the ranges, placed: what count() reads again
         self._offsetRanges = tuple(offsetRanges)
         self._settings = settings
 
@@ -238,10 +310,16 @@ class KafkaRDD(typed_rdd_class(PipelinedRDD), HasOffsetRanges):  # type: ignore[
         return list(self._offsetRanges)
 
     def count(self) -> int:
-        """The exact number of records (read from Kafka unless all ranges are empty)."""
+        """The exact number of records (read from Kafka unless all ranges are empty).
+
+        Raw records are counted by the native columnar reader where it applies, without a
+        Python object per record (:func:`count_range`).
+        """
         if all(r.count() == 0 for r in self._offsetRanges):
             return 0
-        return int(super().count())
+        counter = _CountPartition(self._settings, os.environ.get(IMPL_ENV) or None)
+        with typed_errors():
+            return int(self._ranges_rdd.mapPartitionsWithIndex(counter).sum())
 
     def isEmpty(self) -> bool:
         """Whether the RDD has no record (exact; reads at most one record when it must)."""

@@ -8,7 +8,9 @@ from confluent_kafka import Producer
 from kafka_direct import (
     ConfigurationError,
     DataLossError,
+    KafkaDirectError,
     KafkaRDD,
+    KafkaReadError,
     KafkaUtils,
     LocationStrategies,
     OffsetOutOfRangeError,
@@ -17,7 +19,9 @@ from kafka_direct import (
     RecordError,
     UnknownTopicOrPartitionError,
 )
-from kafka_direct.client.data_consumer import ConsumerCache
+from kafka_direct.client import columnar
+from kafka_direct.client.columnar import columnar_cache
+from kafka_direct.client.data_consumer import ConsumerCache, consumer_cache
 from kafka_direct.client.params import executor_params
 from kafka_direct.rdd.kafka_rdd import ReadSettings, read_range
 
@@ -247,3 +251,95 @@ def test_to_df_names_a_record_whose_timestamp_python_cannot_hold(kafka, kafka_to
     error = carried_error(raised.value)
     assert isinstance(error, RecordError), raised.value
     assert (error.topic, error.partition, error.offset) == (topic, 0, 1)
+
+
+def _count_or_error(offsetRange, settings, impl):
+    from kafka_direct.rdd.kafka_rdd import count_range
+
+    try:
+        return count_range(offsetRange, settings, impl=impl)
+    except KafkaDirectError as error:
+        return (type(error).__name__, error.context.get("fromOffset"),
+                error.context.get("untilOffset"), error.context.get("logStartOffset"),
+                error.context.get("logEndOffset"))
+
+
+@pytest.mark.skipif(not columnar.native_status()[0], reason="the native reader is not built")
+def test_count_gives_what_the_python_reader_yields_on_random_logs_and_ranges(kafka,
+                                                                             kafka_topic):
+    # count() counts raw records with the native reader: a differential test against the
+    # records the Python reader yields, over transactions (committed and aborted), several
+    # producers, deleted records, both isolation levels and cached consumers.
+    import random
+
+    from tests.client.test_columnar_reader import produce_random_log
+
+    rng = random.Random(7)
+    topic = kafka_topic(partitions=2)
+    produce_random_log(kafka, topic, 2, rng)
+    for partition in range(2):
+        kafka.delete_records(topic, partition, rng.randrange(1, 20))
+    bounds = kafka.end_offsets(topic, range(2))
+    compared = errors = gaps = 0
+    try:
+        for isolation in ("read_committed", "read_uncommitted"):
+            params = executor_params(kafka.params(**{"group.id": "count-diff",
+                                                     "isolation.level": isolation}))
+            for _ in range(12):
+                partition = rng.randrange(2)
+                low, high = bounds[partition]
+                start = rng.randrange(0, low + 2 if rng.random() < 0.3 else high)
+                end = rng.randrange(start + 1, high + 1)
+                settings = ReadSettings(params, pollTimeoutMs=20_000,
+                                        failOnDataLoss=rng.random() < 0.5)
+                for offsetRange in (OffsetRange(topic, partition, start, end),
+                                    OffsetRange(topic, partition, end, min(high, end + 37))):
+                    python = _count_or_error(offsetRange, settings, "python")
+                    native = _count_or_error(offsetRange, settings, "c")
+                    assert native == python, (offsetRange, isolation)
+                    compared += 1
+                    errors += not isinstance(python, int)
+                    gaps += isinstance(python, int) and python < offsetRange.count()
+    finally:
+        consumer_cache.clear()
+        columnar_cache.clear()
+    assert compared == 48 and gaps > 0 and errors > 0, (compared, gaps, errors)
+
+
+@pytest.mark.skipif(not columnar.native_status()[0], reason="the native reader is not built")
+def test_count_reads_raw_records_natively_and_others_through_their_functions(
+        kafka, kafka_topic, monkeypatch):
+    from kafka_direct.rdd import kafka_rdd as module
+
+    topic = kafka_topic()
+    fill(kafka, topic, 1, 30)
+    params = executor_params(kafka.params(**{"group.id": "count-path"}))
+    used = []
+    original = module.read_range
+    monkeypatch.setattr(module, "read_range",
+                        lambda *a, **k: used.append("python") or original(*a, **k))
+    try:
+        assert module.count_range(OffsetRange(topic, 0, 3, 30), ReadSettings(params)) == 27
+        assert used == []  # no Python record was made
+        # A deserializer may fail on a record: counting its elements runs it.
+        failing = ReadSettings(params, valueDeserializer=lambda b: 1 / 0)
+        with pytest.raises(KafkaReadError, match="valueDeserializer"):
+            module.count_range(OffsetRange(topic, 0, 0, 30), failing)
+        assert used == ["python"]
+        assert module.count_range(OffsetRange(topic, 0, 0, 30), ReadSettings(params),
+                                  impl="python") == 30
+        assert used == ["python", "python"]
+    finally:
+        consumer_cache.clear()
+        columnar_cache.clear()
+
+
+def test_count_of_a_kafka_rdd_runs_its_deserializers(kafka, kafka_topic, spark, params):
+    topic = kafka_topic()
+    kafka.produce(topic, [b"1", b"two", b"3"])
+    rdd = KafkaUtils.createRDD(spark, params, [OffsetRange(topic, 0, 0, 3)],
+                               valueDeserializer=lambda b: int(b))
+    with pytest.raises(KafkaReadError) as info:
+        rdd.count()
+    assert info.value.offset == 1 and info.value.function == "valueDeserializer"
+    assert KafkaUtils.createRDD(spark, params, [OffsetRange(topic, 0, 0, 3)]).count() == 3

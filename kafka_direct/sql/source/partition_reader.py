@@ -25,10 +25,8 @@ import pyarrow as pa
 from kafka_direct.client.columnar import (
     IMPL_ENV,
     ColumnarDataConsumer,
-    UnsupportedConfigError,
-    choose_impl,
     columnar_cache,
-    native_config,
+    use_native,
 )
 from kafka_direct.client.data_consumer import ConsumerCache, KafkaDataConsumer, consumer_cache
 from kafka_direct.errors import ConfigurationError, DataLossError, OffsetOutOfRangeError
@@ -76,16 +74,7 @@ def driver_impl() -> str | None:
 
 def _native(settings: PartitionReadSettings) -> bool:
     """Whether this read uses the native columnar reader."""
-    impl = choose_impl(settings.impl)
-    if impl != "c":
-        return False
-    try:
-        native_config(settings.read.params)
-    except UnsupportedConfigError:
-        if (settings.impl or os.environ.get(IMPL_ENV) or "").strip().lower() == "c":
-            raise
-        return False  # callbacks in the parameters: only the Python reader applies them
-    return True
+    return use_native(settings.read.params, settings.impl)
 
 
 def read_partition(offsetRange: OffsetRange, settings: PartitionReadSettings, *,
