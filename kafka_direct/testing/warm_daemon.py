@@ -1,9 +1,12 @@
-"""PySpark's worker daemon with its workers' imports done once, before it forks.
+"""Where Spark's Python workers fork from a daemon with their imports done once.
+
+The daemon itself is :mod:`kafka_direct.testing.worker_daemon`; this module decides where it
+is used. Why it exists:
 
 Spark forks every Python worker from a daemon (``pyspark.daemon``), and each forked worker
 then imports what its task needs: PySpark's worker, pyarrow, pandas (PySpark's Arrow paths
 import it), this package. Measured on the structured source and sink tests: about half a
-CPU-second a worker, for workers that often run one short task. This daemon imports them
+CPU-second a worker, for workers that often run one short task. The daemon imports them
 first, so that forked workers start with them loaded (copy-on-write), freezes them out of the
 garbage collector's walks (PySpark has a reused worker collect garbage after every task, a
 walk over everything it holds: 70-100 ms a task with these modules), then runs PySpark's own
@@ -24,27 +27,19 @@ keeps PySpark's own.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
-import importlib
 import os
 import subprocess
 import sys
 
-__all__ = ["DAEMON_MODULE", "PRELOAD", "SWITCH", "daemon_module", "main"]
+__all__ = ["DAEMON_MODULE", "SWITCH", "daemon_module"]
 
 #: The environment variable that keeps PySpark's own daemon.
 SWITCH = "KAFKA_DIRECT_WARM_DAEMON"
 
-#: This module's name, as ``spark.python.daemon.module`` takes it.
-DAEMON_MODULE = "kafka_direct.testing.warm_daemon"
-
-#: What forked workers import, in this order (the worker's own module comes first).
-PRELOAD = ("pyspark.worker", "pyarrow", "pandas", "pyspark.sql.pandas.serializers",
-           "pyspark.sql.conversion", "kafka_direct.rdd.kafka_rdd", "kafka_direct.sql.source",
-           "kafka_direct.sql.sink")
-
+#: The daemon's module, as ``spark.python.daemon.module`` takes it. Nothing imports it: run
+#: with ``-m``, a module its package had imported already would run twice.
+DAEMON_MODULE = "kafka_direct.testing.worker_daemon"
 
 @functools.cache
 def _importable_at_start(executable: str, cwd: str) -> bool:
@@ -66,23 +61,3 @@ def daemon_module() -> str | None:
     if os.environ.get(SWITCH, "").strip().lower() in ("off", "0", "false", "no"):
         return None
     return DAEMON_MODULE if _importable_at_start(sys.executable, os.getcwd()) else None
-
-
-def main() -> None:
-    """Import :data:`PRELOAD`, then run PySpark's daemon (its worker module in ``argv[1]``)."""
-    names = [*sys.argv[1:2], *PRELOAD]
-    for name in names:
-        with contextlib.suppress(Exception):  # the worker imports it again and reports
-            importlib.import_module(name)
-    from pyspark.daemon import manager
-
-    # PySpark's daemon has a reused worker collect garbage after every task, which walks
-    # every object the worker holds: 70-100 ms a task with these modules loaded. Frozen here,
-    # what every worker inherits is left out of those walks (and its pages stay shared).
-    gc.freeze()
-
-    manager()
-
-
-if __name__ == "__main__":
-    main()

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from kafka_direct.testing import warm_daemon
+from kafka_direct.testing import warm_daemon, worker_daemon
 from kafka_direct.testing.spark_home import only_this_interpreter
 
 
@@ -68,10 +68,24 @@ def test_only_local_masters_running_this_interpreter(monkeypatch):
 def test_a_preload_that_fails_is_left_to_the_worker(monkeypatch):
     # The daemon still runs PySpark's loop when a preloaded module cannot be imported.
     ran = []
-    monkeypatch.setattr(warm_daemon, "PRELOAD", ("no_such_module_here", "json"))
+    monkeypatch.setattr(worker_daemon, "PRELOAD", ("no_such_module_here", "json"))
     monkeypatch.setattr(sys, "argv", ["daemon", "pyspark.no_such_worker"])
     import pyspark.daemon
 
     monkeypatch.setattr(pyspark.daemon, "manager", lambda: ran.append(True))
-    warm_daemon.main()
-    assert ran == [True]
+    monkeypatch.setattr(worker_daemon.gc, "freeze", lambda: ran.append("frozen"))
+    worker_daemon.main()
+    assert ran == ["frozen", True]
+
+
+def test_the_package_does_not_import_the_daemon_it_runs():
+    # Run with -m, a module its package had imported already would run twice, and Python
+    # prints a RuntimeWarning in every Spark worker's log (and the ingest job's terminal).
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-W", "error", "-c",
+         "import sys, kafka_direct.testing, kafka_direct.testing.pytest_plugin; "
+         f"sys.exit({warm_daemon.DAEMON_MODULE!r} in sys.modules)"],
+        capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
