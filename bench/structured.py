@@ -147,7 +147,7 @@ def python_source_ceiling(spark, records):
             return "bench-ceiling"
 
         def schema(self):
-            from kafka_direct.sql.source.arrow_rows import source_schema
+            from kafka_direct.rdd.arrow_rows import source_schema
 
             return source_schema(False)
 
@@ -183,7 +183,7 @@ def python_source_ceiling(spark, records):
             return [InputPartition(0)]
 
         def read(self, partition):
-            from kafka_direct.sql.source.arrow_rows import RecordBatchBuilder
+            from kafka_direct.rdd.arrow_rows import RecordBatchBuilder
 
             batch = RecordBatchBuilder("t", 0, False).build([Fake(i) for i in range(8192)])
             for first in range(0, self.records, batch.num_rows):
@@ -208,7 +208,7 @@ def conversion_rates(kafka, topic, count):
     from confluent_kafka import TopicPartition as KafkaTopicPartition
     from pyspark.sql.worker.plan_data_source_read import records_to_arrow_batches
 
-    from kafka_direct.sql.source.arrow_rows import RecordBatchBuilder, source_schema
+    from kafka_direct.rdd.arrow_rows import RecordBatchBuilder, source_schema
 
     consumer = Consumer(kafka.params(**{"group.id": "bench-conversion"}))
     consumer.assign([KafkaTopicPartition(topic, 0, 0)])

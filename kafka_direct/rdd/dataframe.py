@@ -1,75 +1,39 @@
-"""A KafkaRDD as a DataFrame with the schema of Spark's Kafka source."""
+"""A KafkaRDD as a DataFrame with the schema of Spark's Kafka source.
+
+``KafkaRDD.toDF()`` reads its ranges as Arrow record batches, with the reader the Structured
+Streaming source uses (:mod:`kafka_direct.rdd.arrow_reader`: the native columnar one where it
+applies), inside ``mapInArrow`` over a DataFrame of the ranges, one Spark partition per
+range placed as the KafkaRDD's: no Python object per record, and the batches go to the JVM
+as they are. Timestamps are those Spark's own source holds (microseconds in 64 bits).
+
+:func:`record_to_row` remains for rows built in Python (``createDataFrame`` over records of
+any RDD), where timestamps are Python datetimes (years 1 to 9999).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kafka_direct.consumer_record import ConsumerRecord
-from kafka_direct.errors import ConfigurationError, RecordError
+from kafka_direct.errors import ConfigurationError
+from kafka_direct.offset_range import OffsetRange
+from kafka_direct.rdd.arrow_reader import PartitionReadSettings, driver_impl, read_task
+from kafka_direct.rdd.kafka_schema import (
+    KAFKA_SOURCE_COLUMNS,
+    MAX_TIMESTAMP_MS,
+    MIN_TIMESTAMP_MS,
+    kafka_source_schema,
+    timestamp_error,
+)
+from kafka_direct.rdd.read_settings import ReadSettings
 from kafka_direct.task_errors import carry_errors
 
 __all__ = ["KAFKA_SOURCE_COLUMNS", "MAX_TIMESTAMP_MS", "MIN_TIMESTAMP_MS", "kafka_source_schema",
            "record_to_row", "records_to_dataframe", "timestamp_error"]
 
-#: The largest and smallest Kafka timestamps (ms) whose microseconds fit Spark's timestamp
-#: (an int64 of microseconds), as Spark's source converts them with ``Math.multiplyExact``.
-MAX_TIMESTAMP_MS = (2**63 - 1) // 1000
-MIN_TIMESTAMP_MS = -(2**63 // 1000)
-
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-#: Column order of Spark's Kafka source (``spark.read.format("kafka")``).
-KAFKA_SOURCE_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp",
-                        "timestampType", "headers")
-
-
-def kafka_source_schema() -> Any:
-    """The StructType of Spark's Kafka source, headers included."""
-    from pyspark.sql.types import (
-        ArrayType,
-        BinaryType,
-        IntegerType,
-        LongType,
-        StringType,
-        StructField,
-        StructType,
-        TimestampType,
-    )
-
-    header = StructType([StructField("key", StringType(), True),
-                         StructField("value", BinaryType(), True)])
-    return StructType([
-        StructField("key", BinaryType(), True),
-        StructField("value", BinaryType(), True),
-        StructField("topic", StringType(), True),
-        StructField("partition", IntegerType(), True),
-        StructField("offset", LongType(), True),
-        StructField("timestamp", TimestampType(), True),
-        StructField("timestampType", IntegerType(), True),
-        StructField("headers", ArrayType(header, True), True),
-    ])
-
-
-def timestamp_error(topic: str, partition: int, offset: int, millis: int,
-                    limit: str = "Spark's timestamp (microseconds in 64 bits)") -> RecordError:
-    """The error of a record whose timestamp (ms) cannot become a row's ``timestamp``.
-
-    Args:
-        topic: The record's topic.
-        partition: The record's partition.
-        offset: The record's offset.
-        millis: Its timestamp as Kafka gave it.
-        limit: What cannot hold it (for the message).
-    """
-    cause = (f"its timestamp {millis} is beyond what {limit} holds as milliseconds since "
-             f"the epoch; Kafka timestamps are milliseconds, so it was likely written in "
-             f"nanoseconds or microseconds")
-    return RecordError(
-        f"record {topic}-{partition} at offset {offset}: {cause}. Fix the producer to send "
-        f"milliseconds (e.g. int(time.time() * 1000)); to read on without that record, start "
-        f"after it (startingOffsets {{\"{topic}\": {{\"{partition}\": {offset + 1}}}}})",
-        topic=topic, partition=partition, offset=offset, cause=cause, timestamp=millis)
 
 
 def record_to_row(record: ConsumerRecord) -> tuple[Any, ...]:
@@ -97,8 +61,38 @@ def _rows(records: Any) -> Any:
     return carry_errors(map(record_to_row, records))
 
 
-def records_to_dataframe(rdd: Any, settings: Any, spark: Any = None) -> Any:
-    """The records of a KafkaRDD as a DataFrame (needs raw bytes keys and values)."""
+#: The DataFrame of ranges ``toDF`` reads: one row, and one Spark partition, per range.
+_RANGE_SCHEMA = "topic string, partition int, fromOffset long, untilOffset long"
+
+
+def _range_row(offsetRange: OffsetRange) -> tuple[str, int, int, int]:
+    return (offsetRange.topic, offsetRange.partition, offsetRange.fromOffset,
+            offsetRange.untilOffset)
+
+
+class _ReadRanges:
+    """The ``mapInArrow`` function of ``toDF``: batches of ranges -> their records' batches."""
+
+    def __init__(self, settings: PartitionReadSettings) -> None:
+        self.settings = settings
+
+    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+        for batch in batches:
+            for topic, partition, fromOffset, untilOffset in zip(
+                    *(batch.column(i).to_pylist() for i in range(4)), strict=True):
+                yield from read_task(OffsetRange(topic, partition, fromOffset, untilOffset),
+                                     self.settings)
+
+
+def records_to_dataframe(rdd: Any, settings: ReadSettings, spark: Any = None) -> Any:
+    """The records of a KafkaRDD as a DataFrame (needs raw bytes keys and values).
+
+    A KafkaRDD is read as Arrow batches (see the module's docstring); any other RDD of
+    :class:`~kafka_direct.consumer_record.ConsumerRecord` goes through :func:`record_to_row`.
+
+    Raises:
+        ConfigurationError: The KafkaRDD has a deserializer or a message handler.
+    """
     if (settings.keyDeserializer is not None or settings.valueDeserializer is not None
             or settings.messageHandler is not None):
         raise ConfigurationError(
@@ -109,4 +103,13 @@ def records_to_dataframe(rdd: Any, settings: Any, spark: Any = None) -> Any:
         from pyspark.sql import SparkSession
 
         spark = SparkSession.builder.getOrCreate()
-    return spark.createDataFrame(rdd.mapPartitions(_rows), kafka_source_schema())
+    ranges = getattr(rdd, "_ranges_rdd", None)
+    if ranges is None:
+        return spark.createDataFrame(rdd.mapPartitions(_rows), kafka_source_schema())
+    schema = kafka_source_schema()
+    if not rdd.offsetRanges():
+        return spark.createDataFrame([], schema)
+    read = _ReadRanges(PartitionReadSettings(settings, includeHeaders=True,
+                                             impl=driver_impl()))
+    return spark.createDataFrame(ranges.map(_range_row), _RANGE_SCHEMA).mapInArrow(
+        read, schema)

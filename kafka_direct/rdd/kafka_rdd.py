@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from pyspark.rdd import PipelinedRDD
@@ -26,82 +25,20 @@ from kafka_direct.client.columnar import (
     use_native,
 )
 from kafka_direct.client.data_consumer import ConsumerCache, KafkaDataConsumer, consumer_cache
-from kafka_direct.conf_values import parse_int
 from kafka_direct.consumer_record import ConsumerRecord
-from kafka_direct.errors import ConfigurationError, KafkaDirectError, KafkaReadError
+from kafka_direct.errors import KafkaDirectError, KafkaReadError
 from kafka_direct.offset_range import HasOffsetRanges, OffsetRange
 from kafka_direct.rdd.location_strategy import LocationStrategy, preferred_locations
+from kafka_direct.rdd.read_settings import ReadSettings
 from kafka_direct.rdd.spark_support import live_executors, located_rdd
-from kafka_direct.redaction import redact_params
 from kafka_direct.task_errors import carry_errors, typed_errors, typed_rdd_class
 
 __all__ = ["KafkaRDD", "ReadSettings", "count_range", "kafka_rdd", "read_range"]
 
 logger = logging.getLogger(__name__)
 
-Deserializer = Callable[[bytes], Any]
-
 #: The most of a user function's error message carried to the driver.
 _MAX_USER_MESSAGE = 500
-
-
-@dataclass(frozen=True, slots=True)
-class ReadSettings:
-    """How executors read: shipped to every task with the RDD's function.
-
-    Attributes:
-        params: Executor Kafka parameters (already fixed for executors).
-        pollTimeoutMs: Longest wait without progress before a task fails.
-        failOnDataLoss: Raise DataLossError on deleted offsets (else warn and skip them).
-        useConsumerCache: Reuse consumers across tasks in a Python worker.
-        keyDeserializer: Turns key bytes into the record's key (None keeps bytes).
-        valueDeserializer: Turns value bytes into the record's value (None keeps bytes).
-        messageHandler: Turns each ConsumerRecord into what the RDD holds (None keeps it).
-
-    Raises:
-        ConfigurationError: ``pollTimeoutMs`` not an int > 0, a flag not a bool, or a
-            deserializer or handler given that is not callable.
-    """
-
-    params: dict[str, Any]
-    pollTimeoutMs: int = 120_000
-    failOnDataLoss: bool = True
-    useConsumerCache: bool = True
-    keyDeserializer: Deserializer | None = None
-    valueDeserializer: Deserializer | None = None
-    messageHandler: Callable[[ConsumerRecord], Any] | None = None
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.params, dict):
-            raise ConfigurationError(f"ReadSettings params must be a dict, got "
-                                     f"{type(self.params).__name__}")
-        parse_int("pollTimeoutMs (spark.streaming.kafka.consumer.poll.ms)",
-                  self.pollTimeoutMs, 1)
-        if not isinstance(self.failOnDataLoss, bool):
-            raise ConfigurationError(f"failOnDataLoss must be True or False, got "
-                                     f"{self.failOnDataLoss!r}")
-        if not isinstance(self.useConsumerCache, bool):
-            raise ConfigurationError(f"useConsumerCache must be True or False, got "
-                                     f"{self.useConsumerCache!r}")
-        # Checked here, on the driver: on an executor a non-callable would fail every task
-        # with a TypeError far from the line that passed it.
-        for name, shape in (("keyDeserializer", "bytes -> key"),
-                            ("valueDeserializer", "bytes -> value"),
-                            ("messageHandler", "ConsumerRecord -> element")):
-            function = getattr(self, name)
-            if function is not None and not callable(function):
-                raise ConfigurationError(
-                    f"{name} must be a function ({shape}) or None, got "
-                    f"{type(function).__name__} {function!r}")
-
-    def __repr__(self) -> str:
-        # Public as ``stream.settings``: the parameters may hold SASL and SSL secrets.
-        return (f"ReadSettings(params={redact_params(self.params)!r}, "
-                f"pollTimeoutMs={self.pollTimeoutMs}, failOnDataLoss={self.failOnDataLoss}, "
-                f"useConsumerCache={self.useConsumerCache}, "
-                f"keyDeserializer={self.keyDeserializer!r}, "
-                f"valueDeserializer={self.valueDeserializer!r}, "
-                f"messageHandler={self.messageHandler!r})")
 
 
 def _user_function_failed(function: str, error: Exception, offsetRange: OffsetRange,

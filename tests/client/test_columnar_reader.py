@@ -20,9 +20,9 @@ from kafka_direct.client.columnar import ColumnarConsumerCache, choose_impl
 from kafka_direct.client.data_consumer import ConsumerCache
 from kafka_direct.client.params import executor_params
 from kafka_direct.errors import ConfigurationError
+from kafka_direct.rdd.arrow_reader import PartitionReadSettings, read_partition
+from kafka_direct.rdd.arrow_rows import arrow_schema
 from kafka_direct.rdd.kafka_rdd import ReadSettings
-from kafka_direct.sql.source.arrow_rows import arrow_schema
-from kafka_direct.sql.source.partition_reader import PartitionReadSettings, read_partition
 
 needs_native = pytest.mark.skipif(not columnar.native_status()[0],
                                   reason=f"no native reader: {columnar.native_status()[1]}")
@@ -191,7 +191,7 @@ def without_extension(monkeypatch):
 
 def test_without_the_extension_reads_fall_back_with_one_info_line(
         without_extension, monkeypatch, caplog, kafka, kafka_topic):
-    import kafka_direct.sql.source.partition_reader as module
+    import kafka_direct.rdd.arrow_reader as module
 
     topic = kafka_topic()
     kafka.produce(topic, [b"a", None, b"c"], partition=0)

@@ -343,3 +343,47 @@ def test_count_of_a_kafka_rdd_runs_its_deserializers(kafka, kafka_topic, spark, 
         rdd.count()
     assert info.value.offset == 1 and info.value.function == "valueDeserializer"
     assert KafkaUtils.createRDD(spark, params, [OffsetRange(topic, 0, 0, 3)]).count() == 3
+
+
+def _view(df):
+    """A DataFrame of records as plain tuples, headers as lists of pairs (timestamps in ms)."""
+    rows = df.selectExpr("key", "value", "topic", "partition", "offset",
+                         "unix_millis(timestamp) AS millis", "timestampType", "headers").collect()
+    return [(None if r.key is None else bytes(r.key), None if r.value is None else bytes(r.value),
+             r.topic, r.partition, r.offset, r.millis, r.timestampType,
+             None if r.headers is None else [(h.key, None if h.value is None else bytes(h.value))
+                                             for h in r.headers]) for r in rows]
+
+
+def test_to_df_reads_arrow_batches_one_partition_per_range_as_the_records_are(
+        kafka, kafka_topic, spark, params):
+    import random
+
+    from tests.client.test_columnar_reader import produce_random_log
+
+    topic = kafka_topic(partitions=2)
+    produce_random_log(kafka, topic, 2, random.Random(3), rounds=8)
+    bounds = kafka.end_offsets(topic, [0, 1])
+    ranges = [OffsetRange(topic, 1, 0, bounds[1][1]), OffsetRange(topic, 0, 0, bounds[0][1]),
+              OffsetRange(topic, 0, 0, 0)]
+    rdd = KafkaUtils.createRDD(spark, params, ranges)
+    df = rdd.toDF()
+    assert df.rdd.getNumPartitions() == 3
+    assert "MapInArrow" in df._jdf.queryExecution().executedPlan().toString()
+    expected = [(r.key, r.value, r.topic, r.partition, r.offset,
+                 r.timestamp if r.timestamp >= 0 else None, r.timestampType,
+                 [tuple(h) for h in r.headers] if r.headers else None)
+                for r in rdd.collect()]
+    assert expected and _view(df) == expected
+    assert KafkaUtils.createRDD(spark, params, []).toDF().count() == 0
+
+
+def test_to_df_holds_the_timestamps_sparks_source_holds(kafka, kafka_topic, spark, params):
+    # Beyond Python's year 9999, within Spark's microseconds: as Spark's own source.
+    far = 253_402_300_800_000  # 10000-01-01
+    topic = kafka_topic()
+    producer = Producer(kafka.params())
+    producer.produce(topic, value=b"far", partition=0, timestamp=far)
+    assert producer.flush(30) == 0
+    df = KafkaUtils.createRDD(spark, params, [OffsetRange(topic, 0, 0, 1)]).toDF()
+    assert df.selectExpr("unix_millis(timestamp)").collect()[0][0] == far

@@ -53,7 +53,7 @@ def _hex_binary(array: Any) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from kafka_direct.sql.arrow_values import constant
+    from kafka_direct.rdd.arrow_values import constant
 
     if _table is None:
         _table = _hex_table()

@@ -14,9 +14,9 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from kafka_direct.errors import ConfigurationError
+from kafka_direct.rdd.arrow_reader import read_task
 from kafka_direct.sql.source.metadata import SourceMetadata
 from kafka_direct.sql.source.options import OffsetSpec, SourceOptions
-from kafka_direct.sql.source.partition_reader import read_task
 from kafka_direct.sql.source.planning import KafkaInputPartition, plan_ranges
 from kafka_direct.sql.source.stream_reader import read_settings
 from kafka_direct.task_errors import carried

@@ -33,7 +33,7 @@ __all__ = ["KafkaDirectSource"]
 
 
 def _check_schema(given: Any, includeHeaders: bool) -> None:
-    from kafka_direct.sql.source.arrow_rows import source_schema
+    from kafka_direct.rdd.arrow_rows import source_schema
 
     expected = source_schema(includeHeaders)
     if given is not None and given != expected:
@@ -58,7 +58,7 @@ class KafkaDirectSource(DataSource):
         Checks every option that does not depend on streaming or batch, so most mistakes
         fail at ``load()``.
         """
-        from kafka_direct.sql.source.arrow_rows import source_schema
+        from kafka_direct.rdd.arrow_rows import source_schema
         from kafka_direct.sql.source.options import parse_source_options
         from kafka_direct.task_errors import carried
 

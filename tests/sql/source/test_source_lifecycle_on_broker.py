@@ -12,8 +12,8 @@ from pyspark.errors import StreamingQueryException
 from kafka_direct import DataLossError, OffsetRange
 from kafka_direct.client.data_consumer import ConsumerCache
 from kafka_direct.client.params import executor_params
+from kafka_direct.rdd.arrow_reader import PartitionReadSettings, read_partition
 from kafka_direct.rdd.kafka_rdd import ReadSettings
-from kafka_direct.sql.source.partition_reader import PartitionReadSettings, read_partition
 from kafka_direct.task_errors import CarriedTaskError, carried_error, carry_errors
 from tests.sql.source.test_source_stream import Batches, expected, produce_numbered, stream
 

@@ -26,12 +26,12 @@ from typing import Any
 import pyarrow as pa
 
 from kafka_direct.errors import RecordError
-from kafka_direct.rdd.dataframe import (
+from kafka_direct.rdd.arrow_values import constant
+from kafka_direct.rdd.kafka_schema import (
     MAX_TIMESTAMP_MS,
     MIN_TIMESTAMP_MS,
     timestamp_error,
 )
-from kafka_direct.sql.arrow_values import constant
 
 __all__ = ["ChunkBatchBuilder", "RecordBatchBuilder", "arrow_schema", "source_schema"]
 
@@ -43,7 +43,7 @@ def source_schema(includeHeaders: bool) -> Any:
     """The source's StructType: Spark's Kafka source columns, ``headers`` only if asked."""
     from pyspark.sql.types import StructType
 
-    from kafka_direct.rdd.dataframe import kafka_source_schema
+    from kafka_direct.rdd.kafka_schema import kafka_source_schema
 
     full = kafka_source_schema()
     return full if includeHeaders else StructType(full.fields[:7])

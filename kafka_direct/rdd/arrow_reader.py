@@ -1,4 +1,5 @@
-"""What one task of the source does: read an offset range as Arrow record batches.
+"""An offset range read as Arrow record batches: what the Structured Streaming source's tasks
+and ``KafkaRDD.toDF`` run (this is why it lives beside KafkaRDD, not in ``sql/source/``).
 
 The reading itself is KafkaRDD's: a consumer from the Python worker's cache
 (:mod:`kafka_direct.client.data_consumer`) reads exactly ``[fromOffset, untilOffset)`` with
@@ -31,9 +32,9 @@ from kafka_direct.client.columnar import (
 from kafka_direct.client.data_consumer import ConsumerCache, KafkaDataConsumer, consumer_cache
 from kafka_direct.errors import ConfigurationError, DataLossError, OffsetOutOfRangeError
 from kafka_direct.offset_range import OffsetRange
-from kafka_direct.rdd.dataframe import MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS
-from kafka_direct.rdd.kafka_rdd import ReadSettings
-from kafka_direct.sql.source.arrow_rows import ChunkBatchBuilder, RecordBatchBuilder
+from kafka_direct.rdd.arrow_rows import ChunkBatchBuilder, RecordBatchBuilder
+from kafka_direct.rdd.kafka_schema import MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS
+from kafka_direct.rdd.read_settings import ReadSettings
 from kafka_direct.task_errors import carry_errors
 
 __all__ = ["ROWS_PER_BATCH", "PartitionReadSettings", "read_partition", "read_task"]
@@ -47,7 +48,7 @@ ROWS_PER_BATCH = 4096
 
 @dataclass(frozen=True, slots=True)
 class PartitionReadSettings:
-    """How the source's tasks read: shipped to executors inside the reader.
+    """How a range is read as Arrow batches: shipped to executors with the task.
 
     Attributes:
         read: KafkaRDD's read settings (executor parameters, poll timeout, failOnDataLoss).

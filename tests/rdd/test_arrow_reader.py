@@ -6,10 +6,10 @@ import pytest
 from kafka_direct import ConsumerRecord, DataLossError, OffsetRange, RecordError
 from kafka_direct.client.columnar import ColumnarConsumerCache
 from kafka_direct.client.data_consumer import ConsumerCache
+from kafka_direct.rdd.arrow_reader import PartitionReadSettings, read_partition
+from kafka_direct.rdd.arrow_rows import RecordBatchBuilder, arrow_schema, source_schema
 from kafka_direct.rdd.dataframe import record_to_row
 from kafka_direct.rdd.kafka_rdd import ReadSettings
-from kafka_direct.sql.source.arrow_rows import RecordBatchBuilder, arrow_schema, source_schema
-from kafka_direct.sql.source.partition_reader import PartitionReadSettings, read_partition
 from kafka_direct.task_errors import CarriedTaskError, carried_error, carry_errors
 from tests.fakes.fake_kafka import FakeConsumer, FakeLog, FakeNativeConsumer
 
@@ -124,7 +124,7 @@ def test_a_range_with_gaps_reads_its_records_and_reuses_the_consumer(reader):
 
 
 def test_small_consumer_batches_are_joined_into_bigger_record_batches(monkeypatch):
-    import kafka_direct.sql.source.partition_reader as module
+    import kafka_direct.rdd.arrow_reader as module
 
     monkeypatch.setattr(module, "ROWS_PER_BATCH", 10)
     log = FakeLog(range(25))
@@ -174,7 +174,7 @@ def test_a_range_beyond_a_shrunk_log_end_is_data_loss_or_skipped(begin, reader):
 
 
 def test_an_abandoned_read_closes_its_consumer(reader):
-    import kafka_direct.sql.source.partition_reader as module
+    import kafka_direct.rdd.arrow_reader as module
 
     log = FakeLog(range(100))
     cache, fakes = cache_over(log, reader)
@@ -282,8 +282,8 @@ def test_a_record_error_reaches_the_driver_as_data_from_a_task(reader):
 
 
 @pytest.mark.parametrize("bad", [1_795_680_024_634_000_000, 253_402_300_800_000])
-def test_the_dataframe_view_of_a_kafka_rdd_names_a_record_whose_timestamp_does_not_fit(bad):
-    # KafkaRDD.toDF() goes through Python's datetime (createDataFrame): years 1 to 9999.
+def test_a_python_row_names_a_record_whose_timestamp_does_not_fit(bad):
+    # record_to_row builds rows in Python (createDataFrame takes datetimes): years 1 to 9999.
     record = ConsumerRecord("t", 1, 8, bad, 0, None, b"v")
     with pytest.raises(RecordError) as raised:
         record_to_row(record)

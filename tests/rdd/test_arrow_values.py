@@ -10,11 +10,11 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-import kafka_direct.sql.arrow_values
-from kafka_direct.sql.arrow_values import constant
+import kafka_direct.rdd.arrow_values
+from kafka_direct.rdd.arrow_values import constant
 
 #: The package under test first on the child's path (not another installed copy).
-_SOURCE_ROOT = str(Path(kafka_direct.sql.arrow_values.__file__).parents[2])
+_SOURCE_ROOT = str(Path(kafka_direct.rdd.arrow_values.__file__).parents[2])
 
 
 @pytest.mark.parametrize(("value", "arrow_type"), [
@@ -46,7 +46,7 @@ def test_the_tasks_constants_import_no_pandas():
         "import sys\n"
         "import pyarrow as pa\n"
         "from kafka_direct.sql.sink.encoding import encode_batch\n"
-        "from kafka_direct.sql.source.arrow_rows import RecordBatchBuilder\n"
+        "from kafka_direct.rdd.arrow_rows import RecordBatchBuilder\n"
         "RecordBatchBuilder('t', 0, False)\n"
         "values = pa.Array.from_buffers(pa.binary(), 2, [pa.py_buffer(b'\\x01'),\n"
         "    pa.py_buffer(bytes([0, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0])), pa.py_buffer(b'ab')],\n"
