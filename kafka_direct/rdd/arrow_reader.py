@@ -1,5 +1,6 @@
-"""An offset range read as Arrow record batches: what the Structured Streaming source's tasks
-and ``KafkaRDD.toDF`` run (this is why it lives beside KafkaRDD, not in ``sql/source/``).
+"""An offset range read as Arrow record batches, for the source's tasks and ``KafkaRDD.toDF``.
+
+Both run it, which is why it lives beside KafkaRDD and not in ``sql/source/``.
 
 The reading itself is KafkaRDD's: a consumer from the Python worker's cache
 (:mod:`kafka_direct.client.data_consumer`) reads exactly ``[fromOffset, untilOffset)`` with
@@ -8,10 +9,10 @@ a record (transaction markers, aborted transactions under ``read_committed``, co
 are gaps, deleted offsets are a :class:`~kafka_direct.errors.DataLossError` (or, with
 ``failOnDataLoss=false``, a warning and a jump to the log start), so is a range that now ends
 beyond its log's end (or a warning, and the range ends with what exists), and a retried task
-starts
-from a fresh consumer. The consumer's life follows :func:`kafka_direct.rdd.kafka_rdd.read_range`:
-a read that fails or is abandoned closes the cached consumer. Our errors travel to the driver
-as data (:func:`kafka_direct.task_errors.carry_errors`).
+starts from a fresh consumer. The consumer's life follows
+:func:`kafka_direct.rdd.kafka_rdd.read_range`: a read that fails or is abandoned closes the
+cached consumer. Our errors travel to the driver as data
+(:func:`kafka_direct.task_errors.carry_errors`).
 """
 
 from __future__ import annotations

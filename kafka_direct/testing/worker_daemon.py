@@ -16,7 +16,8 @@ __all__ = ["PRELOAD", "main"]
 
 #: What forked workers import, in this order (the worker's own module comes first).
 PRELOAD = ("pyspark.worker", "pyarrow", "pandas", "pyspark.sql.pandas.serializers",
-           "pyspark.sql.conversion", "kafka_direct.rdd.kafka_rdd", "kafka_direct.sql.source",
+           "pyspark.sql.conversion", "kafka_direct.rdd.kafka_rdd", "kafka_direct.rdd.dataframe",
+           "kafka_direct.sql.source",
            "kafka_direct.sql.sink")
 
 
