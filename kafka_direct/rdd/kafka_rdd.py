@@ -250,10 +250,15 @@ class KafkaRDD(typed_rdd_class(PipelinedRDD), HasOffsetRanges):  # type: ignore[
         """The exact number of records (read from Kafka unless all ranges are empty).
 
         Raw records are counted by the native columnar reader where it applies, without a
-        Python object per record (:func:`count_range`).
+        Python object per record (:func:`count_range`); a persisted KafkaRDD counts what it
+        holds.
         """
         if all(r.count() == 0 for r in self._offsetRanges):
             return 0
+        if self.is_cached:
+            # Persisted records: counted where they are, not read from Kafka again (which
+            # may have deleted them since).
+            return int(super().count())
         counter = _CountPartition(self._settings, os.environ.get(IMPL_ENV) or None)
         with typed_errors():
             return int(self._ranges_rdd.mapPartitionsWithIndex(counter).sum())

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from kafka_direct.testing.spark import driver_java_options
-from kafka_direct.testing.spark_home import compiled_spark_home
+from kafka_direct.testing.spark_home import compiled_spark_home, only_this_interpreter
+from kafka_direct.testing.warm_daemon import daemon_module
 
 _CHILD = "KAFKA_DIRECT_OWN_PROCESS_TEST"
 _ROOT = Path(__file__).resolve().parents[2]
@@ -34,12 +35,18 @@ def pytest_configure(config: pytest.Config) -> None:
 def _run_alone(item: pytest.Item) -> None:
     env = dict(os.environ)
     env[_CHILD] = "1"
+    # Spark's Python workers run this interpreter, as the suite's own contexts have them
+    # (kafka_direct.testing.spark_context), not whatever python3 is first on the PATH.
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
     # The driver JVM as the suite's others: quick to start (kafka_direct.testing.spark).
     home = compiled_spark_home("local[2]")  # Spark's Python processes import PySpark compiled
     if home is not None and not env.get("SPARK_HOME"):
         env["SPARK_HOME"] = str(home)
+    # Their Python workers fork from the suite's warm daemon (kafka_direct.testing.warm_daemon).
+    module = daemon_module() if only_this_interpreter("local[2]") else None
+    daemon = f"--conf spark.python.daemon.module={module} " if module else ""
     env["PYSPARK_SUBMIT_ARGS"] = ("--master local[2] --driver-java-options "
-                                  f"{shlex.quote(driver_java_options())} pyspark-shell")
+                                  f"{shlex.quote(driver_java_options())} {daemon}pyspark-shell")
     # Every test the node id names, slow or not (tests/conftest.py leaves slow ones out
     # unless -m names them).
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",

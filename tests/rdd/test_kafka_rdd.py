@@ -387,3 +387,19 @@ def test_to_df_holds_the_timestamps_sparks_source_holds(kafka, kafka_topic, spar
     assert producer.flush(30) == 0
     df = KafkaUtils.createRDD(spark, params, [OffsetRange(topic, 0, 0, 1)]).toDF()
     assert df.selectExpr("unix_millis(timestamp)").collect()[0][0] == far
+
+
+def test_a_persisted_kafka_rdd_counts_what_it_holds(kafka, kafka_topic, spark, params):
+    # Counting a persisted RDD must not read Kafka again: records deleted since are held.
+    topic = kafka_topic()
+    fill(kafka, topic, 1, 20)
+    rdd = KafkaUtils.createRDD(spark, params, [OffsetRange(topic, 0, 0, 20)]).cache()
+    try:
+        assert len(rdd.collect()) == 20
+        kafka.delete_records(topic, 0, 15)
+        assert rdd.count() == 20
+        fresh = KafkaUtils.createRDD(spark, params, [OffsetRange(topic, 0, 0, 20)])
+        with pytest.raises(DataLossError):
+            fresh.count()
+    finally:
+        rdd.unpersist()
