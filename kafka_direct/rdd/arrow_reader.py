@@ -57,11 +57,16 @@ class PartitionReadSettings:
         impl: The reader, ``"c"`` (native columnar) or ``"python"``; None: the executor's
             ``KAFKA_DIRECT_IMPL``, else the native one when it loads (see
             :func:`kafka_direct.client.columnar.choose_impl`).
+        planned: The ranges were planned by the source from the log ends it saw: one that
+            now ends beyond its log is lost data (a :class:`DataLossError` naming the
+            source's option). False (``KafkaRDD.toDF``): the caller chose the range, and it
+            is KafkaRDD's :class:`OffsetOutOfRangeError`, as its other actions raise.
     """
 
     read: ReadSettings
     includeHeaders: bool = False
     impl: str | None = None
+    planned: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.read, ReadSettings):
@@ -121,6 +126,8 @@ def read_partition(offsetRange: OffsetRange, settings: PartitionReadSettings, *,
             yield from _message_batches(consumer, offsetRange, settings)
         ok = True
     except OffsetOutOfRangeError as error:
+        if not settings.planned:
+            raise
         raise DataLossError(
             f"offsets of {topic}-{partition} the batch planned no longer exist: {error}. The "
             "log shrank since the batch was planned (truncated, or its topic re-created) and "

@@ -87,8 +87,9 @@ class _ReadRanges:
 def records_to_dataframe(rdd: Any, settings: ReadSettings, spark: Any = None) -> Any:
     """The records of a KafkaRDD as a DataFrame (needs raw bytes keys and values).
 
-    A KafkaRDD is read as Arrow batches (see the module's docstring); any other RDD of
-    :class:`~kafka_direct.consumer_record.ConsumerRecord` goes through :func:`record_to_row`.
+    A KafkaRDD is read as Arrow batches (see the module's docstring); a persisted or
+    checkpointed one, and any other RDD of
+    :class:`~kafka_direct.consumer_record.ConsumerRecord`, goes through :func:`record_to_row`.
 
     Raises:
         ConfigurationError: The KafkaRDD has a deserializer or a message handler.
@@ -104,12 +105,14 @@ def records_to_dataframe(rdd: Any, settings: ReadSettings, spark: Any = None) ->
 
         spark = SparkSession.builder.getOrCreate()
     ranges = getattr(rdd, "_ranges_rdd", None)
-    if ranges is None:
+    if ranges is None or rdd.holdsRecords():
+        # Not a KafkaRDD, or one whose records Spark keeps: rows from its records, so that
+        # the view shows what its other actions show (Kafka may have deleted them since).
         return spark.createDataFrame(rdd.mapPartitions(_rows), kafka_source_schema())
     schema = kafka_source_schema()
     if not rdd.offsetRanges():
         return spark.createDataFrame([], schema)
     read = _ReadRanges(PartitionReadSettings(settings, includeHeaders=True,
-                                             impl=driver_impl()))
+                                             impl=driver_impl(), planned=False))
     return spark.createDataFrame(ranges.map(_range_row), _RANGE_SCHEMA).mapInArrow(
         read, schema)

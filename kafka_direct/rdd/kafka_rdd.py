@@ -255,9 +255,9 @@ class KafkaRDD(typed_rdd_class(PipelinedRDD), HasOffsetRanges):  # type: ignore[
         """
         if all(r.count() == 0 for r in self._offsetRanges):
             return 0
-        if self.is_cached:
-            # Persisted records: counted where they are, not read from Kafka again (which
-            # may have deleted them since).
+        if self.holdsRecords():
+            # Persisted or checkpointed records: counted where they are, not read from Kafka
+            # again (which may have deleted them since).
             return int(super().count())
         counter = _CountPartition(self._settings, os.environ.get(IMPL_ENV) or None)
         with typed_errors():
@@ -268,6 +268,29 @@ class KafkaRDD(typed_rdd_class(PipelinedRDD), HasOffsetRanges):  # type: ignore[
         if all(r.count() == 0 for r in self._offsetRanges):
             return True
         return bool(super().isEmpty())
+
+    def localCheckpoint(self) -> None:
+        """Mark the RDD for local checkpointing (Spark's), and keep it out of pipelines.
+
+        PySpark keeps pipelining a locally checkpointed RDD's function into the RDDs derived
+        from it (``count()`` is one), so their jobs would read Kafka again, past the
+        checkpoint; marked checkpointed as ``checkpoint()`` marks it, they read the
+        checkpoint.
+        """
+        super().localCheckpoint()
+        self.is_checkpointed = True
+
+    def holdsRecords(self) -> bool:
+        """Whether Spark keeps this RDD's records (persisted, or marked for checkpointing).
+
+        Its actions then use what Spark keeps; ``count()`` and ``toDF()`` read Kafka again
+        only when it keeps nothing, so every action sees the same records.
+        """
+        if self.is_cached or self.is_checkpointed:  # cache(), persist(), checkpoint()
+            return True
+        level = self.getStorageLevel()  # persisted through the JVM object
+        return bool(level.useMemory or level.useDisk or level.useOffHeap
+                    or self.isLocallyCheckpointed())
 
     def toDF(self, spark: Any = None) -> Any:
         """The records as a DataFrame with the schema of Spark's Kafka source.

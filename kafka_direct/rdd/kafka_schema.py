@@ -68,5 +68,6 @@ def timestamp_error(topic: str, partition: int, offset: int, millis: int,
     return RecordError(
         f"record {topic}-{partition} at offset {offset}: {cause}. Fix the producer to send "
         f"milliseconds (e.g. int(time.time() * 1000)); to read on without that record, start "
-        f"after it (startingOffsets {{\"{topic}\": {{\"{partition}\": {offset + 1}}}}})",
+        f"after it (the source's startingOffsets {{\"{topic}\": {{\"{partition}\": "
+        f"{offset + 1}}}}}, or an OffsetRange from {offset + 1})",
         topic=topic, partition=partition, offset=offset, cause=cause, timestamp=millis)

@@ -104,12 +104,29 @@ def _launch_argv(argv: Sequence[str], death_signal: int, uid: int | None,
     setpriv = _setpriv()
     if setpriv is None:
         return None
-    prefix = [setpriv, "--pdeathsig", signal.Signals(death_signal).name]
+    try:
+        name = signal.Signals(death_signal).name
+    except ValueError:  # a number Python does not name (a real-time signal): prctl takes it
+        return None
+    prefix = [setpriv, "--pdeathsig", name]
     if gid is not None:
         prefix += [f"--regid={gid}", "--clear-groups"]
     if uid is not None:
         prefix.append(f"--reuid={uid}")
     return [*prefix, "--", *argv]
+
+
+def _wait_past(process: subprocess.Popen[bytes], launcher: str, timeout: float = 10.0) -> None:
+    """Wait until ``process`` runs something other than ``launcher`` (or has exited)."""
+    real = os.path.realpath(launcher)
+    deadline = time.monotonic() + timeout
+    while process.poll() is None and time.monotonic() < deadline:
+        try:
+            if os.path.realpath(f"/proc/{process.pid}/exe") != real:
+                return
+        except OSError:
+            return  # no /proc to ask: the race stays as narrow as exec makes it
+        time.sleep(0.001)
 
 
 class ServiceProcess:
@@ -156,6 +173,9 @@ class ServiceProcess:
                     launch, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                     env=self.env, close_fds=True, process_group=0,
                 )
+                # setpriv sets the death signal after Popen returns, then runs the service:
+                # until it has, a starter that dies would leave the service behind.
+                _wait_past(self.process, launch[0])
             else:
                 self.process = subprocess.Popen(
                     self.argv, stdin=subprocess.DEVNULL, stdout=log,

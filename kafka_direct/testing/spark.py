@@ -21,7 +21,7 @@ from kafka_direct.testing.warm_daemon import daemon_module
 
 __all__ = ["LOOPBACK_CONF", "QUICK_JVM_OPTIONS", "SPARK_TEST_CONF", "STARTUP_NOISE",
            "driver_java_options", "local_cluster_context", "spark_context",
-           "wait_for_executors"]
+           "wait_for_executors", "warm_daemon_for"]
 
 #: The driver on 127.0.0.1: for services that listen there only (the embedded ones).
 LOOPBACK_CONF: dict[str, str] = {
@@ -119,6 +119,21 @@ def driver_java_options() -> str:
     return f"{QUICK_JVM_OPTIONS} {jvm_options()}".strip()
 
 
+def warm_daemon_for(master: str, spark_conf: Any) -> str | None:
+    """The warm daemon's module for a context of ``master`` and ``spark_conf``, or None.
+
+    None where the settings name a daemon already (the caller's, a default, spark-submit's),
+    ship Python files that a preloaded module could shadow, or let Spark start another
+    interpreter; else :func:`~kafka_direct.testing.warm_daemon.daemon_module`.
+    """
+    if spark_conf.contains("spark.python.daemon.module") \
+            or spark_conf.get("spark.submit.pyFiles", ""):
+        return None
+    if not only_this_interpreter(master, dict(spark_conf.getAll())):
+        return None
+    return daemon_module()
+
+
 def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None,
                   test_conf: bool = True, loopback: bool | None = None,
                   defaults: Mapping[str, str] | None = None, own_session: bool = False) -> Any:
@@ -137,12 +152,10 @@ def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None,
         spark_conf.setIfMissing(key, value)
     if test_conf and "spark.driver.extraJavaOptions" not in (conf or {}):
         spark_conf.set("spark.driver.extraJavaOptions", driver_java_options())
-    if test_conf and "spark.python.daemon.module" not in (conf or {}) \
-            and only_this_interpreter(master, dict(spark_conf.getAll())):
+    module = warm_daemon_for(master, spark_conf) if test_conf else None
+    if module is not None:
         # Workers forked with their imports done (kafka_direct/testing/warm_daemon.py).
-        module = daemon_module()
-        if module is not None:
-            spark_conf.set("spark.python.daemon.module", module)
+        spark_conf.set("spark.python.daemon.module", module)
     # A new JVM starts in the Spark home whose Python processes import PySpark compiled.
     with using_spark_home(master, dict(spark_conf.getAll())):
         sc = _start(spark_conf, own_session)

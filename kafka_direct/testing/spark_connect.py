@@ -62,6 +62,7 @@ class SparkConnectServer(LocalService):
         self.conf = {key: value for key, value in SPARK_TEST_CONF.items()
                      if not key.startswith("spark.driver.extraJava")}
         if "spark.python.daemon.module" not in (conf or {}) \
+                and not (conf or {}).get("spark.submit.pyFiles") \
                 and only_this_interpreter(master, {**self.conf, **(conf or {})}):
             module = daemon_module()  # workers forked with their imports done
             if module is not None:

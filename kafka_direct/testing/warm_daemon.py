@@ -19,6 +19,11 @@ background thread and numpy's OpenBLAS pool both stop or reset themselves around
 (their own at-fork handlers). Nothing else is preloaded, and a module that fails to import
 is left to the worker, as before.
 
+Modules a worker has loaded before its task are the ones it uses: code shipped with
+``--py-files`` (``spark.submit.pyFiles``) that shadows a preloaded module would be ignored,
+so a context given such files keeps PySpark's daemon; after ``sc.addPyFile`` of such code,
+set ``KAFKA_DIRECT_WARM_DAEMON=off`` before the context starts.
+
 :func:`kafka_direct.testing.spark_context` names this daemon (``spark.python.daemon.module``)
 only where every Python process Spark starts is this interpreter and finds this package at
 start (:func:`daemon_module`); ``KAFKA_DIRECT_WARM_DAEMON=off`` (or ``0``, ``false``, ``no``)

@@ -23,7 +23,7 @@ from kafka_direct.client import columnar
 from kafka_direct.client.columnar import columnar_cache
 from kafka_direct.client.data_consumer import ConsumerCache, consumer_cache
 from kafka_direct.client.params import executor_params
-from kafka_direct.rdd.kafka_rdd import ReadSettings, read_range
+from kafka_direct.rdd.kafka_rdd import ReadSettings, count_range, read_range
 
 
 def fill(kafka, topic, partitions, per_partition):
@@ -80,6 +80,7 @@ def test_transaction_markers_and_aborted_records_are_gaps_not_errors(kafka, kafk
     producer.begin_transaction()
     for i in range(3):
         producer.produce(topic, value=f"aborted-{i}".encode(), partition=0)
+    assert producer.flush(30) == 0  # in the log: an abort drops what was not sent yet
     producer.abort_transaction(30)
     producer.begin_transaction()
     for i in range(3):
@@ -92,6 +93,9 @@ def test_transaction_markers_and_aborted_records_are_gaps_not_errors(kafka, kafk
     assert values == [b"plain-0", b"plain-1", b"committed-0", b"committed-1", b"committed-2",
                       b"plain-2"]
     assert rdd.count() == 6 < high  # the markers take offsets but hold no record
+    uncommitted = KafkaUtils.createRDD(
+        spark, {**params, "isolation.level": "read_uncommitted"}, [OffsetRange(topic, 0, 0, high)])
+    assert uncommitted.count() == 9 == len(uncommitted.collect())  # the aborted ones too
     offsets = [r.offset for r in rdd.collect()]
     assert offsets == sorted(offsets) and len(set(offsets)) == 6
     # a range of only the last commit marker: exact, empty, and it ends
@@ -254,8 +258,6 @@ def test_to_df_names_a_record_whose_timestamp_python_cannot_hold(kafka, kafka_to
 
 
 def _count_or_error(offsetRange, settings, impl):
-    from kafka_direct.rdd.kafka_rdd import count_range
-
     try:
         return count_range(offsetRange, settings, impl=impl)
     except KafkaDirectError as error:
@@ -304,6 +306,18 @@ def test_count_gives_what_the_python_reader_yields_on_random_logs_and_ranges(kaf
         consumer_cache.clear()
         columnar_cache.clear()
     assert compared == 48 and gaps > 0 and errors > 0, (compared, gaps, errors)
+    # The log holds aborted records: read_uncommitted counts them, read_committed does not.
+    whole = [OffsetRange(topic, p, bounds[p][0], bounds[p][1]) for p in range(2)]
+    levels = {}
+    for isolation in ("read_committed", "read_uncommitted"):
+        params = executor_params(kafka.params(**{"group.id": "count-levels",
+                                                 "isolation.level": isolation}))
+        levels[isolation] = [count_range(r, ReadSettings(params), impl="c") for r in whole]
+        assert levels[isolation] == [count_range(r, ReadSettings(params), impl="python")
+                                     for r in whole]
+    consumer_cache.clear()
+    columnar_cache.clear()
+    assert sum(levels["read_uncommitted"]) > sum(levels["read_committed"]), levels
 
 
 @pytest.mark.skipif(not columnar.native_status()[0], reason="the native reader is not built")
@@ -389,17 +403,46 @@ def test_to_df_holds_the_timestamps_sparks_source_holds(kafka, kafka_topic, spar
     assert df.selectExpr("unix_millis(timestamp)").collect()[0][0] == far
 
 
-def test_a_persisted_kafka_rdd_counts_what_it_holds(kafka, kafka_topic, spark, params):
-    # Counting a persisted RDD must not read Kafka again: records deleted since are held.
+@pytest.mark.parametrize("keep", ["cache", "persist", "localCheckpoint"])
+def test_a_kept_kafka_rdd_counts_and_views_what_it_holds(kafka, kafka_topic, spark, params,
+                                                         keep):
+    # count() and toDF() of an RDD whose records Spark keeps must not read Kafka again:
+    # records deleted since are still what its collect() shows.
+    from pyspark import StorageLevel
+
     topic = kafka_topic()
     fill(kafka, topic, 1, 20)
-    rdd = KafkaUtils.createRDD(spark, params, [OffsetRange(topic, 0, 0, 20)]).cache()
+    rdd = KafkaUtils.createRDD(spark, params, [OffsetRange(topic, 0, 0, 20)])
+    if keep == "cache":
+        rdd.cache()
+    elif keep == "persist":
+        rdd.persist(StorageLevel.DISK_ONLY)
+    else:
+        rdd.localCheckpoint()
+    assert rdd.holdsRecords()
     try:
         assert len(rdd.collect()) == 20
         kafka.delete_records(topic, 0, 15)
         assert rdd.count() == 20
+        assert rdd.toDF().count() == 20
         fresh = KafkaUtils.createRDD(spark, params, [OffsetRange(topic, 0, 0, 20)])
+        assert not fresh.holdsRecords()
         with pytest.raises(DataLossError):
             fresh.count()
     finally:
         rdd.unpersist()
+
+
+def test_to_df_of_a_range_beyond_the_log_end_is_the_rdds_own_error(kafka, kafka_topic, spark,
+                                                                    params):
+    # As count() and collect() raise it: not the source's DataLossError and its advice.
+    from kafka_direct.task_errors import carried_error
+
+    topic = kafka_topic()
+    fill(kafka, topic, 1, 10)
+    df = KafkaUtils.createRDD(spark, params, [OffsetRange(topic, 0, 5, 20)]).toDF()
+    with pytest.raises(Exception) as raised:
+        df.collect()
+    error = carried_error(raised.value)
+    assert isinstance(error, OffsetOutOfRangeError), raised.value
+    assert error.logEndOffset == 10 and error.untilOffset == 20

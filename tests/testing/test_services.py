@@ -120,3 +120,36 @@ def test_a_service_starts_with_no_python_between_fork_and_exec(tmp_path):
         _in_child["watch"] = False
         os.close(_in_child["fd"])
     assert marker.read_bytes() == b""
+
+
+STARTER = """
+import json, os, signal, sys
+from pathlib import Path
+from kafka_direct.testing.process import ServiceProcess
+process = ServiceProcess("sleeper", ["sleep", "60"], Path(sys.argv[1]))
+process.start()
+os.write(1, str(process.process.pid).encode())
+os._exit(0)  # the starter dies at once: its service must die with it
+"""
+
+
+def test_a_starter_that_dies_right_after_start_leaves_no_service(tmp_path):
+    # The death signal must be set when start() returns: through setpriv, that is after
+    # setpriv itself ran, not when Popen returns.
+    pids = []
+    for i in range(20):
+        done = subprocess.run([sys.executable, "-c", STARTER, str(tmp_path / f"log{i}")],
+                              capture_output=True, text=True, timeout=60)
+        pids.append(int(done.stdout.split()[0]))
+    assert wait_for(lambda: not any(_alive(pid) for pid in pids), 20), [
+        pid for pid in pids if _alive(pid)]
+
+
+def test_a_death_signal_python_does_not_name_still_starts_the_service(tmp_path):
+    process = ServiceProcess("sleeper", ["sleep", "30"], tmp_path / "log",
+                             death_signal=signal.SIGRTMIN + 3)
+    process.start()
+    try:
+        assert process.alive()
+    finally:
+        process.stop()

@@ -43,9 +43,12 @@ def test_the_switch_keeps_pysparks_own_daemon(monkeypatch, value):
     assert warm_daemon.daemon_module() is None
 
 
-def test_an_interpreter_that_cannot_import_it_is_not_given_it(tmp_path):
+def test_an_interpreter_that_cannot_import_it_is_not_given_it(tmp_path, monkeypatch):
     # Another interpreter (here the system's, without this package): Spark would start the
-    # daemon with it, and it would fail to start.
+    # daemon with it, and it would fail to start. (A PYTHONPATH naming the package would
+    # give it the package.)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    warm_daemon._importable_at_start.cache_clear()
     other = shutil.which("python3") if sys.base_prefix != sys.prefix else None
     if other is None or os.path.realpath(other) == os.path.realpath(sys.executable):
         pytest.skip("needs a second interpreter without this package")
@@ -89,3 +92,25 @@ def test_the_package_does_not_import_the_daemon_it_runs():
          f"sys.exit({warm_daemon.DAEMON_MODULE!r} in sys.modules)"],
         capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(("settings", "wanted"), [
+    ({}, True),
+    ({"spark.python.daemon.module": "mine"}, False),
+    ({"spark.submit.pyFiles": "/tmp/shipped.zip"}, False),
+    ({"spark.pyspark.python": "/usr/bin/python3"}, False),
+])
+def test_a_context_gets_the_warm_daemon_unless_its_settings_say_otherwise(
+        monkeypatch, settings, wanted):
+    from pyspark import SparkConf
+
+    from kafka_direct.testing.spark import warm_daemon_for
+
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    monkeypatch.delenv("PYSPARK_DRIVER_PYTHON", raising=False)
+    conf = SparkConf(loadDefaults=False)
+    for key, value in settings.items():
+        conf.setIfMissing(key, value)  # as defaults are set, after the caller's settings
+    expected = warm_daemon.DAEMON_MODULE if wanted else None
+    assert warm_daemon_for("local[2]", conf) == expected
+    assert warm_daemon_for("yarn", conf) is None
