@@ -53,7 +53,9 @@ def record_to_row(record: ConsumerRecord) -> tuple[Any, ...]:
                                   record.timestamp, "Python's datetime (years 1 to 9999)"
                                   ) from None
     return (record.key, record.value, record.topic, record.partition, record.offset,
-            timestamp, record.timestampType, [tuple(h) for h in record.headers])
+            timestamp, record.timestampType,
+            # Null for a record without headers, as Spark's source and the Arrow path.
+            [tuple(h) for h in record.headers] or None)
 
 
 def _rows(records: Any) -> Any:
@@ -105,10 +107,13 @@ def records_to_dataframe(rdd: Any, settings: ReadSettings, spark: Any = None) ->
 
         spark = SparkSession.builder.getOrCreate()
     ranges = getattr(rdd, "_ranges_rdd", None)
-    if ranges is None or rdd.holdsRecords():
-        # Not a KafkaRDD, or one whose records Spark keeps: rows from its records, so that
-        # the view shows what its other actions show (Kafka may have deleted them since).
+    if ranges is None:
         return spark.createDataFrame(rdd.mapPartitions(_rows), kafka_source_schema())
+    if rdd.holdsRecords():
+        # Records Spark keeps: rows from them, so that the view shows what the RDD's other
+        # actions show (Kafka may have deleted them since).
+        return spark.createDataFrame(rdd.keptRecords().mapPartitions(_rows),
+                                     kafka_source_schema())
     schema = kafka_source_schema()
     if not rdd.offsetRanges():
         return spark.createDataFrame([], schema)

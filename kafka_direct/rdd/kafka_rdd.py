@@ -258,7 +258,8 @@ class KafkaRDD(typed_rdd_class(PipelinedRDD), HasOffsetRanges):  # type: ignore[
         if self.holdsRecords():
             # Persisted or checkpointed records: counted where they are, not read from Kafka
             # again (which may have deleted them since).
-            return int(super().count())
+            with typed_errors():
+                return int(self.keptRecords().count())
         counter = _CountPartition(self._settings, os.environ.get(IMPL_ENV) or None)
         with typed_errors():
             return int(self._ranges_rdd.mapPartitionsWithIndex(counter).sum())
@@ -267,6 +268,9 @@ class KafkaRDD(typed_rdd_class(PipelinedRDD), HasOffsetRanges):  # type: ignore[
         """Whether the RDD has no record (exact; reads at most one record when it must)."""
         if all(r.count() == 0 for r in self._offsetRanges):
             return True
+        if self.holdsRecords():
+            with typed_errors():
+                return bool(self.keptRecords().isEmpty())
         return bool(super().isEmpty())
 
     def localCheckpoint(self) -> None:
@@ -291,6 +295,17 @@ class KafkaRDD(typed_rdd_class(PipelinedRDD), HasOffsetRanges):  # type: ignore[
         level = self.getStorageLevel()  # persisted through the JVM object
         return bool(level.useMemory or level.useDisk or level.useOffHeap
                     or self.isLocallyCheckpointed())
+
+    def keptRecords(self) -> Any:
+        """The records as Spark keeps them: an RDD over this one's JVM RDD, never pipelined.
+
+        PySpark pipelines an RDD's function into those derived from it unless it was
+        persisted or checkpointed through PySpark; one persisted or checkpointed through
+        the JVM RDD would be read from Kafka again. Over the JVM RDD, it is not.
+        """
+        from pyspark import RDD
+
+        return RDD(self._jrdd, self.ctx, self._jrdd_deserializer)
 
     def toDF(self, spark: Any = None) -> Any:
         """The records as a DataFrame with the schema of Spark's Kafka source.

@@ -117,13 +117,18 @@ def _launch_argv(argv: Sequence[str], death_signal: int, uid: int | None,
 
 
 def _wait_past(process: subprocess.Popen[bytes], launcher: str, timeout: float = 10.0) -> None:
-    """Wait until ``process`` runs something other than ``launcher`` (or has exited)."""
-    real = os.path.realpath(launcher)
+    """Wait until ``process`` runs something other than ``launcher`` (or has exited).
+
+    Read from the process's name, which exec changes and anyone may read (its executable's
+    link is closed to a starter without ``CAP_SYS_PTRACE`` once the uid changed).
+    """
+    name = os.path.basename(launcher)[:15]  # the kernel keeps 15 characters of a name
     deadline = time.monotonic() + timeout
     while process.poll() is None and time.monotonic() < deadline:
         try:
-            if os.path.realpath(f"/proc/{process.pid}/exe") != real:
-                return
+            with open(f"/proc/{process.pid}/comm") as comm:
+                if comm.read().strip() != name:
+                    return
         except OSError:
             return  # no /proc to ask: the race stays as narrow as exec makes it
         time.sleep(0.001)

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
 from kafka_direct.rdd.spark_support import ensure_pyspark_python
-from kafka_direct.testing.spark_home import only_this_interpreter, using_spark_home
+from kafka_direct.testing.spark_home import only_this_interpreter, spark_home, using_spark_home
 from kafka_direct.testing.warm_daemon import daemon_module
 
 __all__ = ["LOOPBACK_CONF", "QUICK_JVM_OPTIONS", "SPARK_TEST_CONF", "STARTUP_NOISE",
@@ -119,16 +119,44 @@ def driver_java_options() -> str:
     return f"{QUICK_JVM_OPTIONS} {jvm_options()}".strip()
 
 
+def _file_defaults(master: str, spark_conf: Any) -> dict[str, str]:
+    """The settings of the ``spark-defaults.conf`` a JVM started now would read.
+
+    ``SPARK_CONF_DIR``, else the ``conf`` folder of the Spark home it starts in; a
+    Java properties file (key and value apart by whitespace, ``=`` or ``:``).
+    """
+    folder = os.environ.get("SPARK_CONF_DIR")
+    if not folder:
+        home = spark_home(master, dict(spark_conf.getAll()))
+        if home is None:
+            return {}
+        folder = str(home / "conf")
+    found: dict[str, str] = {}
+    try:
+        with open(os.path.join(folder, "spark-defaults.conf"), encoding="utf-8") as lines:
+            for line in lines:
+                line = line.strip()
+                if not line or line[0] in "#!":
+                    continue
+                parts = re.split(r"(\s*[=:]\s*|\s+)", line, maxsplit=1)
+                found[parts[0]] = parts[2].strip() if len(parts) == 3 else ""
+    except (OSError, ValueError):
+        return {}
+    return found
+
+
 def warm_daemon_for(master: str, spark_conf: Any) -> str | None:
     """The warm daemon's module for a context of ``master`` and ``spark_conf``, or None.
 
-    None where the settings name a daemon already (the caller's, a default, spark-submit's),
-    ship Python files that a preloaded module could shadow, or let Spark start another
-    interpreter; else :func:`~kafka_direct.testing.warm_daemon.daemon_module`.
+    None where the settings name a daemon already (the caller's, a default, spark-submit's,
+    ``spark-defaults.conf``'s), ship Python files that a preloaded module could shadow, or
+    let Spark start another interpreter; else
+    :func:`~kafka_direct.testing.warm_daemon.daemon_module`.
     """
-    if spark_conf.contains("spark.python.daemon.module") \
-            or spark_conf.get("spark.submit.pyFiles", ""):
-        return None
+    files = _file_defaults(master, spark_conf)
+    for key in ("spark.python.daemon.module", "spark.submit.pyFiles"):
+        if spark_conf.get(key, "") or files.get(key, ""):
+            return None
     if not only_this_interpreter(master, dict(spark_conf.getAll())):
         return None
     return daemon_module()
@@ -141,8 +169,12 @@ def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None,
     loopback = test_conf if loopback is None else loopback
     if loopback:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark import SparkConf
+    from pyspark import SparkConf, SparkContext
 
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        # Under spark-submit its JVM runs already: connected first, SparkConf() holds
+        # spark-submit's settings, so that ``defaults`` and the warm daemon give way to them.
+        SparkContext._ensure_initialized()
     spark_conf = SparkConf().setMaster(master).setAppName(app_name)
     chosen = {key: value for key, value in (SPARK_TEST_CONF if test_conf else {}).items()
               if key not in LOOPBACK_CONF}

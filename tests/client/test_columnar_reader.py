@@ -72,6 +72,14 @@ def produce_random_log(kafka, topic, partitions, rng, rounds=12):
             assert producer.flush(30) == 0
     for producer in plain:
         assert producer.flush(30) == 0
+    # One aborted transaction in every log, whatever the draw: sent, then aborted.
+    producer = Producer(kafka.params(**{"transactional.id": f"tx-{topic}-aborted"}))
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(5):
+        producer.produce(topic, value=b"aborted-%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    producer.abort_transaction(30)
 
 
 def read_both(offsetRange, settings, caches):

@@ -403,7 +403,8 @@ def test_to_df_holds_the_timestamps_sparks_source_holds(kafka, kafka_topic, spar
     assert df.selectExpr("unix_millis(timestamp)").collect()[0][0] == far
 
 
-@pytest.mark.parametrize("keep", ["cache", "persist", "localCheckpoint"])
+@pytest.mark.parametrize("keep", ["cache", "persist", "localCheckpoint", "jvm-persist",
+                                  "jvm-localCheckpoint"])
 def test_a_kept_kafka_rdd_counts_and_views_what_it_holds(kafka, kafka_topic, spark, params,
                                                          keep):
     # count() and toDF() of an RDD whose records Spark keeps must not read Kafka again:
@@ -417,20 +418,29 @@ def test_a_kept_kafka_rdd_counts_and_views_what_it_holds(kafka, kafka_topic, spa
         rdd.cache()
     elif keep == "persist":
         rdd.persist(StorageLevel.DISK_ONLY)
-    else:
+    elif keep == "localCheckpoint":
         rdd.localCheckpoint()
+    elif keep == "jvm-persist":  # through the JVM RDD: PySpark's flags do not know
+        rdd._jrdd.cache()
+    else:
+        rdd._jrdd.rdd().localCheckpoint()
     assert rdd.holdsRecords()
     try:
         assert len(rdd.collect()) == 20
         kafka.delete_records(topic, 0, 15)
         assert rdd.count() == 20
-        assert rdd.toDF().count() == 20
+        view = rdd.toDF()
+        assert view.count() == 20
+        assert not rdd.isEmpty()
+        # The rows from kept records are those of the Arrow path: no headers is null.
+        assert view.filter("headers IS NOT NULL").count() == 0
         fresh = KafkaUtils.createRDD(spark, params, [OffsetRange(topic, 0, 0, 20)])
         assert not fresh.holdsRecords()
         with pytest.raises(DataLossError):
             fresh.count()
     finally:
         rdd.unpersist()
+        rdd._jrdd.unpersist()
 
 
 def test_to_df_of_a_range_beyond_the_log_end_is_the_rdds_own_error(kafka, kafka_topic, spark,

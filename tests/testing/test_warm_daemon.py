@@ -114,3 +114,20 @@ def test_a_context_gets_the_warm_daemon_unless_its_settings_say_otherwise(
     expected = warm_daemon.DAEMON_MODULE if wanted else None
     assert warm_daemon_for("local[2]", conf) == expected
     assert warm_daemon_for("yarn", conf) is None
+
+
+@pytest.mark.parametrize("line", ["spark.python.daemon.module  pyspark.daemon",
+                                  "spark.submit.pyFiles=/tmp/shipped.zip",
+                                  "spark.python.daemon.module: mine"])
+def test_a_daemon_or_files_in_spark_defaults_conf_keep_pysparks(monkeypatch, tmp_path, line):
+    from pyspark import SparkConf
+
+    from kafka_direct.testing.spark import warm_daemon_for
+
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    monkeypatch.delenv("PYSPARK_DRIVER_PYTHON", raising=False)
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    conf = SparkConf(loadDefaults=False)
+    assert warm_daemon_for("local[2]", conf) == warm_daemon.DAEMON_MODULE
+    (tmp_path / "spark-defaults.conf").write_text(f"# comment\n{line}\n")
+    assert warm_daemon_for("local[2]", conf) is None
