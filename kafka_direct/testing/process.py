@@ -116,21 +116,41 @@ def _launch_argv(argv: Sequence[str], death_signal: int, uid: int | None,
     return [*prefix, "--", *argv]
 
 
-def _wait_past(process: subprocess.Popen[bytes], launcher: str, timeout: float = 10.0) -> None:
+def _wait_past(process: subprocess.Popen[bytes], launcher: str, service: str,
+               timeout: float = 10.0) -> None:
     """Wait until ``process`` runs something other than ``launcher`` (or has exited).
 
-    Read from the process's name, which exec changes and anyone may read (its executable's
-    link is closed to a starter without ``CAP_SYS_PTRACE`` once the uid changed).
+    Its executable's link says so first: the kernel sets it before a vfork parent resumes,
+    the name only later. Once the service runs as another user, a starter without
+    ``CAP_SYS_PTRACE`` may not read the link: then the name, which anyone may read, once it
+    is neither the launcher's nor this process's (a child not yet past its first exec). A
+    service that is this very interpreter is told only from the launcher.
     """
-    name = os.path.basename(launcher)[:15]  # the kernel keeps 15 characters of a name
+    try:
+        own = os.readlink("/proc/self/exe")
+        with open("/proc/self/comm") as comm:
+            names = {os.path.basename(launcher)[:15], comm.read().strip()}  # 15: the kernel's
+    except OSError:
+        return  # no /proc to ask: the race stays as narrow as exec makes it
+    before = {os.path.realpath(launcher), own}
+    found = shutil.which(service)
+    if found is not None and os.path.realpath(found) == own:
+        before.discard(own)
+        names = {os.path.basename(launcher)[:15]}
     deadline = time.monotonic() + timeout
     while process.poll() is None and time.monotonic() < deadline:
         try:
-            with open(f"/proc/{process.pid}/comm") as comm:
-                if comm.read().strip() != name:
-                    return
+            if os.readlink(f"/proc/{process.pid}/exe") not in before:
+                return
+        except PermissionError:
+            try:
+                with open(f"/proc/{process.pid}/comm") as comm:
+                    if comm.read().strip() not in names:
+                        return
+            except OSError:
+                return  # gone
         except OSError:
-            return  # no /proc to ask: the race stays as narrow as exec makes it
+            return  # gone
         time.sleep(0.001)
 
 
@@ -180,7 +200,7 @@ class ServiceProcess:
                 )
                 # setpriv sets the death signal after Popen returns, then runs the service:
                 # until it has, a starter that dies would leave the service behind.
-                _wait_past(self.process, launch[0])
+                _wait_past(self.process, launch[0], self.argv[0])
             else:
                 self.process = subprocess.Popen(
                     self.argv, stdin=subprocess.DEVNULL, stdout=log,
