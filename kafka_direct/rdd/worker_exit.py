@@ -12,7 +12,9 @@ socket that is gone, fails to flush it, and prints a ``BrokenPipeError`` traceba
 process: before each task it waits for the socket to be readable and, when the JVM closed
 it instead of sending a task, returns a non-zero code, which makes the daemon's child leave
 its loop and exit without a word. It is installed on import of :mod:`kafka_direct` (every
-task of ours imports it), only in a process forked by PySpark's daemon.
+task of ours imports it), only in a process forked by PySpark's daemon; the warm daemon of
+:mod:`kafka_direct.testing.worker_daemon` installs it before it forks
+(:func:`quiet_idle_exit_in`).
 
 One worker never runs code of ours: the one that looks for statically registered data
 sources (``pyspark.sql.worker.lookup_data_sources``) when a session first touches its data
@@ -33,7 +35,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["end_lookup_daemon", "quiet_idle_exit"]
+__all__ = ["end_lookup_daemon", "quiet_idle_exit", "quiet_idle_exit_in"]
 
 _MARK = "_kafka_direct_quiet_idle_exit"
 
@@ -56,7 +58,17 @@ def quiet_idle_exit() -> None:
     spec = getattr(main, "__spec__", None)
     if main is None or getattr(spec, "name", None) != "pyspark.daemon":
         return
-    original: Callable[[socket.socket, bool], int] | None = getattr(main, "worker", None)
+    quiet_idle_exit_in(main)
+
+
+def quiet_idle_exit_in(daemon: Any) -> None:
+    """Install the quiet exit in ``daemon``, the module whose loop forks the workers.
+
+    For a daemon that runs PySpark's loop from an import of ``pyspark.daemon`` (the warm
+    daemon of :mod:`kafka_direct.testing.worker_daemon`), before it forks: the workers
+    inherit it.
+    """
+    original: Callable[[socket.socket, bool], int] | None = getattr(daemon, "worker", None)
     if original is None or getattr(original, _MARK, False):
         return
 
@@ -69,7 +81,7 @@ def quiet_idle_exit() -> None:
     setattr(marked, _MARK, True)
     # The daemon's loop looks ``worker`` up in its module on every task, so the next task
     # (or the JVM's close) goes through the wrapper.
-    main.worker = marked  # type: ignore[attr-defined]
+    daemon.worker = marked
 
 
 _LOOKUP_DAEMON = ("pyspark.daemon", "pyspark.sql.worker.lookup_data_sources")

@@ -27,14 +27,20 @@ def main() -> None:
     for name in names:
         with contextlib.suppress(Exception):  # the worker imports it again and reports
             importlib.import_module(name)
-    from pyspark.daemon import manager
+    import pyspark.daemon
+
+    from kafka_direct.rdd.worker_exit import quiet_idle_exit_in
+
+    # A reused worker that Spark closes idle leaves without a traceback, as under
+    # PySpark's own daemon (installed there when a task imports kafka_direct).
+    quiet_idle_exit_in(pyspark.daemon)
 
     # PySpark's daemon has a reused worker collect garbage after every task, which walks
     # every object the worker holds: 70-100 ms a task with these modules loaded. Frozen here,
     # what every worker inherits is left out of those walks (and its pages stay shared).
     gc.freeze()
 
-    manager()
+    pyspark.daemon.manager()
 
 
 if __name__ == "__main__":

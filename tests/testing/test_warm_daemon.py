@@ -18,17 +18,20 @@ def _worker_facts(_):
     with open(f"/proc/{os.getppid()}/cmdline", "rb") as cmdline:
         parent = cmdline.read().replace(b"\0", b" ").decode()
     # Loaded before the task's own code ran: by the daemon, before the fork.
+    daemon = sys.modules.get("pyspark.daemon")
     yield (parent, "pyarrow" in sys.modules, "kafka_direct.sql.source" in sys.modules,
-           gc.get_freeze_count())
+           gc.get_freeze_count(),
+           getattr(getattr(daemon, "worker", None), "_kafka_direct_quiet_idle_exit", False))
 
 
 @pytest.mark.services
 def test_workers_fork_from_the_warm_daemon_with_their_imports_done(spark):
     facts = spark.parallelize(range(2), 2).mapPartitions(_worker_facts).collect()
     assert facts
-    for parent, arrow, source, frozen in facts:
+    for parent, arrow, source, frozen, quiet in facts:
         assert warm_daemon.DAEMON_MODULE in parent, parent
         assert arrow and source
+        assert quiet  # closed idle, it leaves without a traceback
         # What it inherited is out of the collections PySpark runs after every task.
         assert frozen > 10_000, frozen
 
@@ -76,9 +79,12 @@ def test_a_preload_that_fails_is_left_to_the_worker(monkeypatch):
     import pyspark.daemon
 
     monkeypatch.setattr(pyspark.daemon, "manager", lambda: ran.append(True))
+    monkeypatch.setattr(pyspark.daemon, "worker", pyspark.daemon.worker)  # restored after
     monkeypatch.setattr(worker_daemon.gc, "freeze", lambda: ran.append("frozen"))
     worker_daemon.main()
     assert ran == ["frozen", True]
+    # A worker Spark closes idle leaves quietly, as under PySpark's daemon.
+    assert getattr(pyspark.daemon.worker, "_kafka_direct_quiet_idle_exit", False)
 
 
 def test_the_package_does_not_import_the_daemon_it_runs():
