@@ -153,3 +153,18 @@ def test_a_death_signal_python_does_not_name_still_starts_the_service(tmp_path):
         assert process.alive()
     finally:
         process.stop()
+
+
+def test_a_paused_broker_has_stopped_when_pause_returns(own_kafka):
+    # Under load a thread not yet scheduled since SIGSTOP answered a request sent right
+    # after it: a test that paused the broker then saw a batch planned from it.
+    from kafka_direct.testing.kafka import _all_stopped
+
+    pid = own_kafka._process.process.pid
+    own_kafka.pause()
+    try:
+        assert _all_stopped(pid)
+        assert len(os.listdir(f"/proc/{pid}/task")) >= 1
+    finally:
+        own_kafka.resume()
+    assert not _all_stopped(pid) or wait_for(lambda: not _all_stopped(pid), 10)
