@@ -103,7 +103,7 @@ def test_the_package_does_not_import_the_daemon_it_runs():
 @pytest.mark.parametrize(("settings", "wanted"), [
     ({}, True),
     ({"spark.python.daemon.module": "mine"}, False),
-    ({"spark.submit.pyFiles": "/tmp/shipped.zip"}, False),
+    ({"spark.submit.pyFiles": "shipped.zip"}, False),
     ({"spark.pyspark.python": "/usr/bin/python3"}, False),
 ])
 def test_a_context_gets_the_warm_daemon_unless_its_settings_say_otherwise(
@@ -123,7 +123,7 @@ def test_a_context_gets_the_warm_daemon_unless_its_settings_say_otherwise(
 
 
 @pytest.mark.parametrize("line", ["spark.python.daemon.module  pyspark.daemon",
-                                  "spark.submit.pyFiles=/tmp/shipped.zip",
+                                  "spark.submit.pyFiles=shipped.zip",
                                   "spark.python.daemon.module: mine"])
 def test_a_daemon_or_files_in_spark_defaults_conf_keep_pysparks(monkeypatch, tmp_path, line):
     from pyspark import SparkConf
