@@ -17,6 +17,7 @@ Contract of :meth:`KafkaDataConsumer.read`:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -374,6 +375,28 @@ class ConsumerCache:
                 self._in_use.discard(key)
 
         return cached, release
+
+    @contextlib.contextmanager
+    def lease(self, topic: str, partition: int, params: Mapping[str, Any], *,
+              attempt: int = 0, cached: bool = True) -> Iterator[KafkaDataConsumer]:
+        """A consumer for one read: the cached one (``cached``) or a new one, closed after.
+
+        A read that fails or is abandoned (an exception, a generator closed early) discards
+        the cached consumer: one left mid-range is closed, not reasoned about.
+        """
+        if cached:
+            consumer, release = self.acquire(topic, partition, params, attempt=attempt)
+        else:
+            consumer = self.consumer_class(topic, partition, params, self.factory)
+            release = consumer.close
+        ok = False
+        try:
+            yield consumer
+            ok = True
+        finally:
+            if not ok and cached:
+                self.discard(topic, partition, params)
+            release()
 
     def _uncached(self, topic: str, partition: int, params: Mapping[str, Any]
                   ) -> tuple[KafkaDataConsumer, Callable[[], None]]:

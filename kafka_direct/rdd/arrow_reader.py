@@ -112,19 +112,13 @@ def read_partition(offsetRange: OffsetRange, settings: PartitionReadSettings, *,
         cache = columnar_cache if native else consumer_cache
     else:
         native = issubclass(cache.consumer_class, ColumnarDataConsumer)
-    consumer: KafkaDataConsumer
-    if read.useConsumerCache:
-        consumer, release = cache.acquire(topic, partition, read.params, attempt=attempt)
-    else:
-        consumer = cache.consumer_class(topic, partition, read.params, cache.factory)
-        release = consumer.close
-    ok = False
     try:
-        if isinstance(consumer, ColumnarDataConsumer):
-            yield from _columnar_batches(consumer, offsetRange, settings)
-        else:
-            yield from _message_batches(consumer, offsetRange, settings)
-        ok = True
+        with cache.lease(topic, partition, read.params, attempt=attempt,
+                         cached=read.useConsumerCache) as consumer:
+            if isinstance(consumer, ColumnarDataConsumer):
+                yield from _columnar_batches(consumer, offsetRange, settings)
+            else:
+                yield from _message_batches(consumer, offsetRange, settings)
     except OffsetOutOfRangeError as error:
         if not settings.planned:
             raise
@@ -136,11 +130,6 @@ def read_partition(offsetRange: OffsetRange, settings: PartitionReadSettings, *,
             fromOffset=offsetRange.fromOffset, untilOffset=offsetRange.untilOffset,
             logStartOffset=error.context.get("logStartOffset", -1),
             logEndOffset=error.context.get("logEndOffset", -1)) from error
-    finally:
-        if not ok and read.useConsumerCache:
-            # As read_range: a consumer left mid-range is closed, not reasoned about.
-            cache.discard(topic, partition, read.params)
-        release()
 
 
 def _message_batches(consumer: KafkaDataConsumer, offsetRange: OffsetRange,

@@ -24,7 +24,7 @@ from kafka_direct.client.columnar import (
     columnar_cache,
     use_native,
 )
-from kafka_direct.client.data_consumer import ConsumerCache, KafkaDataConsumer, consumer_cache
+from kafka_direct.client.data_consumer import ConsumerCache, consumer_cache
 from kafka_direct.consumer_record import ConsumerRecord
 from kafka_direct.errors import KafkaDirectError, KafkaReadError
 from kafka_direct.offset_range import HasOffsetRanges, OffsetRange
@@ -122,27 +122,13 @@ def read_range(offsetRange: OffsetRange, settings: ReadSettings, *, attempt: int
     """
     if offsetRange.count() == 0:
         return
-    topic, partition = offsetRange.topic, offsetRange.partition
     cache = cache if cache is not None else consumer_cache
-    if settings.useConsumerCache:
-        consumer, release = cache.acquire(
-            topic, partition, settings.params, attempt=attempt)
-    else:
-        consumer = KafkaDataConsumer(topic, partition, settings.params)
-        release = consumer.close
-    ok = False
-    try:
+    with cache.lease(offsetRange.topic, offsetRange.partition, settings.params,
+                     attempt=attempt, cached=settings.useConsumerCache) as consumer:
         yield from _records(
             consumer.read_batches(offsetRange.fromOffset, offsetRange.untilOffset,
                                   settings.pollTimeoutMs, settings.failOnDataLoss),
             offsetRange, settings)
-        ok = True
-    finally:
-        if not ok and settings.useConsumerCache:
-            # A failed or abandoned read (take() stops early) leaves the consumer mid-range:
-            # closing it is cheaper than reasoning about where it stands.
-            cache.discard(topic, partition, settings.params)
-        release()
 
 
 def count_range(offsetRange: OffsetRange, settings: ReadSettings, *, impl: str | None = None,
@@ -167,26 +153,12 @@ def count_range(offsetRange: OffsetRange, settings: ReadSettings, *, impl: str |
            and settings.messageHandler is None)
     if cache is not None or not raw or not use_native(settings.params, impl):
         return sum(1 for _ in read_range(offsetRange, settings, attempt=attempt, cache=cache))
-    topic, partition = offsetRange.topic, offsetRange.partition
-    if settings.useConsumerCache:
-        consumer, release = columnar_cache.acquire(topic, partition, settings.params,
-                                                   attempt=attempt)
-    else:
-        consumer = columnar_cache.consumer_class(topic, partition, settings.params,
-                                                 columnar_cache.factory)
-        release = consumer.close
-    native = cast(ColumnarDataConsumer, consumer)  # the columnar cache's consumer class
-    ok = False
-    try:
-        total = sum(chunk.count for chunk in native.read_chunks(
+    with columnar_cache.lease(offsetRange.topic, offsetRange.partition, settings.params,
+                              attempt=attempt, cached=settings.useConsumerCache) as consumer:
+        native = cast(ColumnarDataConsumer, consumer)  # the columnar cache's consumer class
+        return sum(chunk.count for chunk in native.read_chunks(
             offsetRange.fromOffset, offsetRange.untilOffset, settings.pollTimeoutMs,
             settings.failOnDataLoss))
-        ok = True
-    finally:
-        if not ok and settings.useConsumerCache:
-            columnar_cache.discard(topic, partition, settings.params)
-        release()
-    return total
 
 
 class _CountPartition:
