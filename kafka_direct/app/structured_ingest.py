@@ -112,6 +112,12 @@ class _Progress:
             self.done.set()
 
 
+#: The source's columns the job reads, and how the table names them.
+_INGEST_COLUMNS = ("topic", "partition", "offset", "key", "value")
+_INGEST_SELECTION = ("topic", "partition AS kafka_partition", "offset AS kafka_offset", "key",
+                     "value")
+
+
 def source_options(options: IngestOptions, bootstrapServers: str, dsn: str,
                    kafkaParams: Mapping[str, Any]) -> dict[str, str]:
     """The ``kafka-direct`` source's options for the job (DSN included: never log them).
@@ -144,6 +150,8 @@ def source_options(options: IngestOptions, bootstrapServers: str, dsn: str,
     source["offsetStore.name"] = options.group
     source["offsetStore.dsn"] = dsn
     source["offsetStore.schema"] = options.schema
+    # Only what the table stores: the timestamps are never built (column pruning).
+    source["columns"] = ",".join(_INGEST_COLUMNS)
     return source
 
 
@@ -217,8 +225,7 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
         for key, value in source_options(options, bootstrapServers, dsn,
                                          kafkaParams or {}).items():
             reader = reader.option(key, value)
-        rows = reader.load().selectExpr("topic", "partition AS kafka_partition",
-                                        "offset AS kafka_offset", "key", "value")
+        rows = reader.load().selectExpr(*_INGEST_SELECTION)
         location = str(checkpointDir) if checkpointDir else str(Path(scratch) / "checkpoint")
         if typed:
             assert records is not None

@@ -355,6 +355,9 @@ new_bytes(Py_ssize_t size, int zero)
 #define SET_BIT(bits, i) ((bits)[(i) >> 3] |= (uint8_t)(1u << ((i) & 7)))
 #define BITMAP_SIZE(n) ((Py_ssize_t)(((n) + 7) / 8))
 
+/* consume()'s columns: which of the copied columns a read builds. */
+enum { WANT_KEY = 1, WANT_VALUE = 2, WANT_HEADERS = 4 };
+
 enum {
     KEY_OFFSETS, KEY_DATA, KEY_VALID, VALUE_OFFSETS, VALUE_DATA, VALUE_VALID, OFFSETS,
     STAMPS, STAMPS_VALID, TYPES, HEADER_OFFSETS, HEADER_VALID, HKEY_OFFSETS, HKEY_DATA,
@@ -362,7 +365,7 @@ enum {
 };
 
 /*
- * consume(max, timeout_ms, position, until, headers, min_ms, max_ms) -> tuple
+ * consume(max, timeout_ms, position, until, columns, min_ms, max_ms) -> tuple
  *
  * Takes up to max records of the partition, skipping records below position (left from
  * before a seek), stopping at the first record at or past until (the rest is dropped)
@@ -370,18 +373,22 @@ enum {
  * (count, received, last_offset, reached_until, error, buffers, bad_index, bad_ms):
  * received is whether librdkafka delivered anything at all; error is None or (code,
  * offset, text); buffers is None without records, else the 17 Arrow buffers (bytes; a
- * validity bitmap is None when nothing is null; the header buffers None unless asked);
+ * validity bitmap is None when nothing is null; the key's, the value's and the headers'
+ * buffers None unless columns has WANT_KEY, WANT_VALUE, WANT_HEADERS: a column not read
+ * is never copied);
  * bad_index is the first record whose timestamp lies outside [min_ms, max_ms], or -1.
  */
 static PyObject *
 Consumer_consume(Consumer *self, PyObject *args)
 {
     Py_ssize_t max_records;
-    int timeout_ms, want_headers;
+    int timeout_ms, wanted;
     long long position, until, min_ms, max_ms;
-    if (!PyArg_ParseTuple(args, "niLLpLL", &max_records, &timeout_ms, &position, &until,
-                          &want_headers, &min_ms, &max_ms) || check_open(self) < 0)
+    if (!PyArg_ParseTuple(args, "niLLiLL", &max_records, &timeout_ms, &position, &until,
+                          &wanted, &min_ms, &max_ms) || check_open(self) < 0)
         return NULL;
+    int want_key = (wanted & WANT_KEY) != 0, want_value = (wanted & WANT_VALUE) != 0;
+    int want_headers = (wanted & WANT_HEADERS) != 0;
     if (max_records < 1)
         max_records = 1;
     if (self->start == self->end && self->cap < (size_t)max_records) {
@@ -446,7 +453,8 @@ Consumer_consume(Consumer *self, PyObject *args)
                 }
             }
         }
-        size_t klen = m->key ? m->key_len : 0, vlen = m->payload ? m->len : 0;
+        size_t klen = m->key && want_key ? m->key_len : 0;
+        size_t vlen = m->payload && want_value ? m->len : 0;
         if (n > 0 && (kbytes + klen > INT32_MAX || vbytes + vlen > INT32_MAX ||
                       hkbytes + mhk > INT32_MAX || hvbytes + mhv > INT32_MAX ||
                       hcount + mhcount > INT32_MAX))
@@ -486,6 +494,10 @@ Consumer_consume(Consumer *self, PyObject *args)
             [VALUE_DATA] = vbytes, [OFFSETS] = 8 * n, [STAMPS] = 8 * n, [TYPES] = 4 * n};
         sizes[KEY_VALID] = knulls ? BITMAP_SIZE(n) : -1;
         sizes[VALUE_VALID] = vnulls ? BITMAP_SIZE(n) : -1;
+        if (!want_key)
+            sizes[KEY_OFFSETS] = sizes[KEY_DATA] = sizes[KEY_VALID] = -1;
+        if (!want_value)
+            sizes[VALUE_OFFSETS] = sizes[VALUE_DATA] = sizes[VALUE_VALID] = -1;
         sizes[STAMPS_VALID] = tnulls ? BITMAP_SIZE(n) : -1;
         for (int b = HEADER_OFFSETS; b <= HVALUE_VALID; b++)
             sizes[b] = -1;
@@ -525,7 +537,10 @@ Consumer_consume(Consumer *self, PyObject *args)
         size_t row = 0, h = 0;
         int32_t kpos = 0, vpos = 0, hkpos = 0, hvpos = 0;
         if (n > 0) {
-            koff[0] = voff[0] = 0;
+            if (koff != NULL)
+                koff[0] = 0;
+            if (voff != NULL)
+                voff[0] = 0;
             if (hoff != NULL)
                 hoff[0] = hkoff[0] = hvoff[0] = 0;
         }
@@ -533,20 +548,24 @@ Consumer_consume(Consumer *self, PyObject *args)
             rd_kafka_message_t *m = self->msgs[j];
             if (m->err || m->offset < position)
                 continue;
-            if (m->key != NULL) {
-                memcpy(kdata + kpos, m->key, m->key_len);
-                kpos += (int32_t)m->key_len;
-                if (kvalid)
-                    SET_BIT(kvalid, row);
+            if (koff != NULL) {
+                if (m->key != NULL) {
+                    memcpy(kdata + kpos, m->key, m->key_len);
+                    kpos += (int32_t)m->key_len;
+                    if (kvalid)
+                        SET_BIT(kvalid, row);
+                }
+                koff[row + 1] = kpos;
             }
-            koff[row + 1] = kpos;
-            if (m->payload != NULL) {
-                memcpy(vdata + vpos, m->payload, m->len);
-                vpos += (int32_t)m->len;
-                if (vvalid)
-                    SET_BIT(vvalid, row);
+            if (voff != NULL) {
+                if (m->payload != NULL) {
+                    memcpy(vdata + vpos, m->payload, m->len);
+                    vpos += (int32_t)m->len;
+                    if (vvalid)
+                        SET_BIT(vvalid, row);
+                }
+                voff[row + 1] = vpos;
             }
-            voff[row + 1] = vpos;
             offsets[row] = m->offset;
             last_offset = m->offset;
             rd_kafka_timestamp_type_t kind;

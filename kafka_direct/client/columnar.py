@@ -33,9 +33,9 @@ from kafka_direct.client.data_consumer import (
 )
 from kafka_direct.errors import ConfigurationError
 
-__all__ = ["IMPL_ENV", "Chunk", "ColumnarConsumerCache", "ColumnarDataConsumer",
-           "NativeKafkaError", "choose_impl", "columnar_cache", "native_config",
-           "native_status", "use_native"]
+__all__ = ["IMPL_ENV", "WANT_HEADERS", "WANT_KEY", "WANT_VALUE", "Chunk",
+           "ColumnarConsumerCache", "ColumnarDataConsumer", "NativeKafkaError", "choose_impl",
+           "columnar_cache", "native_config", "native_status", "use_native"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +51,8 @@ _SEEK_TIMEOUT_MS = 10_000
 (KEY_OFFSETS, KEY_DATA, KEY_VALID, VALUE_OFFSETS, VALUE_DATA, VALUE_VALID, OFFSETS, STAMPS,
  STAMPS_VALID, TYPES, HEADER_OFFSETS, HEADER_VALID, HKEY_OFFSETS, HKEY_DATA, HVALUE_OFFSETS,
  HVALUE_DATA, HVALUE_VALID) = range(17)
+#: ``consume``'s column mask: the columns it copies (the others' buffers are None).
+WANT_KEY, WANT_VALUE, WANT_HEADERS = 1, 2, 4
 
 _lock = threading.Lock()
 _status: tuple[bool, str] | None = None
@@ -289,7 +291,7 @@ class ColumnarDataConsumer(KafkaDataConsumer):
         raise TypeError("a ColumnarDataConsumer reads chunks (read_chunks), not messages")
 
     def read_chunks(self, fromOffset: int, untilOffset: int, pollTimeoutMs: int,
-                    failOnDataLoss: bool = True, includeHeaders: bool = False,
+                    failOnDataLoss: bool = True, columns: int = WANT_KEY | WANT_VALUE,
                     timestampBounds: tuple[int, int] = (-(2**63), 2**63 - 1)
                     ) -> Iterator[Chunk]:
         """The records of ``[fromOffset, untilOffset)`` as chunks, in offset order.
@@ -303,7 +305,8 @@ class ColumnarDataConsumer(KafkaDataConsumer):
             untilOffset: End of the range (exclusive).
             pollTimeoutMs: Longest time without progress.
             failOnDataLoss: Whether lost offsets raise (else a warning).
-            includeHeaders: Whether chunks carry the headers' buffers.
+            columns: Which of key, value and headers the chunks carry: a mask of
+                ``WANT_KEY``, ``WANT_VALUE`` and ``WANT_HEADERS`` (0 for a count).
             timestampBounds: Timestamps (ms) outside these are reported in
                 :attr:`Chunk.badIndex`.
         """
@@ -318,7 +321,7 @@ class ColumnarDataConsumer(KafkaDataConsumer):
         while position < untilOffset:
             wanted = max(1, min(MAX_BATCH, untilOffset - position))
             (count, received, last, reached, error, buffers, bad_index,
-             bad_ms) = consume(wanted, slice_ms, position, untilOffset, includeHeaders,
+             bad_ms) = consume(wanted, slice_ms, position, untilOffset, columns,
                                low_ms, high_ms)
             progressed = False
             if count:

@@ -34,7 +34,7 @@ from kafka_direct.client.data_consumer import ConsumerCache, KafkaDataConsumer, 
 from kafka_direct.errors import ConfigurationError, DataLossError, OffsetOutOfRangeError
 from kafka_direct.offset_range import OffsetRange
 from kafka_direct.rdd.arrow_rows import ChunkBatchBuilder, RecordBatchBuilder
-from kafka_direct.rdd.kafka_schema import MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS
+from kafka_direct.rdd.kafka_schema import MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS, select_columns
 from kafka_direct.rdd.read_settings import ReadSettings
 from kafka_direct.task_errors import carry_errors
 
@@ -54,6 +54,9 @@ class PartitionReadSettings:
     Attributes:
         read: KafkaRDD's read settings (executor parameters, poll timeout, failOnDataLoss).
         includeHeaders: Whether batches carry the ``headers`` column.
+        columns: Only these columns, in this order (column pruning: the others are never
+            built, and the native reader does not copy a key or value not asked for); None:
+            all of them. Checked by :func:`~kafka_direct.rdd.kafka_schema.select_columns`.
         impl: The reader, ``"c"`` (native columnar) or ``"python"``; None: the executor's
             ``KAFKA_DIRECT_IMPL``, else the native one when it loads (see
             :func:`kafka_direct.client.columnar.choose_impl`).
@@ -65,6 +68,7 @@ class PartitionReadSettings:
 
     read: ReadSettings
     includeHeaders: bool = False
+    columns: tuple[str, ...] | None = None
     impl: str | None = None
     planned: bool = True
 
@@ -72,6 +76,9 @@ class PartitionReadSettings:
         if not isinstance(self.read, ReadSettings):
             raise ConfigurationError(f"PartitionReadSettings needs ReadSettings, got "
                                      f"{type(self.read).__name__}")
+        if self.columns is not None:
+            object.__setattr__(self, "columns",
+                               select_columns(self.columns, self.includeHeaders))
 
 
 def driver_impl() -> str | None:
@@ -137,7 +144,7 @@ def _message_batches(consumer: KafkaDataConsumer, offsetRange: OffsetRange,
     """The Python reader: confluent-kafka messages, Arrow built from them."""
     read = settings.read
     builder = RecordBatchBuilder(offsetRange.topic, offsetRange.partition,
-                                 settings.includeHeaders)
+                                 settings.includeHeaders, settings.columns)
     pending: list[Any] = []
     for messages in consumer.read_batches(offsetRange.fromOffset, offsetRange.untilOffset,
                                           read.pollTimeoutMs, read.failOnDataLoss):
@@ -154,12 +161,12 @@ def _columnar_batches(consumer: ColumnarDataConsumer, offsetRange: OffsetRange,
     """The native reader: record batches over the chunks' buffers, small ones joined."""
     read = settings.read
     builder = ChunkBatchBuilder(offsetRange.topic, offsetRange.partition,
-                                settings.includeHeaders)
+                                settings.includeHeaders, settings.columns)
     pending: list[Any] = []
     rows = 0
     for chunk in consumer.read_chunks(offsetRange.fromOffset, offsetRange.untilOffset,
                                       read.pollTimeoutMs, read.failOnDataLoss,
-                                      settings.includeHeaders,
+                                      builder.native_columns,
                                       (MIN_TIMESTAMP_MS, MAX_TIMESTAMP_MS)):
         batch = builder.build(chunk)
         if not pending and batch.num_rows >= ROWS_PER_BATCH:

@@ -39,36 +39,52 @@ _first = itemgetter(0)
 _second = itemgetter(1)
 
 
-def source_schema(includeHeaders: bool) -> Any:
-    """The source's StructType: Spark's Kafka source columns, ``headers`` only if asked."""
+def source_schema(includeHeaders: bool, columns: Sequence[str] | None = None) -> Any:
+    """The source's StructType: Spark's Kafka source columns, ``headers`` only if asked.
+
+    Args:
+        includeHeaders: Whether the rows have ``headers`` (last, as Spark's source).
+        columns: Only these columns, in this order (see
+            :func:`~kafka_direct.rdd.kafka_schema.select_columns`); None: all of them.
+    """
     from pyspark.sql.types import StructType
 
     from kafka_direct.rdd.kafka_schema import kafka_source_schema
 
     full = kafka_source_schema()
+    if columns is not None:
+        return StructType([full[name] for name in columns])
     return full if includeHeaders else StructType(full.fields[:7])
 
 
-def arrow_schema(includeHeaders: bool) -> pa.Schema:
+def arrow_schema(includeHeaders: bool, columns: Sequence[str] | None = None) -> pa.Schema:
     """The Arrow schema Spark expects of the source's record batches (exactly)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    return to_arrow_schema(source_schema(includeHeaders), timezone="UTC")
+    return to_arrow_schema(source_schema(includeHeaders, columns), timezone="UTC")
 
 
 class _PartitionBatches:
-    """What both builders share: one partition's schema and constant columns."""
+    """What both builders share: one partition's schema, columns and constant columns."""
 
-    def __init__(self, topic: str, partition: int, includeHeaders: bool) -> None:
+    def __init__(self, topic: str, partition: int, includeHeaders: bool,
+                 columns: Sequence[str] | None = None) -> None:
         self.topic = topic
         self.partition = partition
-        self.includeHeaders = includeHeaders
-        self.schema = arrow_schema(includeHeaders)
-        self._timestamp = self.schema.field("timestamp").type
-        self._headers = self.schema.field("headers").type if includeHeaders else None
+        self.schema = arrow_schema(includeHeaders, columns)
+        #: The columns built, in order; the others never are (column pruning).
+        self.columns = tuple(self.schema.names)
+        self.includeHeaders = "headers" in self.columns
+        full = arrow_schema(True)
+        self._timestamp = full.field("timestamp").type
+        self._headers = full.field("headers").type if self.includeHeaders else None
         # Built from bytes: pa.scalar would import pandas into the task's worker.
         self._topic = constant(topic, pa.string())
         self._partition = constant(partition, pa.int32())
+
+    def _batch(self, made: dict[str, Any]) -> pa.RecordBatch:
+        return pa.RecordBatch.from_arrays([made[name] for name in self.columns],
+                                          schema=self.schema)
 
 
 class RecordBatchBuilder(_PartitionBatches):
@@ -78,6 +94,7 @@ class RecordBatchBuilder(_PartitionBatches):
         topic: The messages' topic.
         partition: The messages' partition.
         includeHeaders: Whether to build the ``headers`` column.
+        columns: Only these columns, in this order (None: all of the schema's).
     """
 
 
@@ -85,10 +102,10 @@ class RecordBatchBuilder(_PartitionBatches):
         """One record batch of ``messages`` (records only: no error messages).
 
         ``messages`` are records of this builder's partition in increasing offset order, as
-        a consumer delivers them: the offsets column relies on it (see below).
+        a consumer delivers them: the offsets column relies on it (see below). Only the
+        builder's columns are made; a timestamp Spark cannot hold fails only a read that
+        has the ``timestamp`` column.
         """
-        import pyarrow.compute as pc  # not at the top: the driver's processes need none
-
         count = len(messages)
         if count == 0:
             return pa.RecordBatch.from_pylist([], schema=self.schema)
@@ -96,12 +113,38 @@ class RecordBatchBuilder(_PartitionBatches):
         # comprehension, which runs a Python step per record and column. Every call a
         # record saves counts: these calls are most of a task's Python time.
         kind = type(messages[0])
+        wanted = self.columns
+        made: dict[str, Any] = {}
+        if "timestamp" in wanted or "timestampType" in wanted:
+            made.update(self._stamps(messages, kind, count))
+        if "key" in wanted:
+            keys = list(map(kind.key, messages))
+            # Keyless records are common: a null column without converting the Nones.
+            made["key"] = (pa.nulls(count, pa.binary()) if keys.count(None) == count
+                           else pa.array(keys, pa.binary()))
+        if "value" in wanted:
+            made["value"] = pa.array(list(map(kind.value, messages)), pa.binary())
+        if "topic" in wanted:
+            made["topic"] = pa.repeat(self._topic, count)
+        if "partition" in wanted:
+            made["partition"] = pa.repeat(self._partition, count)
+        if "offset" in wanted:
+            made["offset"] = self._offsets(messages, kind, count)
+        if self._headers is not None:
+            headers = [h if h else None for h in map(kind.headers, messages)]
+            made["headers"] = pa.array(headers, self._headers)
+        return self._batch(made)
+
+    def _stamps(self, messages: Sequence[Any], kind: Any, count: int) -> dict[str, Any]:
+        """The ``timestamp`` and ``timestampType`` columns (checked when ``timestamp`` is read)."""
+        import pyarrow.compute as pc  # not at the top: the driver's processes need none
+
         stamps = list(map(kind.timestamp, messages))
         # Not zip(*pairs): with thousands of arguments it is ten times slower.
         millis = pa.array(list(map(_second, stamps)), pa.int64())
         kinds = list(map(_first, stamps))
         first_kind = kinds[0]
-        if first_kind != 0 or kinds.count(0) != count:
+        if "timestamp" in self.columns and (first_kind != 0 or kinds.count(0) != count):
             # One vectorised pass per batch; only a failed check looks at records one by one.
             # A record without a timestamp has -1 here, always in range.
             bounds = pc.min_max(millis)
@@ -112,31 +155,21 @@ class RecordBatchBuilder(_PartitionBatches):
             # The common case, one timestamp type throughout: two constant columns instead
             # of a converted list.
             types = pa.repeat(pa.scalar(first_kind - 1, pa.int32()), count)
-            stamp_column = (pa.nulls(count, self._timestamp) if first_kind == 0
-                            else pc.multiply(millis, 1000).cast(self._timestamp))
+            if "timestamp" not in self.columns:
+                stamp_column = None
+            elif first_kind == 0:
+                stamp_column = pa.nulls(count, self._timestamp)
+            else:
+                stamp_column = pc.multiply(millis, 1000).cast(self._timestamp)
         else:
             # confluent-kafka's kind 0 is "no timestamp" (the value is then -1): a null
             # here. Its kinds 1 (create) and 2 (log append) are Kafka's 0 and 1.
             missing = pa.array([k == 0 for k in kinds], pa.bool_())
             millis = pc.if_else(missing, pa.scalar(None, pa.int64()), millis)
-            stamp_column = pc.multiply(millis, 1000).cast(self._timestamp)
+            stamp_column = (pc.multiply(millis, 1000).cast(self._timestamp)
+                            if "timestamp" in self.columns else None)
             types = pc.subtract(pa.array(kinds, pa.int32()), pa.scalar(1, pa.int32()))
-        keys = list(map(kind.key, messages))
-        arrays = [
-            # Keyless records are common: a null column without converting the Nones.
-            (pa.nulls(count, pa.binary()) if keys.count(None) == count
-             else pa.array(keys, pa.binary())),
-            pa.array(list(map(kind.value, messages)), pa.binary()),
-            pa.repeat(self._topic, count),
-            pa.repeat(self._partition, count),
-            self._offsets(messages, kind, count),
-            stamp_column,
-            types,
-        ]
-        if self._headers is not None:
-            headers = [h if h else None for h in map(kind.headers, messages)]
-            arrays.append(pa.array(headers, self._headers))
-        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+        return {"timestamp": stamp_column, "timestampType": types}
 
     def _out_of_range(self, messages: Sequence[Any], millis: pa.Array) -> RecordError:
         """The error of the first record whose timestamp Spark cannot hold.
@@ -180,6 +213,8 @@ class ChunkBatchBuilder(_PartitionBatches):
         topic: The chunks' topic.
         partition: The chunks' partition.
         includeHeaders: Whether to build the ``headers`` column (the chunks must carry it).
+        columns: Only these columns, in this order (None: all of the schema's); the chunks
+            must carry their buffers (:attr:`native_columns`).
     """
 
 
@@ -194,7 +229,7 @@ class ChunkBatchBuilder(_PartitionBatches):
 
         count, b = chunk.count, chunk.buffers
         wrap = pa.py_buffer
-        if chunk.badIndex >= 0:
+        if chunk.badIndex >= 0 and "timestamp" in self.columns:
             offset = int.from_bytes(b[c.OFFSETS][8 * chunk.badIndex:8 * chunk.badIndex + 8],
                                     "little", signed=True)
             raise timestamp_error(self.topic, self.partition, offset, chunk.badMillis)
@@ -202,18 +237,26 @@ class ChunkBatchBuilder(_PartitionBatches):
         def validity(index: int) -> Any:
             return None if b[index] is None else wrap(b[index])
 
-        arrays = [
-            pa.Array.from_buffers(pa.binary(), count, [
-                validity(c.KEY_VALID), wrap(b[c.KEY_OFFSETS]), wrap(b[c.KEY_DATA])]),
-            pa.Array.from_buffers(pa.binary(), count, [
-                validity(c.VALUE_VALID), wrap(b[c.VALUE_OFFSETS]), wrap(b[c.VALUE_DATA])]),
-            pa.repeat(self._topic, count),
-            pa.repeat(self._partition, count),
-            pa.Array.from_buffers(pa.int64(), count, [None, wrap(b[c.OFFSETS])]),
-            pa.Array.from_buffers(self._timestamp, count, [
-                validity(c.STAMPS_VALID), wrap(b[c.STAMPS])]),
-            pa.Array.from_buffers(pa.int32(), count, [None, wrap(b[c.TYPES])]),
-        ]
+        wanted = self.columns
+        made: dict[str, Any] = {}
+        if "key" in wanted:
+            made["key"] = pa.Array.from_buffers(pa.binary(), count, [
+                validity(c.KEY_VALID), wrap(b[c.KEY_OFFSETS]), wrap(b[c.KEY_DATA])])
+        if "value" in wanted:
+            made["value"] = pa.Array.from_buffers(pa.binary(), count, [
+                validity(c.VALUE_VALID), wrap(b[c.VALUE_OFFSETS]), wrap(b[c.VALUE_DATA])])
+        if "topic" in wanted:
+            made["topic"] = pa.repeat(self._topic, count)
+        if "partition" in wanted:
+            made["partition"] = pa.repeat(self._partition, count)
+        if "offset" in wanted:
+            made["offset"] = pa.Array.from_buffers(pa.int64(), count, [None, wrap(b[c.OFFSETS])])
+        if "timestamp" in wanted:
+            made["timestamp"] = pa.Array.from_buffers(self._timestamp, count, [
+                validity(c.STAMPS_VALID), wrap(b[c.STAMPS])])
+        if "timestampType" in wanted:
+            made["timestampType"] = pa.Array.from_buffers(pa.int32(), count,
+                                                          [None, wrap(b[c.TYPES])])
         if self._headers is not None:
             total = len(b[c.HKEY_OFFSETS]) // 4 - 1
             entry = self._headers.value_type
@@ -224,7 +267,16 @@ class ChunkBatchBuilder(_PartitionBatches):
                     validity(c.HVALUE_VALID), wrap(b[c.HVALUE_OFFSETS]),
                     wrap(b[c.HVALUE_DATA])]),
             ], fields=list(entry))
-            arrays.append(pa.Array.from_buffers(
+            made["headers"] = pa.Array.from_buffers(
                 self._headers, count, [validity(c.HEADER_VALID), wrap(b[c.HEADER_OFFSETS])],
-                children=[pairs]))
-        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+                children=[pairs])
+        return self._batch(made)
+
+    @property
+    def native_columns(self) -> int:
+        """The columns the native reader copies, as its mask (see ``_columnar.c``)."""
+        from kafka_direct.client import columnar as c
+
+        return ((c.WANT_KEY if "key" in self.columns else 0)
+                | (c.WANT_VALUE if "value" in self.columns else 0)
+                | (c.WANT_HEADERS if self.includeHeaders else 0))

@@ -158,7 +158,7 @@ def count_range(offsetRange: OffsetRange, settings: ReadSettings, *, impl: str |
         native = cast(ColumnarDataConsumer, consumer)  # the columnar cache's consumer class
         return sum(chunk.count for chunk in native.read_chunks(
             offsetRange.fromOffset, offsetRange.untilOffset, settings.pollTimeoutMs,
-            settings.failOnDataLoss))
+            settings.failOnDataLoss, columns=0))  # counted, not copied
 
 
 class _CountPartition:

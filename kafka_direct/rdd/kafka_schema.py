@@ -11,8 +11,8 @@ from typing import Any
 
 from kafka_direct.errors import RecordError
 
-__all__ = ["KAFKA_SOURCE_COLUMNS", "MAX_TIMESTAMP_MS", "MIN_TIMESTAMP_MS", "kafka_source_schema",
-           "timestamp_error"]
+__all__ = ["KAFKA_SOURCE_COLUMNS", "MAX_TIMESTAMP_MS", "MIN_TIMESTAMP_MS", "all_columns",
+           "kafka_source_schema", "schema_columns", "select_columns", "timestamp_error"]
 
 #: The largest and smallest Kafka timestamps (ms) whose microseconds fit Spark's timestamp
 #: (an int64 of microseconds), as Spark's source converts them with ``Math.multiplyExact``.
@@ -22,6 +22,11 @@ MIN_TIMESTAMP_MS = -(2**63 // 1000)
 #: Column order of Spark's Kafka source (``spark.read.format("kafka")``).
 KAFKA_SOURCE_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp",
                         "timestampType", "headers")
+
+
+def all_columns(includeHeaders: bool) -> tuple[str, ...]:
+    """The source's columns when none are selected: ``headers`` only if included."""
+    return KAFKA_SOURCE_COLUMNS if includeHeaders else KAFKA_SOURCE_COLUMNS[:7]
 
 
 def kafka_source_schema() -> Any:
@@ -49,6 +54,76 @@ def kafka_source_schema() -> Any:
         StructField("timestampType", IntegerType(), True),
         StructField("headers", ArrayType(header, True), True),
     ])
+
+
+def select_columns(names: Any, includeHeaders: bool, what: str = "columns") -> tuple[str, ...]:
+    """The Kafka columns a read builds, checked: a non-empty subset, each named once.
+
+    Spark's Python data sources are not told which columns a query uses, so a reader that
+    needs only some of them names them (the source's ``columns`` option or a ``.schema()``
+    of some of its columns); the others are never built.
+
+    Args:
+        names: Column names of :data:`KAFKA_SOURCE_COLUMNS`, in the order the rows have them
+            (a sequence of strings, or one comma-separated string).
+        includeHeaders: Whether ``headers`` may be named.
+        what: What gave the names (for messages).
+
+    Raises:
+        ConfigurationError: An unknown, repeated or missing name, or ``headers`` without
+            ``includeHeaders``.
+    """
+    from kafka_direct.errors import ConfigurationError
+
+    given = names.split(",") if isinstance(names, str) else names
+    try:
+        chosen = tuple(str(name).strip() for name in given)
+    except TypeError:
+        chosen = ()
+    known = ", ".join(KAFKA_SOURCE_COLUMNS)
+    if not chosen or "" in chosen:
+        raise ConfigurationError(
+            f"{what} must name one or more of the Kafka columns ({known}), comma-separated, "
+            f"got {names!r}")
+    for name in chosen:
+        if name not in KAFKA_SOURCE_COLUMNS:
+            raise ConfigurationError(
+                f"{what} names {name!r}, which is not a Kafka column: use the exact names "
+                f"{known}")
+        if chosen.count(name) > 1:
+            raise ConfigurationError(f"{what} names the column {name!r} twice")
+    if "headers" in chosen and not includeHeaders:
+        raise ConfigurationError(
+            f"{what} names 'headers' but the source option includeHeaders is not true: set "
+            "includeHeaders=true to read the headers")
+    return chosen
+
+
+def schema_columns(given: Any, includeHeaders: bool) -> tuple[str, ...] | None:
+    """The columns a user's ``.schema(...)`` selects, or None for the whole schema.
+
+    A schema of some of the Kafka columns, each with its Kafka type (nullability aside),
+    selects them (in its order); the others are never built.
+
+    Raises:
+        ConfigurationError: A field that is not a Kafka column, or not of its type.
+    """
+    from kafka_direct.errors import ConfigurationError
+
+    fields = getattr(given, "fields", None)
+    if not isinstance(fields, list):
+        raise ConfigurationError(f"the kafka-direct source reads with a StructType schema, "
+                                 f"got {type(given).__name__}")
+    full = kafka_source_schema()
+    wanted = select_columns([f.name for f in fields], includeHeaders, "the schema given")
+    for field_ in fields:
+        expected = full[field_.name].dataType
+        if field_.dataType != expected:
+            raise ConfigurationError(
+                f"the schema given types column {field_.name!r} as "
+                f"{field_.dataType.simpleString()}, but Kafka's {field_.name!r} is "
+                f"{expected.simpleString()}: give that type, and cast after load()")
+    return None if wanted == all_columns(includeHeaders) else wanted
 
 
 def timestamp_error(topic: str, partition: int, offset: int, millis: int,

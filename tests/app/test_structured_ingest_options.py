@@ -36,4 +36,6 @@ def test_no_rate_no_cap_and_the_rest_of_the_mapping():
         "kafka.security.protocol": "SSL", "kafka.bootstrap.servers": "k:9092",
         "subscribePattern": "e.*", "startingOffsets": "latest", "offsetStore.name": "g",
         "offsetStore.dsn": "dbname=x", "offsetStore.schema": "s", "kafka.group.id": "g",
-        "commitOffsetsToGroup": "true"}
+        "commitOffsetsToGroup": "true",
+        # Only the columns the table stores are built.
+        "columns": "topic,partition,offset,key,value"}

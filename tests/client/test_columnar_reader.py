@@ -3,12 +3,14 @@
 Random logs (several producers, committed and aborted transactions, null keys and values,
 empty ones, headers with null values, records of many sizes, a truncated log start) and
 random ranges, read by both readers of :func:`read_partition`: the same Arrow table or the
-same error, under both isolation levels and with and without headers.
+same error, under both isolation levels, with and without headers, and with only some
+columns (pruned: equal to those columns of a full read).
 """
 
 import logging
 import random
 import sys
+from dataclasses import replace
 
 import pyarrow as pa
 import pytest
@@ -23,6 +25,7 @@ from kafka_direct.errors import ConfigurationError
 from kafka_direct.rdd.arrow_reader import PartitionReadSettings, read_partition
 from kafka_direct.rdd.arrow_rows import arrow_schema
 from kafka_direct.rdd.kafka_rdd import ReadSettings
+from kafka_direct.rdd.kafka_schema import all_columns
 
 needs_native = pytest.mark.skipif(not columnar.native_status()[0],
                                   reason=f"no native reader: {columnar.native_status()[1]}")
@@ -88,7 +91,8 @@ def read_both(offsetRange, settings, caches):
     for cache in caches:
         try:
             batches = list(read_partition(offsetRange, settings, cache=cache))
-            table = pa.Table.from_batches(batches, schema=arrow_schema(settings.includeHeaders))
+            table = pa.Table.from_batches(
+                batches, schema=arrow_schema(settings.includeHeaders, settings.columns))
             outcomes.append(table.combine_chunks())
         except DataLossError as error:
             outcomes.append((type(error), error.fromOffset, error.untilOffset,
@@ -109,7 +113,7 @@ def test_both_readers_give_identical_tables_for_random_logs_and_ranges(kafka, ka
     for partition in range(partitions):  # the log starts move up
         kafka.delete_records(topic, partition, rng.randrange(1, 20))
     bounds = kafka.end_offsets(topic, range(partitions))
-    compared = rows = losses = gaps = headers = 0
+    compared = rows = losses = gaps = headers = pruned = 0
     for isolation in ("read_committed", "read_uncommitted"):
         params = executor_params(kafka.params(**{"group.id": f"diff-{seed}",
                                                  "isolation.level": isolation}))
@@ -121,10 +125,15 @@ def test_both_readers_give_identical_tables_for_random_logs_and_ranges(kafka, ka
             # Some ranges start below the log start (deleted records: data loss).
             start = rng.randrange(0, low + 2 if rng.random() < 0.3 else high)
             end = rng.randrange(start + 1, high + 1)
+            with_headers = rng.random() < 0.5
+            columns = None
+            if rng.random() < 0.4:  # column pruning: some columns, in any order
+                columns = tuple(rng.sample(all_columns(with_headers),
+                                           rng.randint(1, 3 + with_headers)))
             settings = PartitionReadSettings(
                 ReadSettings(params, pollTimeoutMs=20_000,
                              failOnDataLoss=rng.random() < 0.5),
-                includeHeaders=rng.random() < 0.5)
+                includeHeaders=with_headers, columns=columns)
             # A range, then the next one from where it ended (the cached consumer's seek).
             for offsetRange in (OffsetRange(topic, partition, start, end),
                                 OffsetRange(topic, partition, end, min(high, end + 37))):
@@ -133,6 +142,12 @@ def test_both_readers_give_identical_tables_for_random_logs_and_ranges(kafka, ka
                     assert isinstance(native, pa.Table), (offsetRange, native)
                     assert native.schema.equals(python.schema)
                     assert native.equals(python), (offsetRange, isolation)
+                    if columns is not None:  # the columns of a full read, and only them
+                        assert python.column_names == list(columns)
+                        full = replace(settings, columns=None)
+                        whole, = read_both(offsetRange, full, (ConsumerCache(),))
+                        assert python.equals(whole.select(list(columns))), offsetRange
+                        pruned += 1
                     rows += python.num_rows
                     gaps += python.num_rows < offsetRange.count()
                     headers += settings.includeHeaders and python.num_rows > 0
@@ -143,8 +158,8 @@ def test_both_readers_give_identical_tables_for_random_logs_and_ranges(kafka, ka
         for cache in caches:
             cache.clear()
     print(f"seed {seed}: {compared} ranges, {rows} rows, {gaps} with gaps, {losses} data "
-          f"losses, {headers} with headers")
-    assert compared == 56 and rows > 0 and gaps > 0 and headers > 0
+          f"losses, {headers} with headers, {pruned} pruned")
+    assert compared == 56 and rows > 0 and gaps > 0 and headers > 0 and pruned > 0
 
 
 @needs_native
@@ -159,6 +174,30 @@ def test_a_chunk_needs_no_copy_of_the_readers_buffers(kafka, kafka_topic):
     assert sum(b.num_rows for b in batches) == 50
     assert batches[0].column("key").null_count == 50
     assert batches[0].column("value").to_pylist()[:2] == [b"v0", b"v1"]
+
+
+@needs_native
+def test_the_native_reader_copies_only_the_columns_asked_for(kafka, kafka_topic):
+    topic = kafka_topic()
+    kafka.produce(topic, [b"v%d" % i for i in range(30)], keys=[b"k"] * 30, partition=0,
+                  headers=[("h", b"1")])
+    params = executor_params(kafka.params(**{"group.id": "mask"}))
+    cache = ColumnarConsumerCache()
+    for mask, present in [(0, ()), (columnar.WANT_KEY, ("key",)),
+                          (columnar.WANT_VALUE, ("value",)),
+                          (columnar.WANT_VALUE | columnar.WANT_HEADERS, ("value", "headers")),
+                          (7, ("key", "value", "headers"))]:
+        with cache.lease(topic, 0, params) as consumer:
+            chunks = list(consumer.read_chunks(0, 30, 10_000, columns=mask))
+        assert sum(chunk.count for chunk in chunks) == 30
+        for chunk in chunks:
+            b = chunk.buffers
+            copied = {"key": b[columnar.KEY_DATA] is not None,
+                      "value": b[columnar.VALUE_DATA] is not None,
+                      "headers": b[columnar.HKEY_DATA] is not None}
+            assert {name for name, there in copied.items() if there} == set(present), mask
+            assert b[columnar.OFFSETS] is not None and b[columnar.STAMPS] is not None
+    cache.clear()
 
 
 @needs_native

@@ -142,8 +142,10 @@ class FakeNativeConsumer:
     def close(self):
         self.inner.close()
 
-    def consume(self, max_records, timeout_ms, position, until, headers, low_ms, high_ms):
+    def consume(self, max_records, timeout_ms, position, until, columns, low_ms, high_ms):
         import pyarrow as pa
+
+        from kafka_direct.client.columnar import WANT_HEADERS, WANT_KEY, WANT_VALUE
 
         if not self.pending:
             self.pending = self.inner.consume(max_records, timeout_ms / 1000.0)
@@ -188,7 +190,11 @@ class FakeNativeConsumer:
                    raw(pa.array([m.offset() for m in taken], pa.int64()).buffers()[1]),
                    raw(pa.array(stamps, pa.int64()).buffers()[1]), raw(stamp_valid),
                    raw(pa.array(kinds, pa.int32()).buffers()[1])] + [None] * 7
-        if headers:
+        if not columns & WANT_KEY:  # the native reader copies no column not asked for
+            buffers[0:3] = [None] * 3
+        if not columns & WANT_VALUE:
+            buffers[3:6] = [None] * 3
+        if columns & WANT_HEADERS:
             kind = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
             pairs = [[{"key": k, "value": v} for k, v in (m.headers() or [])] or None
                      for m in taken]

@@ -3,7 +3,7 @@
 import pyarrow as pa
 import pytest
 
-from kafka_direct import ConsumerRecord, DataLossError, OffsetRange, RecordError
+from kafka_direct import ConfigurationError, ConsumerRecord, DataLossError, OffsetRange, RecordError
 from kafka_direct.client.columnar import ColumnarConsumerCache
 from kafka_direct.client.data_consumer import ConsumerCache
 from kafka_direct.rdd.arrow_reader import PartitionReadSettings, read_partition
@@ -292,3 +292,42 @@ def test_a_python_row_names_a_record_whose_timestamp_does_not_fit(bad):
     good = record_to_row(record._replace(timestamp=253_402_300_799_999))
     assert good[5].isoformat() == "9999-12-31T23:59:59.999000+00:00"
     assert record_to_row(record._replace(timestamp=-1, timestampType=-1))[5] is None
+
+
+@pytest.mark.parametrize("columns", [("value",), ("offset", "key"), ("timestampType",),
+                                     ("headers", "partition", "topic")])
+def test_only_the_columns_asked_for_are_built_in_their_order(columns):
+    messages = [Message(7, key=b"k", value=b"v", headers=[("h", b"1")]),
+                Message(8, value=None, kind=2, ms=5), Message(9, key=b"", value=b"x", kind=0)]
+    full = RecordBatchBuilder("events", 3, includeHeaders=True).build(messages)
+    pruned = RecordBatchBuilder("events", 3, includeHeaders=True, columns=columns)
+    batch = pruned.build(messages)
+    assert batch.schema.names == list(columns) == list(pruned.columns)
+    assert batch.schema.equals(arrow_schema(True, columns))
+    assert batch.equals(full.select(list(columns)))
+
+
+def test_a_timestamp_spark_cannot_hold_fails_only_a_read_of_the_timestamp_column():
+    messages = [Message(0, value=b"a"), Message(1, value=b"b", kind=1, ms=2**62)]
+    for columns in (None, ("value", "timestamp")):
+        with pytest.raises(RecordError):
+            RecordBatchBuilder("t", 0, False, columns).build(messages)
+    batch = RecordBatchBuilder("t", 0, False, ("offset", "value", "timestampType")).build(
+        messages)
+    assert batch.to_pylist() == [{"offset": 0, "value": b"a", "timestampType": 0},
+                                 {"offset": 1, "value": b"b", "timestampType": 0}]
+
+
+@pytest.mark.parametrize(("columns", "headers", "fault"), [
+    ((), False, "one or more"), (("value", "nope"), False, "'nope', which is not"),
+    (("value", "value"), False, "twice"), (("Value",), False, "exact names"),
+    (("headers",), False, "includeHeaders=true"), ("key,,value", False, "one or more"),
+    (("value", 3), False, "'3', which is not")])
+def test_a_wrong_column_selection_is_a_configuration_error_naming_it(columns, headers, fault):
+    with pytest.raises(ConfigurationError, match=fault):
+        PartitionReadSettings(ReadSettings({}), includeHeaders=headers, columns=columns)
+
+
+def test_a_comma_separated_selection_is_read_as_names():
+    settings = PartitionReadSettings(ReadSettings({}), columns=" value , offset")  # type: ignore[arg-type]
+    assert settings.columns == ("value", "offset")

@@ -27,20 +27,8 @@ except ImportError:  # PySpark before 4.0 has no Python data sources: say what t
     check_structured_support()
     raise
 
-from kafka_direct.errors import ConfigurationError
 
 __all__ = ["KafkaDirectSource"]
-
-
-def _check_schema(given: Any, includeHeaders: bool) -> None:
-    from kafka_direct.rdd.arrow_rows import source_schema
-
-    expected = source_schema(includeHeaders)
-    if given is not None and given != expected:
-        raise ConfigurationError(
-            f"the kafka-direct source has a fixed schema ({expected.simpleString()}) and "
-            f"cannot read with {given.simpleString()}: remove .schema(...) and select or "
-            "cast the columns after load()")
 
 
 class KafkaDirectSource(DataSource):
@@ -55,8 +43,8 @@ class KafkaDirectSource(DataSource):
     def schema(self) -> Any:
         """Spark's Kafka source schema; ``headers`` only with ``includeHeaders=true``.
 
-        Checks every option that does not depend on streaming or batch, so most mistakes
-        fail at ``load()``.
+        Only the ``columns`` option's columns when it is set. Checks every option that does
+        not depend on streaming or batch, so most mistakes fail at ``load()``.
         """
         from kafka_direct.rdd.arrow_rows import source_schema
         from kafka_direct.sql.source.options import parse_source_options
@@ -65,27 +53,24 @@ class KafkaDirectSource(DataSource):
         check_structured_support()
         with carried():
             options = parse_source_options(self.options, streaming=None)
-            return source_schema(options.includeHeaders)
+            return source_schema(options.includeHeaders, options.columns)
 
     def reader(self, schema: Any) -> DataSourceReader:
-        """The batch reader (``spark.read``)."""
+        """The batch reader (``spark.read``) of ``schema``: Kafka's, or some of its columns."""
         from kafka_direct.sql.source.batch_reader import KafkaDirectBatchReader
         from kafka_direct.sql.source.options import parse_source_options
         from kafka_direct.task_errors import carried
 
         check_structured_support()
         with carried():
-            options = parse_source_options(self.options, streaming=False)
-            _check_schema(schema, options.includeHeaders)
+            options = parse_source_options(self.options, streaming=False, schema=schema)
             return KafkaDirectBatchReader(options)
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        """The stream reader (``spark.readStream``), linked to an offset store if asked."""
+        """The stream reader (``spark.readStream``) of ``schema``, linked to a store if asked."""
         from kafka_direct.sql.source.stream_reader import KafkaDirectStreamReader
         from kafka_direct.task_errors import carried
 
         check_structured_support()
         with carried():
-            reader = KafkaDirectStreamReader.create(self.options)
-            _check_schema(schema, reader.options.includeHeaders)
-            return reader
+            return KafkaDirectStreamReader.create(self.options, schema)

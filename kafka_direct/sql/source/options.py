@@ -42,6 +42,7 @@ from typing import Any
 from kafka_direct.client.params import check_with_librdkafka, force_param, validate_params
 from kafka_direct.conf_values import parse_bool, parse_int
 from kafka_direct.errors import ConfigurationError
+from kafka_direct.rdd.kafka_schema import all_columns, schema_columns, select_columns
 from kafka_direct.sql.source.offsets import (
     parse_assign,
     parse_offsets_option,
@@ -73,7 +74,7 @@ _SPELLING = {name.lower(): name for name in (
     "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "maxOffsetsPerTrigger",
     "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions", "maxRecordsPerPartition",
     "groupIdPrefix", "includeHeaders", "commitOffsetsToGroup", "subscribePattern", "assign",
-    "subscribe", "maxOffsetsPerPartitionPerTrigger", "reader")}
+    "subscribe", "maxOffsetsPerPartitionPerTrigger", "reader", "columns")}
 #: The same, lower case, as Spark hands them over.
 KNOWN_OPTIONS = frozenset(_SPELLING)
 
@@ -213,6 +214,8 @@ class SourceOptions:
         commitOffsetsToGroup: Commit each batch's end to ``kafka.group.id`` (monitoring).
         reader: The executors' reader, ``c`` or ``python``; None: ``KAFKA_DIRECT_IMPL``, else
             the native one when it loads.
+        columns: The only columns read (the ``columns`` option, or a ``.schema()`` of some
+            Kafka columns), the others never built; None: all of them.
     """
 
     kafkaParams: dict[str, Any]
@@ -235,6 +238,7 @@ class SourceOptions:
     retryIntervalMs: int = 1000
     commitOffsetsToGroup: bool = False
     reader: str | None = None
+    columns: tuple[str, ...] | None = None
 
     def __repr__(self) -> str:
         from kafka_direct.redaction import redact_params
@@ -370,8 +374,20 @@ def _warn_unknown(opts: Mapping[str, str]) -> None:
         logger.warning("the kafka-direct source ignores the unknown option %r%s", key, hint)
 
 
+def _columns(opts: Mapping[str, str], headers: bool, schema: Any) -> tuple[str, ...] | None:
+    """The ``columns`` option and the schema read with, which must agree."""
+    named = (select_columns(opts["columns"], headers, "option 'columns'")
+             if "columns" in opts else None)
+    given = None if schema is None else schema_columns(schema, headers)
+    if named is not None and schema is not None and named != (given or all_columns(headers)):
+        raise ConfigurationError(
+            f"option 'columns' ({','.join(named)}) and the schema given "
+            f"({schema.simpleString()}) disagree: give one of them")
+    return given if schema is not None else named
+
+
 def parse_source_options(options: Mapping[str, Any], *, streaming: bool | None,
-                         check_client: bool = True) -> SourceOptions:
+                         check_client: bool = True, schema: Any = None) -> SourceOptions:
     """Check the source's options as Spark's ``kafka`` source does, and read them.
 
     Args:
@@ -381,6 +397,7 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool | None,
             but those of starting and ending offsets, which are then left at their
             streaming defaults.
         check_client: Let librdkafka check the ``kafka.*`` properties (a few ms, no network).
+        schema: The schema Spark reads with (a user's ``.schema()``, or the source's own).
 
     Raises:
         ConfigurationError: A missing, conflicting or malformed option; the message names
@@ -429,6 +446,7 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool | None,
             "option 'commitOffsetsToGroup' needs 'kafka.group.id': the consumer group whose "
             "committed offsets monitoring tools read")
     _warn_unknown(opts)
+    headers = parse_bool("option 'includeHeaders'", opts.get("includeheaders", "false"))
     return SourceOptions(
         kafkaParams=params,
         subscription=subscription,
@@ -441,8 +459,8 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool | None,
         maxTriggerDelayMs=delay_ms,
         failOnDataLoss=parse_bool("option 'failOnDataLoss'",
                                   opts.get("failondataloss", "true")),
-        includeHeaders=parse_bool("option 'includeHeaders'", opts.get("includeheaders",
-                                                                       "false")),
+        includeHeaders=headers,
+        columns=_columns(opts, headers, schema),
         reader=_reader(opts),
         groupId=group,
         groupGiven=group_given,

@@ -89,6 +89,7 @@ def read_settings(options: SourceOptions) -> PartitionReadSettings:
         ReadSettings(executor_params(options.kafkaParams), pollTimeoutMs=options.pollTimeoutMs,
                      failOnDataLoss=options.failOnDataLoss),
         includeHeaders=options.includeHeaders,
+        columns=options.columns,
         impl=options.reader or driver_impl())
 
 
@@ -124,13 +125,14 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         self._lost: set[TopicPartition] = set()
 
     @classmethod
-    def create(cls, rawOptions: Mapping[str, Any]) -> KafkaDirectStreamReader:
+    def create(cls, rawOptions: Mapping[str, Any], schema: Any = None
+               ) -> KafkaDirectStreamReader:
         """The reader for a query's options: checked, and linked to an offset store if asked.
 
         Raises:
             ConfigurationError: An option is wrong (it is named, with the fix).
         """
-        options = parse_source_options(rawOptions, streaming=True)
+        options = parse_source_options(rawOptions, streaming=True, schema=schema)
         return cls(options, SourceLink.from_options(rawOptions))
 
     def __getstate__(self) -> dict[str, Any]:

@@ -247,3 +247,24 @@ def test_a_token_provider_named_in_the_options_authenticates_driver_and_executor
         return
     assert values(df) == [(0, 0, b"a"), (0, 1, b"b")]
     assert len(set(calls.read_text().split())) >= 2  # the driver's and a task's
+
+
+def test_a_query_reads_only_the_columns_it_names(spark_session, kafka, kafka_topic):
+    topic = kafka_topic(partitions=2)
+    produce_numbered(kafka, topic, 2, 30)
+    producer = Producer(kafka.params())  # a timestamp Spark cannot hold, in a column not read
+    producer.produce(topic, value=b"late", partition=1, timestamp=time.time_ns())
+    assert producer.flush(30) == 0
+    by_option = read(spark_session, kafka, subscribe=topic, columns="value,offset,partition")
+    assert by_option.columns == ["value", "offset", "partition"]
+    rows = sorted((r.partition, r.offset, r.value) for r in by_option.collect())
+    assert rows == sorted([(p, o, f"{p}:{o}".encode()) for p in range(2) for o in range(30)]
+                          + [(1, 30, b"late")])
+    by_schema = spark_session.read.format("kafka-direct").schema(
+        "partition int, value binary").option("reader", READER["name"]).option(
+        "kafka.bootstrap.servers", kafka.bootstrap_servers).option("subscribe", topic).load()
+    assert by_schema.columns == ["partition", "value"]
+    assert sorted(tuple(r) for r in by_schema.collect()) == sorted((p, v) for p, _, v in rows)
+    with pytest.raises(Exception) as raised:  # the timestamp column read: the record fails
+        read(spark_session, kafka, subscribe=topic, columns="offset,timestamp").collect()
+    assert isinstance(carried_error(raised.value), RecordError)

@@ -2,7 +2,7 @@
 
 import pytest
 from pyspark.sql.datasource import InputPartition
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
 from kafka_direct import ConfigurationError, TopicPartition
 from kafka_direct.sql.link.source_side import SourceLink
@@ -58,11 +58,35 @@ def test_stream_and_batch_checks_apply_to_their_reader():
     assert isinstance(source(endingOffsets="latest").reader(None), KafkaDirectBatchReader)
 
 
-def test_a_schema_of_ones_own_is_refused():
+def test_a_schema_of_other_types_or_columns_is_refused_naming_the_field():
     mine = StructType([StructField("value", StringType())])
-    assert "fixed schema" in refused(lambda: source().streamReader(mine))
-    assert "fixed schema" in refused(lambda: source().reader(mine))
-    assert source().reader(source().schema()) is not None
+    assert "types column 'value' as string" in refused(lambda: source().streamReader(mine))
+    assert "cast after load()" in refused(lambda: source().reader(mine))
+    other = StructType([StructField("payload", BinaryType())])
+    assert "'payload', which is not a Kafka column" in refused(
+        lambda: source().reader(other))
+    headers = source(includeHeaders="true").schema()
+    assert "includeHeaders=true" in refused(lambda: source().reader(headers))
+    assert source().reader(source().schema()).settings.columns is None
+
+
+def test_a_schema_of_some_kafka_columns_selects_them_in_its_order():
+    # Column pruning: Spark's Python data sources are not told a query's columns.
+    mine = StructType([StructField("offset", LongType()), StructField("value", BinaryType())])
+    batch = source(endingOffsets="latest").reader(mine)
+    assert batch.settings.columns == ("offset", "value")
+    assert source().streamReader(mine).settings.columns == ("offset", "value")
+
+
+def test_the_columns_option_selects_columns_and_must_agree_with_a_schema():
+    chosen = source(columns="value, partition")
+    assert chosen.schema().fieldNames() == ["value", "partition"]
+    assert chosen.streamReader(chosen.schema()).settings.columns == ("value", "partition")
+    assert "disagree" in refused(lambda: chosen.streamReader(source().schema()))
+    assert "which is not a Kafka column" in refused(lambda: source(columns="value,v").schema())
+    assert "includeHeaders=true" in refused(lambda: source(columns="headers").schema())
+    assert source(columns="headers", includeHeaders="true").schema().fieldNames() == [
+        "headers"]
 
 
 def test_the_stream_reader_links_to_an_offset_store_without_connecting():

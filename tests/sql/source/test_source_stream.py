@@ -265,3 +265,23 @@ def test_the_per_partition_cap_counts_partitions_added_between_runs(spark_sessio
     assert sizes == [6, 6]
     assert sorted(rows) == sorted((p, o, f"{p}:{o}".encode()) for p in (1, 2)
                                   for o in range(6))
+
+
+def test_a_stream_with_a_schema_of_some_columns_reads_only_them(spark_session, kafka,
+                                                                kafka_topic, tmp_path):
+    topic = kafka_topic(partitions=2)
+    for p in range(2):
+        produce_numbered(kafka, topic, p, 0, 12)
+    seen = []
+    df = (spark_session.readStream.format("kafka-direct").schema(
+        "value binary, offset long, partition int")
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("subscribe", topic).option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", 10).load())
+    assert df.columns == ["value", "offset", "partition"]
+    query = (df.writeStream.foreachBatch(lambda batch, _: seen.extend(batch.collect()))
+             .option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .trigger(availableNow=True).start())
+    assert query.awaitTermination(120)
+    assert {tuple(row.asDict()) for row in seen} == {("value", "offset", "partition")}
+    assert sorted((r.partition, r.offset, r.value) for r in seen) == expected(2, 12)
