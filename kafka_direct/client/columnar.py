@@ -218,8 +218,9 @@ class Chunk:
 
     Attributes:
         count: How many records.
-        buffers: The 17 buffers (bytes, or None for an absent validity bitmap or header
-            buffers not asked for), indexed by the module's ``KEY_OFFSETS`` ... constants.
+        buffers: The 17 buffers (bytes, or None for an absent validity bitmap or for the
+            key's, value's or headers' buffers when not asked for), indexed by the module's
+            ``KEY_OFFSETS`` ... constants.
         badIndex: The first record whose timestamp lies outside the asked bounds, or -1.
         badMillis: That record's timestamp (ms).
     """
@@ -291,9 +292,9 @@ class ColumnarDataConsumer(KafkaDataConsumer):
         raise TypeError("a ColumnarDataConsumer reads chunks (read_chunks), not messages")
 
     def read_chunks(self, fromOffset: int, untilOffset: int, pollTimeoutMs: int,
-                    failOnDataLoss: bool = True, columns: int = WANT_KEY | WANT_VALUE,
-                    timestampBounds: tuple[int, int] = (-(2**63), 2**63 - 1)
-                    ) -> Iterator[Chunk]:
+                    failOnDataLoss: bool = True, includeHeaders: bool = False,
+                    timestampBounds: tuple[int, int] = (-(2**63), 2**63 - 1), *,
+                    columns: int | None = None) -> Iterator[Chunk]:
         """The records of ``[fromOffset, untilOffset)`` as chunks, in offset order.
 
         The contract of :meth:`KafkaDataConsumer.read_batches`, decided by the same methods:
@@ -305,11 +306,16 @@ class ColumnarDataConsumer(KafkaDataConsumer):
             untilOffset: End of the range (exclusive).
             pollTimeoutMs: Longest time without progress.
             failOnDataLoss: Whether lost offsets raise (else a warning).
-            columns: Which of key, value and headers the chunks carry: a mask of
-                ``WANT_KEY``, ``WANT_VALUE`` and ``WANT_HEADERS`` (0 for a count).
+            includeHeaders: Whether chunks carry the headers' buffers (when ``columns``
+                is None).
             timestampBounds: Timestamps (ms) outside these are reported in
                 :attr:`Chunk.badIndex`.
+            columns: Which of key, value and headers the chunks carry: a mask of
+                ``WANT_KEY``, ``WANT_VALUE`` and ``WANT_HEADERS`` (0 for a count); None:
+                key, value, and the headers with ``includeHeaders``.
         """
+        if columns is None:
+            columns = WANT_KEY | WANT_VALUE | (WANT_HEADERS if includeHeaders else 0)
         if fromOffset >= untilOffset:
             return
         self._start(fromOffset)

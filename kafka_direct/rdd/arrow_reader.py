@@ -166,8 +166,9 @@ def _columnar_batches(consumer: ColumnarDataConsumer, offsetRange: OffsetRange,
     rows = 0
     for chunk in consumer.read_chunks(offsetRange.fromOffset, offsetRange.untilOffset,
                                       read.pollTimeoutMs, read.failOnDataLoss,
-                                      builder.native_columns,
-                                      (MIN_TIMESTAMP_MS, MAX_TIMESTAMP_MS)):
+                                      settings.includeHeaders,
+                                      (MIN_TIMESTAMP_MS, MAX_TIMESTAMP_MS),
+                                      columns=builder.native_columns):
         batch = builder.build(chunk)
         if not pending and batch.num_rows >= ROWS_PER_BATCH:
             yield batch  # the common case: a full chunk, handed on as it is

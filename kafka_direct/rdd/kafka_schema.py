@@ -75,9 +75,10 @@ def select_columns(names: Any, includeHeaders: bool, what: str = "columns") -> t
     """
     from kafka_direct.errors import ConfigurationError
 
-    given = names.split(",") if isinstance(names, str) else names
     try:
-        chosen = tuple(str(name).strip() for name in given)
+        # An option's names may have spaces around the commas; a schema's are exact.
+        chosen = (tuple(name.strip() for name in names.split(",")) if isinstance(names, str)
+                  else tuple(str(name) for name in names))
     except TypeError:
         chosen = ()
     known = ", ".join(KAFKA_SOURCE_COLUMNS)
@@ -102,11 +103,13 @@ def select_columns(names: Any, includeHeaders: bool, what: str = "columns") -> t
 def schema_columns(given: Any, includeHeaders: bool) -> tuple[str, ...] | None:
     """The columns a user's ``.schema(...)`` selects, or None for the whole schema.
 
-    A schema of some of the Kafka columns, each with its Kafka type (nullability aside),
-    selects them (in its order); the others are never built.
+    A schema of some of the Kafka columns, each with its Kafka type, selects them (in its
+    order); the others are never built. Every Kafka column may be null to Spark (as Spark's
+    source declares them), so a field declared NOT NULL, even inside ``headers``, is refused:
+    Spark would fail the read, or drop a ``value IS NULL`` filter as always false.
 
     Raises:
-        ConfigurationError: A field that is not a Kafka column, or not of its type.
+        ConfigurationError: A field that is not a Kafka column, not of its type, or NOT NULL.
     """
     from kafka_direct.errors import ConfigurationError
 
@@ -118,6 +121,12 @@ def schema_columns(given: Any, includeHeaders: bool) -> tuple[str, ...] | None:
     wanted = select_columns([f.name for f in fields], includeHeaders, "the schema given")
     for field_ in fields:
         expected = full[field_.name].dataType
+        if field_.dataType.simpleString() == expected.simpleString() and (
+                field_.dataType != expected or not field_.nullable):
+            raise ConfigurationError(
+                f"the schema given declares column {field_.name!r} (or a part of it) NOT "
+                f"NULL, but Kafka's columns may be null: declare it nullable (drop NOT NULL, "
+                f"or nullable=True / containsNull=True)")
         if field_.dataType != expected:
             raise ConfigurationError(
                 f"the schema given types column {field_.name!r} as "
@@ -144,5 +153,6 @@ def timestamp_error(topic: str, partition: int, offset: int, millis: int,
         f"record {topic}-{partition} at offset {offset}: {cause}. Fix the producer to send "
         f"milliseconds (e.g. int(time.time() * 1000)); to read on without that record, start "
         f"after it (the source's startingOffsets {{\"{topic}\": {{\"{partition}\": "
-        f"{offset + 1}}}}}, or an OffsetRange from {offset + 1})",
+        f"{offset + 1}}}}}, or an OffsetRange from {offset + 1}), or read without the "
+        f"timestamp column (the source's option columns, e.g. columns=key,value,offset)",
         topic=topic, partition=partition, offset=offset, cause=cause, timestamp=millis)

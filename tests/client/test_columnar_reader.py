@@ -197,6 +197,13 @@ def test_the_native_reader_copies_only_the_columns_asked_for(kafka, kafka_topic)
                       "headers": b[columnar.HKEY_DATA] is not None}
             assert {name for name, there in copied.items() if there} == set(present), mask
             assert b[columnar.OFFSETS] is not None and b[columnar.STAMPS] is not None
+    # Without a mask, as before masks: key and value, and the headers if included.
+    for include, present in ((False, (True, True, False)), (True, (True, True, True))):
+        with cache.lease(topic, 0, params) as consumer:
+            chunk, = list(consumer.read_chunks(0, 1, 10_000, True, include))
+        b = chunk.buffers
+        assert (b[columnar.KEY_DATA] is not None, b[columnar.VALUE_DATA] is not None,
+                b[columnar.HKEY_DATA] is not None) == present
     cache.clear()
 
 

@@ -2,7 +2,14 @@
 
 import pytest
 from pyspark.sql.datasource import InputPartition
-from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from kafka_direct import ConfigurationError, TopicPartition
 from kafka_direct.sql.link.source_side import SourceLink
@@ -68,6 +75,24 @@ def test_a_schema_of_other_types_or_columns_is_refused_naming_the_field():
     headers = source(includeHeaders="true").schema()
     assert "includeHeaders=true" in refused(lambda: source().reader(headers))
     assert source().reader(source().schema()).settings.columns is None
+
+
+@pytest.mark.parametrize("field", [
+    StructField("value", BinaryType(), nullable=False),
+    StructField("offset", LongType(), nullable=False),
+    StructField("headers", ArrayType(StructType([StructField("key", StringType()),
+                                                  StructField("value", BinaryType())]),
+                                     containsNull=False))])
+def test_a_not_null_field_is_refused_as_kafkas_columns_may_be_null(field):
+    # Spark would fail every read, or drop "value IS NULL" filters as always false.
+    message = refused(lambda: source(includeHeaders="true").reader(StructType([field])))
+    assert f"column {field.name!r} (or a part of it) NOT NULL" in message
+    assert "declare it nullable" in message
+
+
+def test_a_schema_name_is_exact_not_trimmed():
+    spaced = StructType([StructField(" value", BinaryType())])
+    assert "' value', which is not a Kafka column" in refused(lambda: source().reader(spaced))
 
 
 def test_a_schema_of_some_kafka_columns_selects_them_in_its_order():
