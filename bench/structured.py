@@ -11,8 +11,10 @@ partition at a time, so per-partition speed is compared as bench/read_throughput
   ``python``), with the CPU each spends per record (Spark's JVM and its Python workers;
   the raw loop's is its own process's),
 * source, stream: ``readStream`` with ``Trigger.AvailableNow`` into the ``noop`` sink,
+* source, pruned: the native reader with ``columns=value`` (column pruning), with its CPU,
 * the ceiling of any Python data source: pre-built record batches, no Kafka, into ``noop``
-  (Spark's own per-row cost of a Python source on this machine),
+  (Spark's own per-row cost of a Python source on this machine), with its CPU per record:
+  what Spark's JVM spends taking rows in, which no source avoids,
 * rows as Arrow vs as tuples: the executor-side cost of turning messages into what Spark
   receives, in-process: the source's record batches beside tuples converted by PySpark.
 * the serial estimate of any source task on one core: it consumes what the raw loop
@@ -57,12 +59,14 @@ def session(sc):
     return spark
 
 
-def source_batch_rate(spark, bootstrap, topic, records, reader=None):
+def source_batch_rate(spark, bootstrap, topic, records, reader=None, columns=None):
     """The source as a batch read, every row handed to Spark's noop sink: records/s."""
     reading = (spark.read.format("kafka-direct").option("kafka.bootstrap.servers", bootstrap)
                .option("subscribe", topic))
     if reader is not None:
         reading = reading.option("reader", reader)
+    if columns is not None:
+        reading = reading.option("columns", columns)
     df = reading.load()
     start = time.perf_counter()
     df.write.format("noop").mode("overwrite").save()
@@ -94,13 +98,20 @@ def _cpu_seconds(root):
     return total, python
 
 
-def source_batch_cost(spark, sc, bootstrap, topic, records, reader):
+def source_batch_cost(spark, sc, bootstrap, topic, records, reader, columns=None):
     """``source_batch_rate`` and its CPU microseconds per record (Spark's processes, and
     the Python workers alone)."""
+    return spark_cost(sc, records, lambda: source_batch_rate(spark, bootstrap, topic, records,
+                                                             reader, columns))
+
+
+def spark_cost(sc, records, run):
+    """``run()``'s result and its CPU microseconds per record: Spark's processes (and this
+    driver's), and the Python workers alone."""
     jvm = sc._gateway.proc.pid
     before, before_python = _cpu_seconds(jvm)
     driver = time.process_time()
-    rate = source_batch_rate(spark, bootstrap, topic, records, reader)
+    rate = run()
     after, after_python = _cpu_seconds(jvm)
     total = after - before + time.process_time() - driver
     return rate, total * 1e6 / records, (after_python - before_python) * 1e6 / records
@@ -247,6 +258,11 @@ def conversion_rates(kafka, topic, count):
     return rate(arrow), rate(tuples)
 
 
+def median_of(results, index):
+    """The median of one field of a list of tuples."""
+    return statistics.median(result[index] for result in results)
+
+
 def source_part(args, kafka):
     """The source's measurements; returns the lines to print."""
     per_partition = args.records // args.partitions
@@ -262,6 +278,7 @@ def source_part(args, kafka):
     every_partition = range(args.partitions)
     raw_rate(kafka, topic, [0], min(per_partition, 50_000))  # warm-up
     raws, rdds, batches, streams, sustained, ceilings = [], [], [], [], [], []
+    ceiling_cpus, pruned = [], []
     raw_cpus = []
     readers = {"c": ([], [], []), "python": ([], [], [])}  # rates, CPU us, worker CPU us
     # The tests' JVM compiles with C1 only (quick starts); a benchmark wants the full JIT.
@@ -293,7 +310,12 @@ def source_part(args, kafka):
                 os.path.join(args.workdir, f"checkpoint-{os.getpid()}-{run}"))
             streams.append(whole)
             sustained.append(running)
-            ceilings.append(python_source_ceiling(spark, records))
+            rate, cpu, worker = spark_cost(sc, records,
+                                           lambda: python_source_ceiling(spark, records))
+            ceilings.append(rate)
+            ceiling_cpus.append((cpu, worker))
+            pruned.append(source_batch_cost(spark, sc, kafka.bootstrap_servers, topic,
+                                            records, "c", "value"))
     # The whole machine: the source on 2 cores beside raw consumers in 2 processes.
     raw_pairs, wholes = [], []
     with spark_context("local[2]", "bench-structured-2",
@@ -328,9 +350,15 @@ def source_part(args, kafka):
         f"source, stream AvailableNow, local[1]: {stream:12,.0f} records/s  "
         f"({stream / raw:.2f}x raw, the query's start included; its batches alone "
         f"{batch_only:,.0f} records/s, {batch_only / raw:.2f}x raw)",
+        f"source, reader=c, columns=value      : {median_of(pruned, 0):12,.0f} records/s  "
+        f"({median_of(pruned, 0) / raw:.2f}x raw; CPU {median_of(pruned, 1):.2f} us/record, "
+        f"Python workers {median_of(pruned, 2):.2f}: {raw_cpu / median_of(pruned, 1):.2f}x "
+        "raw per CPU second)",
         f"any Python data source, no Kafka     : {ceiling:12,.0f} records/s  "
         f"(Spark's own cost per row: the ceiling of every Python source, {ceiling / raw:.2f}x "
-        "raw)",
+        f"raw; CPU {median_of(ceiling_cpus, 0):.2f} us/record, Python workers "
+        f"{median_of(ceiling_cpus, 1):.2f}: {raw_cpu / median_of(ceiling_cpus, 0):.2f}x raw "
+        "per CPU second)",
         f"messages -> Spark rows, in-process   : Arrow {arrow:,.0f} records/s, tuples via "
         f"PySpark {tuples:,.0f} records/s ({arrow / tuples:.1f}x)",
         # A task on one core consumes what the raw loop consumes, then builds its rows and
