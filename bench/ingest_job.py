@@ -79,6 +79,7 @@ class Run:
     firstCommit: float | None
     cpuJob: float
     cpuServices: float
+    cpuBroker: float
     batches: list[tuple[int, float]] = field(default_factory=list)
     tracebacks: int = 0
 
@@ -200,7 +201,7 @@ def run_job(args, kafka, pg, topic: str, api: str, name: str, pids: list[int],
                        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
     drop_table(pg, name)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    services = service_cpu(pids)
+    services, broker = service_cpu(pids), service_cpu(pids[:1])
     start = time.perf_counter()
     watcher = FirstRows(pg, name, start)
     watcher.start()
@@ -214,6 +215,7 @@ def run_job(args, kafka, pg, topic: str, api: str, name: str, pids: list[int],
     watcher.join()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpuServices = service_cpu(pids) - services
+    cpuBroker = service_cpu(pids[:1]) - broker
     cpuJob = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if finished.returncode != 0:
         sys.stdout.write(finished.stdout)
@@ -237,7 +239,7 @@ def run_job(args, kafka, pg, topic: str, api: str, name: str, pids: list[int],
                          f"{records}")
     drop_table(pg, name)
     return Run(api, sum(n for n, _ in loaded), sum(s for _, s in loaded), whole,
-               watcher.seen, cpuJob, cpuServices, loaded,
+               watcher.seen, cpuJob, cpuServices, cpuBroker, loaded,
                stderr.count("Traceback (most recent call last)"))
 
 
@@ -298,6 +300,7 @@ def main() -> None:
             first = f"{statistics.median(firsts):.1f} s [{min(firsts):.1f}]" if firsts else "-"
             job_cpu = statistics.median(r.cpuJob for r in results) * 1e6 / records
             svc_cpu = statistics.median(r.cpuServices for r in results) * 1e6 / records
+            broker_cpu = statistics.median(r.cpuBroker for r in results) * 1e6 / records
             ratios = [(r.batchRate * c / records, r.wholeRate * c / records)
                       for r, c in zip(results, copy_seconds, strict=True)]
             label = "bc"[apis.index(api)]
@@ -305,7 +308,8 @@ def main() -> None:
                   f"[{max(r.batchRate for r in results):,.0f}], whole run {whole:10,.0f} "
                   f"rows/s [{max(r.wholeRate for r in results):,.0f}], first commit {first}")
             print(f"    CPU {job_cpu:.1f} us/record in the job's processes + {svc_cpu:.1f} in "
-                  f"the broker and PostgreSQL; vs plain COPY (same round): batches "
+                  f"the broker ({broker_cpu:.1f}) and PostgreSQL's backends ("
+                  f"{svc_cpu - broker_cpu:.1f}); vs plain COPY (same round): batches "
                   f"{statistics.median(b for b, _ in ratios):.2f}x "
                   f"[{max(b for b, _ in ratios):.2f}] (target >= 1.0), whole run "
                   f"{statistics.median(w for _, w in ratios):.2f}x "
