@@ -27,7 +27,7 @@ import statistics
 import tempfile
 import time
 
-from kafka_direct.sql.sink.encoding import encode_batch
+from kafka_direct.postgres.copy_csv import encode_batch
 from kafka_direct.testing import EmbeddedPostgres, spark_context
 from sinks.postgres_writer import copy_rows
 

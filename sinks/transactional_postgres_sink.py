@@ -69,6 +69,8 @@ def default_row(record: ConsumerRecord) -> tuple[Any, ...]:
 
 
 DEFAULT_COLUMNS = ("topic", "kafka_partition", "kafka_offset", "key", "value")
+#: The Arrow columns that are :func:`default_row`'s values, in its order.
+_ARROW_COLUMNS = ("topic", "partition", "offset", "key", "value")
 CONCURRENT_JOBS = "spark.streaming.concurrentJobs"
 
 
@@ -144,6 +146,7 @@ class _PartitionWriter:
     offsetSchema: str
     statementTimeoutMs: int | None
     generation: int | None = None
+    columnar: Any = None  # PartitionReadSettings: the range read as Arrow, COPYed as CSV
 
     def __repr__(self) -> str:
         return f"_PartitionWriter({self.schema}.{self.table}, group={self.group!r})"
@@ -171,6 +174,17 @@ class _PartitionWriter:
             store.seed(self.group, {offsetRange.topicPartition(): start}, cursor=cursor)
             if not store.claim(cursor, self.group, offsetRange, chainEnd):
                 written = -1  # applied before: the transaction ends with nothing written
+            elif self.columnar is not None:
+                from kafka_direct.postgres.copy_csv import copy_batches
+                from kafka_direct.rdd.arrow_reader import read_partition, task_attempt
+
+                # The default rows, with no Python object per record: the range read as
+                # Arrow batches and COPYed as CSV. ``records`` is never started, so the
+                # KafkaRDD's own read of the range does not run.
+                written = copy_batches(cursor, sql.Identifier(self.schema, self.table),
+                                       self.columns, read_partition(
+                                           offsetRange, self.columnar, attempt=task_attempt()))
+                store.advance(cursor, self.group, offsetRange)
             else:
                 written = copy_rows(cursor, sql.Identifier(self.schema, self.table),
                                     self.columns, user_rows(self.row, records, offsetRange))
@@ -294,6 +308,27 @@ class TransactionalPostgresSink(KafkaRDDSink):
 
         return write
 
+    def _columnar(self, rdd: Any) -> Any:
+        """How to read ``rdd``'s ranges as Arrow batches, or None to write its records.
+
+        The default rows of a KafkaRDD's raw records are its ``topic``, ``partition``,
+        ``offset``, ``key`` and ``value`` columns: read as Arrow and COPYed as CSV, with no
+        Python object per record (several times cheaper). Anything else (a row function, a
+        derived or persisted RDD, deserializers) goes through the records.
+        """
+        from kafka_direct.rdd.arrow_reader import PartitionReadSettings, driver_impl
+        from kafka_direct.rdd.kafka_rdd import KafkaRDD
+
+        if self.row is not default_row or len(self.columns) != len(DEFAULT_COLUMNS) \
+                or not isinstance(rdd, KafkaRDD) or rdd.holdsRecords():
+            return None
+        settings = rdd.readSettings()
+        if (settings.keyDeserializer is not None or settings.valueDeserializer is not None
+                or settings.messageHandler is not None):
+            return None
+        return PartitionReadSettings(settings, columns=_ARROW_COLUMNS, planned=False,
+                                     impl=driver_impl())
+
     def write(self, rdd: Any) -> dict[str, int]:
         """Write the RDD's ranges; returns counts of rows written and ranges skipped.
 
@@ -327,7 +362,8 @@ class TransactionalPostgresSink(KafkaRDDSink):
             return {"rows": 0, "skipped": 0}  # an idle batch needs no Spark job
         writer = _PartitionWriter(self._dsn, self.group, self.table, self.schema,
                                   self.columns, self.row, offsetRanges, self.store.table,
-                                  self.store.schema, self.statementTimeoutMs, generation)
+                                  self.store.schema, self.statementTimeoutMs, generation,
+                                  self._columnar(rdd))
         from kafka_direct.task_errors import typed_errors
 
         rounds = write_rounds(offsetRanges)

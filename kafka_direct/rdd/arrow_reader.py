@@ -38,7 +38,7 @@ from kafka_direct.rdd.kafka_schema import MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS, se
 from kafka_direct.rdd.read_settings import ReadSettings
 from kafka_direct.task_errors import carry_errors
 
-__all__ = ["ROWS_PER_BATCH", "PartitionReadSettings", "read_partition", "read_task"]
+__all__ = ["ROWS_PER_BATCH", "PartitionReadSettings", "read_partition", "read_task", "task_attempt"]
 
 #: Fewest records per Arrow batch handed to Spark (but for a range's last one): the
 #: consumer's own batches can be small, and each record batch has a fixed cost. Not much
@@ -188,7 +188,8 @@ def _joined(batches: list[Any]) -> Any:
     return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
 
-def _attempt() -> int:
+def task_attempt() -> int:
+    """The running Spark task's attempt number (0 outside a task)."""
     try:
         from pyspark import TaskContext
 
@@ -200,4 +201,4 @@ def _attempt() -> int:
 
 def read_task(offsetRange: OffsetRange, settings: PartitionReadSettings) -> Iterator[Any]:
     """:func:`read_partition` as a task runs it: its attempt number, errors carried as data."""
-    return carry_errors(read_partition(offsetRange, settings, attempt=_attempt()))
+    return carry_errors(read_partition(offsetRange, settings, attempt=task_attempt()))

@@ -25,8 +25,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from kafka_direct.arrow_values import constant
 from kafka_direct.errors import RecordError
-from kafka_direct.rdd.arrow_values import constant
 from kafka_direct.rdd.kafka_schema import (
     MAX_TIMESTAMP_MS,
     MIN_TIMESTAMP_MS,

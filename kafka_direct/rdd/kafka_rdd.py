@@ -218,6 +218,10 @@ class KafkaRDD(typed_rdd_class(PipelinedRDD), HasOffsetRanges):  # type: ignore[
         """The ranges, one per Spark partition, in partition order."""
         return list(self._offsetRanges)
 
+    def readSettings(self) -> ReadSettings:
+        """How its executors read (parameters, poll timeout, deserializers...)."""
+        return self._settings
+
     def count(self) -> int:
         """The exact number of records (read from Kafka unless all ranges are empty).
 

@@ -1,11 +1,12 @@
 """Imports point down, folder by folder (checked on the source, every import counted).
 
 From the bottom up: the vocabulary at the package's root (errors, their transport, the one
-redaction, checked settings, TopicPartition, ConsumerRecord, OffsetRange); the engine
-(``streaming/``), the Kafka clients (``client/``) and PostgreSQL (``postgres/``), which know
-nothing of each other; ``rdd/`` on the clients; ``dstream/`` on the RDD and the engine; the
-face (``kafka_direct``, ``kafka_utils``) and ``compat/`` on the direct stream; ``sql/`` on
-the clients, the RDD and PostgreSQL; ``offsets/`` and ``sinks/`` on all of it; the app on top.
+redaction, checked settings, TopicPartition, ConsumerRecord, OffsetRange, Arrow constants);
+the engine (``streaming/``), the Kafka clients (``client/``) and PostgreSQL (``postgres/``),
+which know nothing of each other; ``rdd/`` on the clients; ``dstream/`` on the RDD and the
+engine; the face (``kafka_direct``, ``kafka_utils``) and ``compat/`` on the direct stream;
+``sql/`` on the clients, the RDD and PostgreSQL; ``offsets/`` and ``sinks/`` on all of it;
+the app on top.
 """
 
 import ast
@@ -19,7 +20,7 @@ PACKAGES = ("kafka_direct", "offsets", "sinks")
 #: The vocabulary every layer speaks: root modules that import only each other.
 VOCABULARY = {f"kafka_direct.{name}" for name in (
     "errors", "task_errors", "redaction", "conf_values", "topic_partition",
-    "consumer_record", "offset_range")}
+    "consumer_record", "offset_range", "arrow_values")}
 #: The face: the package itself, Spark's entry points, and a moved module's old path.
 FACE = {"kafka_direct", "kafka_direct.kafka_utils", "kafka_direct.spark_support"}
 

@@ -34,8 +34,8 @@ from typing import Any
 from kafka_direct.errors import ConfigurationError, SinkWriteError
 from kafka_direct.postgres.catalog import ensure_tables
 from kafka_direct.postgres.connection import Database, drop_cached, retry_broken, transaction
+from kafka_direct.postgres.copy_csv import CsvStream
 from kafka_direct.postgres.errors import CommitOutcomeUnknownError, database_error
-from kafka_direct.sql.sink.encoding import CsvStream
 
 __all__ = [
     "COMMITS_TABLE",

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_direct.sql.sink.encoding import CsvStream, _hex_binary, encode_batch
+from kafka_direct.postgres.copy_csv import CsvStream, _hex_binary, encode_batch
 
 TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
                max_size=30)
@@ -94,3 +94,34 @@ def test_hex_matches_python_on_slices(values, offset):
     expected = [None if v is None else "\\x" + v.hex() for v in array.to_pylist()]
     assert _hex_binary(array).to_pylist() == expected
     assert _hex_binary(array.cast(pa.large_binary())).to_pylist() == expected
+
+
+def test_copy_batches_raises_what_the_batches_raised_not_the_drivers_copy_error(postgres,
+                                                                               pg_schema):
+    import psycopg2
+    from psycopg2 import sql
+
+    from kafka_direct.postgres.copy_csv import copy_batches
+
+    with postgres.connect() as connection, connection.cursor() as cursor:
+        cursor.execute(f'CREATE TABLE "{pg_schema}".t (n bigint, v bytea)')
+    connection.close()
+    table = sql.Identifier(pg_schema, "t")
+    batch = pa.RecordBatch.from_pydict({"n": [1, 2], "v": [b"a", None]})
+
+    def failing():
+        yield batch
+        raise KeyError("the reader's own error")
+
+    connection = postgres.connect()
+    with pytest.raises(KeyError, match="the reader's own error"), connection, \
+            connection.cursor() as cursor:
+        copy_batches(cursor, table, ("n", "v"), failing())
+    with connection, connection.cursor() as cursor:
+        assert copy_batches(cursor, table, ("n", "v"), [batch, batch]) == 4
+        cursor.execute(f'SELECT n, v FROM "{pg_schema}".t ORDER BY n')
+        assert [(n, None if v is None else bytes(v)) for n, v in cursor.fetchall()] == [
+            (1, b"a"), (1, b"a"), (2, None), (2, None)]
+    with pytest.raises(psycopg2.Error), connection, connection.cursor() as cursor:
+        copy_batches(cursor, table, ("n", "missing"), [batch])  # the database's own error
+    connection.close()

@@ -1,9 +1,10 @@
 r"""Arrow record batches as COPY's CSV, encoded in Arrow's C++ writer.
 
-Spark hands a Python sink's tasks their rows as Arrow record batches; :class:`CsvStream`
-turns them into one ``COPY ... FROM STDIN WITH (FORMAT csv)`` stream without a Python loop
-per value for the common types. What PostgreSQL's CSV input needs and Arrow's writer does
-not give is converted column by column first:
+Spark hands a Python sink's tasks their rows as Arrow record batches, and the native reader
+gives a KafkaRDD's records as Arrow batches too; :class:`CsvStream` turns them into one
+``COPY ... FROM STDIN WITH (FORMAT csv)`` stream without a Python loop per value for the
+common types (:func:`copy_batches` runs that COPY). What PostgreSQL's CSV input needs and
+Arrow's writer does not give is converted column by column first:
 
 * binary -> ``\x``-hex text (bytea's input), vectorised with numpy;
 * timestamps with a time zone -> UTC (written with ``+0000``: an instant stays that
@@ -23,10 +24,10 @@ import datetime
 import decimal
 import json
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-__all__ = ["CsvStream", "copy_ready", "encode_batch"]
+__all__ = ["CsvStream", "copy_batches", "copy_ready", "encode_batch"]
 
 _HEX_DIGITS = b"0123456789abcdef"
 
@@ -53,7 +54,7 @@ def _hex_binary(array: Any) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from kafka_direct.rdd.arrow_values import constant
+    from kafka_direct.arrow_values import constant
 
     if _table is None:
         _table = _hex_table()
@@ -174,17 +175,25 @@ class CsvStream:
 
     Attributes:
         rows: Rows encoded so far (all of them once the COPY has read to the end).
+        failure: What the batches raised, or None. The database driver reports an error in
+            ``read()`` as a failed COPY of its own; the caller raises this one instead
+            (:func:`copy_batches` does), so a reader's typed error keeps its type.
     """
 
     def __init__(self, batches: Iterable[Any]) -> None:
         self._batches: Iterator[Any] = iter(batches)
         self._pending = memoryview(b"")
         self.rows = 0
+        self.failure: BaseException | None = None
 
     def read(self, size: int = -1) -> bytes:
         """The next at most ``size`` bytes (everything left of one batch for -1)."""
         while not len(self._pending):
-            batch = next(self._batches, None)
+            try:
+                batch = next(self._batches, None)
+            except BaseException as error:
+                self.failure = error
+                raise
             if batch is None:
                 return b""
             self.rows += batch.num_rows
@@ -198,3 +207,36 @@ class CsvStream:
     def readline(self, size: int = -1) -> bytes:
         """Not line-based: COPY reads blocks; here for file-like completeness."""
         return self.read(size)
+
+
+def copy_batches(cursor: Any, table: Any, columns: Sequence[str], batches: Iterable[Any]
+                 ) -> int:
+    """COPY record batches into ``table`` on ``cursor``; returns how many rows.
+
+    Args:
+        cursor: A psycopg2 cursor, in the caller's transaction.
+        table: The target (a ``psycopg2.sql`` identifier).
+        columns: The target's columns, one per batch column, in the batches' order.
+        batches: Arrow record batches (read lazily: memory holds one batch's CSV).
+
+    Raises:
+        BaseException: What ``batches`` raised (a reader's typed error), as it was: the COPY
+            is aborted, and so is the caller's transaction.
+        psycopg2.Error: The COPY failed (the caller's transaction is then aborted).
+        RuntimeError: PostgreSQL reports another number of rows than were sent.
+    """
+    from psycopg2 import sql
+
+    stream = CsvStream(batches)
+    statement = sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT csv)").format(
+        table, sql.SQL(", ").join(sql.Identifier(c) for c in columns))
+    try:
+        cursor.copy_expert(statement.as_string(cursor), stream, size=1 << 20)
+    except Exception:
+        if stream.failure is not None:
+            raise stream.failure from None  # not the driver's "error in .read() call"
+        raise
+    if cursor.rowcount != stream.rows:
+        raise RuntimeError(f"COPY into {table.as_string(cursor)} read {cursor.rowcount} rows "
+                           f"of the {stream.rows} sent")
+    return stream.rows

@@ -10,11 +10,11 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-import kafka_direct.rdd.arrow_values
-from kafka_direct.rdd.arrow_values import constant
+import kafka_direct.arrow_values
+from kafka_direct.arrow_values import constant
 
 #: The package under test first on the child's path (not another installed copy).
-_SOURCE_ROOT = str(Path(kafka_direct.rdd.arrow_values.__file__).parents[2])
+_SOURCE_ROOT = str(Path(kafka_direct.arrow_values.__file__).parents[1])
 
 
 @pytest.mark.parametrize(("value", "arrow_type"), [
@@ -45,7 +45,7 @@ def test_the_tasks_constants_import_no_pandas():
     code = (
         "import sys\n"
         "import pyarrow as pa\n"
-        "from kafka_direct.sql.sink.encoding import encode_batch\n"
+        "from kafka_direct.postgres.copy_csv import encode_batch\n"
         "from kafka_direct.rdd.arrow_rows import RecordBatchBuilder\n"
         "RecordBatchBuilder('t', 0, False)\n"
         "values = pa.Array.from_buffers(pa.binary(), 2, [pa.py_buffer(b'\\x01'),\n"
