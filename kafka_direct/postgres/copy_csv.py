@@ -209,34 +209,55 @@ class CsvStream:
         return self.read(size)
 
 
-def copy_batches(cursor: Any, table: Any, columns: Sequence[str], batches: Iterable[Any]
-                 ) -> int:
-    """COPY record batches into ``table`` on ``cursor``; returns how many rows.
+def copy_batches(cursor: Any, table: Any, columns: Sequence[str], batches: Iterable[Any],
+                 chunk_rows: int = 10_000, chunk_bytes: int = 32 << 20) -> int:
+    """COPY record batches into ``table`` on ``cursor``; returns how many rows were sent.
+
+    As ``sinks.postgres_writer.copy_rows`` does with rows: the batches are taken in chunks
+    of about ``chunk_rows`` rows (or ``chunk_bytes``), each sent by a COPY of its own. So
+    the reading of the batches (a Kafka read, its waits) happens between statements, never
+    inside one: a ``statement_timeout`` bounds each COPY, not the read; and memory holds
+    one chunk, whatever the range's size. A trigger may skip rows: what PostgreSQL stores
+    is its business, as with any COPY.
 
     Args:
         cursor: A psycopg2 cursor, in the caller's transaction.
         table: The target (a ``psycopg2.sql`` identifier).
         columns: The target's columns, one per batch column, in the batches' order.
-        batches: Arrow record batches (read lazily: memory holds one batch's CSV).
+        batches: Arrow record batches (read lazily).
+        chunk_rows: Rows per COPY, about (whole batches are sent).
+        chunk_bytes: Arrow bytes per COPY, about.
 
     Raises:
-        BaseException: What ``batches`` raised (a reader's typed error), as it was: the COPY
-            is aborted, and so is the caller's transaction.
-        psycopg2.Error: The COPY failed (the caller's transaction is then aborted).
-        RuntimeError: PostgreSQL reports another number of rows than were sent.
+        BaseException: What ``batches`` raised (a reader's typed error), as it was; the
+            caller's transaction must then roll back.
+        psycopg2.Error: A COPY failed (the caller's transaction is then aborted).
     """
     from psycopg2 import sql
 
-    stream = CsvStream(batches)
     statement = sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT csv)").format(
-        table, sql.SQL(", ").join(sql.Identifier(c) for c in columns))
+        table, sql.SQL(", ").join(sql.Identifier(c) for c in columns)).as_string(cursor)
+    sent = 0
+    pending: list[Any] = []
+    rows = size = 0
+    for batch in batches:
+        pending.append(batch)
+        rows += batch.num_rows
+        size += batch.nbytes
+        if rows >= chunk_rows or size >= chunk_bytes:
+            sent += _copy_chunk(cursor, statement, pending)
+            pending, rows, size = [], 0, 0
+    if pending:
+        sent += _copy_chunk(cursor, statement, pending)
+    return sent
+
+
+def _copy_chunk(cursor: Any, statement: str, batches: list[Any]) -> int:
+    stream = CsvStream(batches)
     try:
-        cursor.copy_expert(statement.as_string(cursor), stream, size=1 << 20)
+        cursor.copy_expert(statement, stream, size=1 << 20)
     except Exception:
         if stream.failure is not None:
             raise stream.failure from None  # not the driver's "error in .read() call"
         raise
-    if cursor.rowcount != stream.rows:
-        raise RuntimeError(f"COPY into {table.as_string(cursor)} read {cursor.rowcount} rows "
-                           f"of the {stream.rows} sent")
     return stream.rows

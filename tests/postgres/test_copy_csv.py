@@ -125,3 +125,49 @@ def test_copy_batches_raises_what_the_batches_raised_not_the_drivers_copy_error(
     with pytest.raises(psycopg2.Error), connection, connection.cursor() as cursor:
         copy_batches(cursor, table, ("n", "missing"), [batch])  # the database's own error
     connection.close()
+
+
+def test_copy_batches_reads_between_statements_so_a_statement_timeout_bounds_each_copy(
+        postgres, pg_schema):
+    # The batches come from a Kafka read that may wait; a statement_timeout (the sinks'
+    # statementTimeoutMs) must bound each COPY, not the read of a whole range.
+    import time
+
+    from psycopg2 import sql
+
+    from kafka_direct.postgres.copy_csv import copy_batches
+
+    def slow_batches():
+        for first in (0, 2, 4):
+            time.sleep(0.4)  # a fetch
+            yield pa.RecordBatch.from_pydict({"n": [first, first + 1]})
+
+    connection = postgres.connect()
+    with connection, connection.cursor() as cursor:
+        cursor.execute(f'CREATE TABLE "{pg_schema}".slow (n bigint)')
+        cursor.execute("SET LOCAL statement_timeout = 300")
+        assert copy_batches(cursor, sql.Identifier(pg_schema, "slow"), ("n",),
+                            slow_batches(), chunk_rows=2) == 6
+        cursor.execute(f'SELECT count(*) FROM "{pg_schema}".slow')
+        assert cursor.fetchone() == (6,)
+    connection.close()
+
+
+def test_copy_batches_leaves_rows_a_trigger_skips_to_the_trigger(postgres, pg_schema):
+    from psycopg2 import sql
+
+    from kafka_direct.postgres.copy_csv import copy_batches
+
+    connection = postgres.connect()
+    with connection, connection.cursor() as cursor:
+        cursor.execute(f'CREATE TABLE "{pg_schema}".kept (n bigint)')
+        cursor.execute(f'CREATE FUNCTION "{pg_schema}".odd_only() RETURNS trigger '
+                       "LANGUAGE plpgsql AS $$ BEGIN IF NEW.n % 2 = 0 THEN RETURN NULL; "
+                       "END IF; RETURN NEW; END $$")
+        cursor.execute(f'CREATE TRIGGER odd BEFORE INSERT ON "{pg_schema}".kept FOR EACH ROW '
+                       f'EXECUTE FUNCTION "{pg_schema}".odd_only()')
+        batch = pa.RecordBatch.from_pydict({"n": [1, 2, 3, 4]})
+        assert copy_batches(cursor, sql.Identifier(pg_schema, "kept"), ("n",), [batch]) == 4
+        cursor.execute(f'SELECT n FROM "{pg_schema}".kept ORDER BY n')
+        assert cursor.fetchall() == [(1,), (3,)]
+    connection.close()

@@ -110,3 +110,19 @@ def test_a_range_beyond_the_log_writes_nothing_and_keeps_the_offset(spark, kafka
     assert {p for _, p, _, _, _ in table_rows(postgres, pg_schema, "events")} <= {0}
     stored = PostgresOffsetStore(postgres.dsn, schema=pg_schema).load("beyond")
     assert TopicPartition(topic, 1) not in stored or stored[TopicPartition(topic, 1)] == 0
+
+
+def test_a_statement_timeout_bounds_each_copy_not_the_read_of_the_range(
+        spark, kafka, kafka_topic, postgres, pg_schema):
+    # Small fetches make the read of the range slow; the record path reads between COPYs
+    # of 10,000 rows, and so must the Arrow path, or no batch could ever commit.
+    topic = kafka_topic()
+    kafka.produce(topic, [b"v%05d" % i for i in range(30_000)], partition=0)
+    create_table(postgres, pg_schema, "events")
+    sink = TransactionalPostgresSink(postgres.dsn, "events", "timeout", schema=pg_schema,
+                                     statementTimeoutMs=400)
+    params = kafka.params(**{"max.partition.fetch.bytes": 2048})
+    rdd = KafkaUtils.createRDD(spark, params, [OffsetRange(topic, 0, 0, 30_000)])
+    assert sink._columnar(rdd) is not None
+    assert sink.write(rdd) == {"rows": 30_000, "skipped": 0}
+    assert len(table_rows(postgres, pg_schema, "events")) == 30_000
