@@ -19,6 +19,7 @@ whose milliseconds times 1000 leave the int64 range (a producer that wrote nanos
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from operator import itemgetter
 from typing import Any
@@ -59,6 +60,13 @@ def source_schema(includeHeaders: bool, columns: Sequence[str] | None = None) ->
 
 def arrow_schema(includeHeaders: bool, columns: Sequence[str] | None = None) -> pa.Schema:
     """The Arrow schema Spark expects of the source's record batches (exactly)."""
+    return _arrow_schema(includeHeaders, None if columns is None else tuple(columns))
+
+
+@functools.lru_cache(maxsize=64)
+def _arrow_schema(includeHeaders: bool, columns: tuple[str, ...] | None) -> pa.Schema:
+    # Asked by every range's builder (twice: its columns', and the full schema's types):
+    # converted from Spark's types once per worker.
     from pyspark.sql.pandas.types import to_arrow_schema
 
     return to_arrow_schema(source_schema(includeHeaders, columns), timezone="UTC")
