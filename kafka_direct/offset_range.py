@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_direct.conf_values import check_offset
+from kafka_direct.conf_values import MAX_OFFSET, check_offset
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.topic_partition import TopicPartition
 
@@ -59,6 +59,11 @@ class OffsetRange:
     untilOffset: int
 
     def __post_init__(self) -> None:
+        if type(self.topic) is str and self.topic and type(self.partition) is int \
+                and self.partition >= 0 and type(self.fromOffset) is int \
+                and type(self.untilOffset) is int \
+                and 0 <= self.fromOffset <= self.untilOffset <= MAX_OFFSET:
+            return  # the usual case, checked at once (planning builds thousands a batch)
         TopicPartition(self.topic, self.partition)  # validates topic and partition
         _check_offset("fromOffset", self.fromOffset, self.topic, self.partition)
         _check_offset("untilOffset", self.untilOffset, self.topic, self.partition)

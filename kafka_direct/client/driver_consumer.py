@@ -10,9 +10,14 @@ whole assignment and hands out a whole new one. Under the cooperative protocol
 (``partition.assignment.strategy=cooperative-sticky``, or ``group.protocol=consumer``) the
 callbacks deliver increments: partitions added, partitions removed; the rest stay assigned.
 
-Offsets of many partitions are asked in one request through an AdminClient (``ListOffsets``
-with the stream's isolation level: under ``read_committed``, librdkafka's default, the end is
-the last stable offset, so no batch ever waits for an open transaction).
+Offsets of many partitions are asked in one ``ListOffsets`` request with the stream's
+isolation level: under ``read_committed``, librdkafka's default, the end is the last stable
+offset, so no batch ever waits for an open transaction. Ends and starts are asked through the
+consumer (``offsets_for_times`` with Kafka's special times -1, latest, and -2, earliest): one
+blocking call answering a list, where the AdminClient builds a Python future per partition
+(at a thousand partitions that was most of a batch's planning). The AdminClient asks what the
+consumer's isolation level cannot: high watermarks under ``read_committed``, and offsets by
+timestamp.
 """
 
 from __future__ import annotations
@@ -45,6 +50,9 @@ _ADMIN_PREFIXES = ("bootstrap.servers", "metadata.broker.list", "security.", "ss
 #: ``exclude.internal.topics=true``, its default).
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
+
+#: Topics asked at once above which one listing of all topics answers them.
+_ONE_LISTING_ABOVE = 3
 
 #: librdkafka's code for "the cluster has no such topic or partition" (the broker's answer).
 _UNKNOWN_TOPIC_OR_PART = 3
@@ -103,8 +111,39 @@ def _spec(kind: str, *args: Any) -> Any:
     return getattr(admin.__dict__["OffsetSpec"], kind)(*args)
 
 
+#: ``ListOffsets``' special times: the end of the log (for the isolation level), its start.
+_LATEST_TIME, _EARLIEST_TIME = -1, -2
+
+
 class UnansweredError(Exception):
-    """A ListOffsets question Kafka did not answer with an offset (a glitch: retried)."""
+    """A ListOffsets question Kafka did not answer with an offset (a glitch: retried).
+
+    Args:
+        message: What was asked, of which partition, and what came back.
+        code: librdkafka's error code, where a partition's answer carried one.
+    """
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _stale_metadata(error: Exception) -> bool:
+    """Whether ``error`` says the client's metadata may be behind the cluster.
+
+    A partition just added, or a leader just moved: worth one metadata refresh before the
+    question is asked again.
+    """
+    from confluent_kafka import KafkaError, KafkaException
+
+    code: Any = None
+    if isinstance(error, UnansweredError):
+        code = error.code
+    elif isinstance(error, KafkaException) and error.args:
+        code = getattr(error.args[0], "code", lambda: None)()
+    return code in (KafkaError._UNKNOWN_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                    KafkaError.NOT_LEADER_FOR_PARTITION,
+                    KafkaError.UNKNOWN_TOPIC_OR_PART) or "leader" in str(error).lower()
 
 
 def _answered(key: Any, future: Any, timeout: float, timestamp: bool) -> int:
@@ -175,8 +214,12 @@ class DriverConsumer:
         self.params = dict(params)
         self.groupId = str(self.params.get("group.id", ""))
         self.timeout = requestTimeoutMs / 1000.0
-        self.readCommitted = str(self.params.get("isolation.level", "read_committed")) \
-            == "read_committed"
+        level = str(self.params.get("isolation.level", "read_committed"))
+        self.readCommitted = level == "read_committed"
+        # The consumer answers offset questions at its own isolation level, known for sure
+        # only when spelled as librdkafka documents it (it also takes other cases).
+        self._consumerLevel: bool | None = (
+            self.readCommitted if level in ("read_committed", "read_uncommitted") else None)
         self._consumer = _create("consumer", consumerFactory, self.params)
         try:
             self._admin = _create("admin client", adminFactory, admin_params(self.params))
@@ -294,13 +337,26 @@ class DriverConsumer:
 
         Only the broker's "unknown topic or partition" makes a topic unknown; any other
         error, or a topic left out of the answer, is a gap of the moment.
+
+        More than a few topics are answered by one listing of the cluster's topics (a
+        request per topic was most of a batch's listing at ten topics); a topic it leaves
+        out or answers with an error is asked for by name, as a few topics are.
         """
+        wanted = list(dict.fromkeys(topics))
+        listed: dict[str, Any] = {}
+        if len(wanted) > _ONE_LISTING_ABOVE:
+            with self._lock:
+                everything = self._consumer.list_topics(timeout=self.timeout).topics
+            listed = {topic: everything[topic] for topic in wanted
+                      if topic in everything and everything[topic].error is None}
         counts: dict[str, int] = {}
         unknown: set[str] = set()
-        for topic in topics:
-            with self._lock:
-                metadata = self._consumer.list_topics(topic, timeout=self.timeout)
-            described = metadata.topics.get(topic)
+        for topic in wanted:
+            described = listed.get(topic)
+            if described is None:
+                with self._lock:
+                    metadata = self._consumer.list_topics(topic, timeout=self.timeout)
+                described = metadata.topics.get(topic)
             if described is None:
                 continue
             if described.error is None and described.partitions:
@@ -384,8 +440,75 @@ class DriverConsumer:
                     self._admin.list_topics(topic, timeout=self.timeout)
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def _consumerOffsets(self, partitions: Iterable[TopicPartition], query: int
+                         ) -> dict[TopicPartition, int]:
+        """One ``ListOffsets`` request through the consumer, at its isolation level.
+
+        A partition the consumer's metadata does not know yet (just added, or its leader
+        just moved) gets its topic's metadata refreshed and the request asked once more,
+        as the AdminClient path does.
+
+        Args:
+            partitions: The partitions.
+            query: ``_LATEST_TIME`` or ``_EARLIEST_TIME``.
+
+        Raises:
+            UnansweredError: The request timed out, or a partition's answer was an error
+                or no offset (retryable).
+            KafkaException: librdkafka refused the request as a whole (a topic it does
+                not know, a refused argument).
+        """
+        from confluent_kafka import KafkaException
+
+        wanted = list(partitions)
+        if not wanted:
+            return {}
+        for attempt in (1, 2):
+            try:
+                return self._askConsumer(wanted, query)
+            except (UnansweredError, KafkaException) as error:
+                if attempt == 2 or not _stale_metadata(error):
+                    raise
+                with self._lock:
+                    for topic in sorted({tp.topic for tp in wanted}):
+                        self._consumer.list_topics(topic, timeout=self.timeout)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _askConsumer(self, partitions: list[TopicPartition], query: int
+                     ) -> dict[TopicPartition, int]:
+        from confluent_kafka import KafkaError, KafkaException
+        from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+        request = [KafkaTopicPartition(tp.topic, tp.partition, query) for tp in partitions]
+        try:
+            with self._lock:
+                answers = self._consumer.offsets_for_times(request, timeout=self.timeout)
+        except KafkaException as error:
+            code = error.args[0].code() if error.args else None
+            if code != KafkaError._TIMED_OUT:
+                raise
+            first = request[0]
+            raise UnansweredError(
+                f"ListOffsets for {len(request)} partition(s) ({first.topic}-"
+                f"{first.partition} first): no answer within {self.timeout:g} s") from None
+        found = {}
+        for answer in answers:
+            where = f"{answer.topic}-{answer.partition}"
+            if answer.error is not None:
+                raise UnansweredError(f"ListOffsets for {where} failed: {answer.error.str()}",
+                                      answer.error.code())
+            offset = int(answer.offset)
+            if offset < 0:
+                raise UnansweredError(f"ListOffsets for {where} answered offset {offset}, "
+                                      "which no log has (the broker did not answer the "
+                                      "request in full)")
+            found[TopicPartition(answer.topic, answer.partition)] = offset
+        return found
+
     def latestOffsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """End offsets: the last stable offset under read_committed, else the high watermark."""
+        if self._consumerLevel is not None:
+            return self._consumerOffsets(partitions, _LATEST_TIME)
         return self._listOffsets(partitions, _spec("latest"))
 
     def highWatermarks(self, partitions: Iterable[TopicPartition]
@@ -398,11 +521,15 @@ class DriverConsumer:
         that lost offsets (the high watermark below the position too); see
         :func:`kafka_direct.client.log_positions.check_positions`.
         """
+        if self._consumerLevel is False:
+            return self._consumerOffsets(partitions, _LATEST_TIME)
         return self._listOffsets(partitions, _spec("latest"), readCommitted=False)
 
     def earliestOffsets(self, partitions: Iterable[TopicPartition]
                         ) -> dict[TopicPartition, int]:
         """Log start offsets."""
+        if self._consumerLevel is not None:
+            return self._consumerOffsets(partitions, _EARLIEST_TIME)
         return self._listOffsets(partitions, _spec("earliest"))
 
     def offsetsForTimes(self, timestamps: Mapping[TopicPartition, int]

@@ -40,7 +40,11 @@ from kafka_direct.client.retry import Retrier
 from kafka_direct.dstream.commit_queue import CommitCallback, StreamCommits
 from kafka_direct.dstream.consumer_strategy import ConsumerStrategy
 from kafka_direct.dstream.partition_discovery import PartitionDiscovery, WaitClock
-from kafka_direct.dstream.per_partition_config import DefaultPerPartitionConfig, PerPartitionConfig
+from kafka_direct.dstream.per_partition_config import (
+    DefaultPerPartitionConfig,
+    PerPartitionConfig,
+    has_no_maximum,
+)
 from kafka_direct.dstream.rate_limit import clamp
 from kafka_direct.dstream.starting_offsets import StartingOffsets, StartingOffsetsCallback
 from kafka_direct.dstream.stream_settings import StreamSettings
@@ -362,7 +366,8 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
             (partitions with a limit only), "maxRecordsPerBatch": n or 0}``.
         """
         limits = {}
-        for tp in sorted(self.currentOffsets, key=_order):
+        partitions = [] if has_no_maximum(self.perPartitionConfig) else self.currentOffsets
+        for tp in sorted(partitions, key=_order):
             rate = self.perPartitionConfig.maxRatePerPartition(tp)
             if rate > 0:
                 limits[str(tp)] = rate

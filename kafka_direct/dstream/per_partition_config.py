@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from kafka_direct.conf_values import parse_float, parse_int
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.topic_partition import TopicPartition
 
-__all__ = ["DefaultPerPartitionConfig", "PerPartitionConfig"]
+__all__ = ["DefaultPerPartitionConfig", "PerPartitionConfig", "has_no_maximum"]
 
 MAX_RATE_CONF = "spark.streaming.kafka.maxRatePerPartition"
 MIN_RATE_CONF = "spark.streaming.kafka.minRatePerPartition"
@@ -83,3 +83,19 @@ class DefaultPerPartitionConfig(PerPartitionConfig):
     def minRatePerPartition(self, topicPartition: TopicPartition) -> int:
         """The override for the partition, else the Spark setting."""
         return int(self.minRates.get(topicPartition, self.minRate))
+
+
+def has_no_maximum(config: PerPartitionConfig) -> bool:
+    """Whether no partition has a maximum rate, known without asking each one.
+
+    True only for the library's own configurations with no maximum set (a subclass that
+    overrides ``maxRatePerPartition`` is asked partition by partition): planning a batch of
+    a thousand partitions then skips a thousand questions whose answer is "no limit".
+    """
+    method = type(config).maxRatePerPartition
+    if method is PerPartitionConfig.maxRatePerPartition:
+        return True
+    if method is DefaultPerPartitionConfig.maxRatePerPartition:
+        default = cast(DefaultPerPartitionConfig, config)
+        return default.maxRate <= 0 and not any(rate > 0 for rate in default.maxRates.values())
+    return False

@@ -18,7 +18,7 @@ Pure functions of offsets and rates, so they are tested against Spark's formulas
 
 from __future__ import annotations
 
-from kafka_direct.dstream.per_partition_config import PerPartitionConfig
+from kafka_direct.dstream.per_partition_config import PerPartitionConfig, has_no_maximum
 from kafka_direct.offset_range import Offsets, prorate_by_lag
 from kafka_direct.topic_partition import TopicPartition
 
@@ -41,6 +41,8 @@ def maxMessagesPerPartition(latest: Offsets, current: Offsets, config: PerPartit
         estimatedRate: Backpressure's rate for the whole stream (records/s), or None when
             backpressure is off. A rate <= 0 means no estimate.
     """
+    if (estimatedRate is None or estimatedRate <= 0) and has_no_maximum(config):
+        return None
     lag = {tp: max(end - current.get(tp, end), 0) for tp, end in latest.items()}
     if estimatedRate is not None and estimatedRate > 0:
         total_lag = sum(lag.values())

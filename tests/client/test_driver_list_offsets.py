@@ -1,4 +1,9 @@
-"""DriverConsumer's ListOffsets answers: an offset Kafka never gives is never a log's end."""
+"""DriverConsumer's ListOffsets answers: an offset Kafka never gives is never a log's end.
+
+Ends and starts are asked through the consumer (``offsets_for_times`` with Kafka's special
+times), high watermarks under ``read_committed`` and offsets by timestamp through the
+AdminClient: both paths are held to the same answers here.
+"""
 
 from __future__ import annotations
 
@@ -7,32 +12,65 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
 from kafka_direct.client.driver_consumer import DriverConsumer
 from kafka_direct.client.retry import Retrier
 from kafka_direct.errors import KafkaDirectError, KafkaUnavailableError
 from kafka_direct.topic_partition import TopicPartition
 
+T0 = TopicPartition("t", 0)
+#: The answers that are a partition's error, not an offset.
+ERRORS = (KafkaError._UNKNOWN_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
+
+
+class _Answers:
+    """Answers ListOffsets requests with ``answers`` in turn, one per request (the last
+    again once they run out). An answer is an offset, or a ``KafkaError`` code."""
+
+    answers: list[Any] = []
+    calls = 0
+
+    @classmethod
+    def next(cls) -> Any:
+        answer = cls.answers[min(_Answers.calls, len(cls.answers) - 1)]
+        _Answers.calls += 1
+        return answer
+
 
 class _Consumer:
+    """A confluent-kafka Consumer's ``offsets_for_times``: every partition gets the answer."""
+
+    refreshed: list[str] = []
+    questions: list[list[tuple[str, int, int]]] = []
+
     def __init__(self, params: dict[str, Any]) -> None:
         pass
+
+    def offsets_for_times(self, request: list[Any], timeout: float) -> list[Any]:
+        _Consumer.questions.append([(tp.topic, tp.partition, tp.offset) for tp in request])
+        answer = _Answers.next()
+        failed = KafkaError(answer) if answer in ERRORS else None
+        return [SimpleNamespace(topic=tp.topic, partition=tp.partition,
+                                offset=-1 if failed else answer, error=failed)
+                for tp in request]
+
+    def list_topics(self, topic: str, timeout: float) -> Any:
+        _Consumer.refreshed.append(topic)
+        return SimpleNamespace(topics={})
 
     def close(self) -> None:
         pass
 
 
 class _Admin:
-    """Answers every ListOffsets with ``offsets`` in turn (one per request)."""
-
-    answers: list[int] = []
+    """An AdminClient's ``list_offsets``: a settled future per partition."""
 
     def __init__(self, params: dict[str, Any]) -> None:
-        self.calls = 0
+        pass
 
     def list_offsets(self, request: dict[Any, Any], **kwargs: Any) -> dict[Any, Any]:
-        offset = type(self).answers[min(self.calls, len(type(self).answers) - 1)]
-        self.calls += 1
+        offset = _Answers.next()
         futures = {}
         for key in request:
             future: concurrent.futures.Future[Any] = concurrent.futures.Future()
@@ -44,46 +82,92 @@ class _Admin:
         return SimpleNamespace(topics={})
 
 
-def _driver(answers: list[int]) -> DriverConsumer:
-    _Admin.answers = answers
-    return DriverConsumer({"bootstrap.servers": "b:9092", "group.id": "g"}, 1000,
+def _driver(answers: list[int], **params: str) -> DriverConsumer:
+    _Answers.answers, _Answers.calls = answers, 0
+    _Consumer.refreshed, _Consumer.questions = [], []
+    return DriverConsumer({"bootstrap.servers": "b:9092", "group.id": "g", **params}, 1000,
                           consumerFactory=_Consumer, adminFactory=_Admin)
 
 
+# Each question on each path: the consumer's (the default isolation level), and the admin
+# client's (high watermarks under read_committed; a level spelled in other case, which
+# librdkafka takes but whose meaning the driver does not assume).
+QUESTIONS = [("latestOffsets", {}), ("earliestOffsets", {}), ("highWatermarks", {}),
+             ("highWatermarks", {"isolation.level": "read_uncommitted"}),
+             ("latestOffsets", {"isolation.level": "READ_COMMITTED"}),
+             ("earliestOffsets", {"isolation.level": "READ_COMMITTED"})]
+
+
 @pytest.mark.parametrize("invalid", [-1001, -1, -2])
-@pytest.mark.parametrize("question", ["latestOffsets", "earliestOffsets", "highWatermarks"])
-def test_an_invalid_offset_is_a_failed_question_not_an_answer(question, invalid):
+@pytest.mark.parametrize(("question", "params"), QUESTIONS)
+def test_an_invalid_offset_is_a_failed_question_not_an_answer(question, params, invalid):
     # A broker that stops answering mid-request can leave librdkafka's result at
     # OFFSET_INVALID (-1001); taken as the end of a log it read as data loss.
-    driver = _driver([invalid])
+    driver = _driver([invalid], **params)
     with pytest.raises(Exception) as info:
-        getattr(driver, question)([TopicPartition("t", 0)])
+        getattr(driver, question)([T0])
     assert not isinstance(info.value, KafkaDirectError)
     assert "t-0" in str(info.value) and str(invalid) in str(info.value)
 
 
-def test_an_invalid_answer_is_retried_and_a_good_one_kept():
-    driver = _driver([-1001, 7])
+def test_ends_and_starts_are_asked_through_the_consumer_with_kafkas_special_times():
+    driver = _driver([7])
+    assert driver.latestOffsets([T0, TopicPartition("u", 3)]) == {
+        T0: 7, TopicPartition("u", 3): 7}
+    assert driver.earliestOffsets([T0]) == {T0: 7}
+    assert _Consumer.questions == [[("t", 0, -1), ("u", 3, -1)], [("t", 0, -2)]]
+    assert driver.latestOffsets([]) == {} and len(_Consumer.questions) == 2
+
+
+def test_high_watermarks_under_read_committed_are_not_the_consumers_stable_ends():
+    # The consumer answers at its own level (read_committed: the last stable offset); the
+    # high watermark needs read_uncommitted, which only the admin client can ask.
+    driver = _driver([9])
+    assert driver.highWatermarks([T0]) == {T0: 9}
+    assert _Consumer.questions == []
+
+
+@pytest.mark.parametrize(("question", "params"), QUESTIONS)
+def test_an_invalid_answer_is_retried_and_a_good_one_kept(question, params):
+    driver = _driver([-1001, 7], **params)
     retry = Retrier(2, 0, "b:9092", sleep=lambda s: None)
-    assert retry("reading end offsets",
-                 lambda: driver.latestOffsets([TopicPartition("t", 0)])) == {
-        TopicPartition("t", 0): 7}
+    assert retry("reading offsets", lambda: getattr(driver, question)([T0])) == {T0: 7}
 
 
 def test_invalid_answers_every_time_end_as_kafka_unavailable():
     driver = _driver([-1001])
     retry = Retrier(2, 0, "b:9092", sleep=lambda s: None)
     with pytest.raises(KafkaUnavailableError, match="failed 3 times"):
-        retry("reading end offsets", lambda: driver.latestOffsets([TopicPartition("t", 0)]))
+        retry("reading end offsets", lambda: driver.latestOffsets([T0]))
+
+
+@pytest.mark.parametrize("code", [KafkaError._UNKNOWN_PARTITION,
+                                  KafkaError.LEADER_NOT_AVAILABLE])
+def test_a_partition_the_consumer_does_not_know_yet_refreshes_its_topic_once(code):
+    # A partition added since the consumer's metadata was fetched: librdkafka answers
+    # "Unknown partition" from its cache. One refresh of the topic, then the answer.
+    driver = _driver([code, 42])
+    assert driver.latestOffsets([T0, TopicPartition("t", 1)]) == {
+        T0: 42, TopicPartition("t", 1): 42}
+    assert _Consumer.refreshed == ["t"]
+
+
+def test_a_partition_error_that_persists_names_the_partition():
+    driver = _driver([KafkaError._UNKNOWN_PARTITION])
+    with pytest.raises(Exception) as info:
+        driver.latestOffsets([TopicPartition("t", 4)])
+    assert not isinstance(info.value, KafkaDirectError)
+    assert "t-4" in str(info.value) and "Unknown partition" in str(info.value)
+    assert _Consumer.refreshed == ["t"]
 
 
 def test_a_timestamp_with_no_record_after_it_is_the_end_offset():
     driver = _driver([-1, 9])
-    assert driver.offsetsForTimes({TopicPartition("t", 0): 123}) == {TopicPartition("t", 0): 9}
+    assert driver.offsetsForTimes({T0: 123}) == {T0: 9}
 
 
 def test_a_timed_out_answer_names_the_question():
-    driver = _driver([5])
+    driver = _driver([5], **{"isolation.level": "READ_COMMITTED"})
 
     class _Slow(_Admin):
         def list_offsets(self, request: dict[Any, Any], **kwargs: Any) -> dict[Any, Any]:
@@ -92,5 +176,20 @@ def test_a_timed_out_answer_names_the_question():
     driver._admin = _Slow({})
     driver.timeout = 0.01
     with pytest.raises(Exception) as info:
-        driver.latestOffsets([TopicPartition("t", 0)])
+        driver.latestOffsets([T0])
     assert "t-0" in str(info.value) and "no answer" in str(info.value)
+
+
+def test_a_timed_out_consumer_request_names_the_question():
+    driver = _driver([5])
+
+    class _Slow(_Consumer):
+        def offsets_for_times(self, request: list[Any], timeout: float) -> list[Any]:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+
+    driver._consumer = _Slow({})
+    with pytest.raises(Exception) as info:
+        driver.latestOffsets([T0, TopicPartition("t", 1)])
+    assert not isinstance(info.value, KafkaDirectError)
+    assert "2 partition(s)" in str(info.value) and "t-0" in str(info.value)
+    assert "no answer" in str(info.value)

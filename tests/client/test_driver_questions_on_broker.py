@@ -1,0 +1,39 @@
+"""The driver consumer's questions on the real broker: ends and starts through the consumer,
+a partition added since its metadata was fetched, and topics listed in one request."""
+
+import time
+
+from kafka_direct import TopicPartition
+from kafka_direct.client.driver_consumer import DriverConsumer
+
+
+def driver_for(kafka):
+    return DriverConsumer(kafka.params(**{"group.id": f"questions-{time.monotonic_ns()}"}),
+                          15_000)
+
+
+def test_ends_and_starts_of_many_topics_and_a_partition_added_since(kafka, kafka_topic):
+    topics = [kafka_topic(partitions=2) for _ in range(5)]
+    for i, topic in enumerate(topics):
+        kafka.produce(topic, [b"x"] * (i + 1), partition=0)
+        kafka.produce(topic, [b"y"] * (i + 3), partition=1)
+    kafka.delete_records(topics[0], 1, 2)
+    driver = driver_for(kafka)
+    try:
+        listing = driver.listTopics([*topics, "no-such-topic-here"])
+        assert listing.counts == dict.fromkeys(topics, 2)
+        assert listing.unknown == {"no-such-topic-here"}
+        partitions = [TopicPartition(t, p) for t in topics for p in (0, 1)]
+        assert driver.latestOffsets(partitions) == {
+            TopicPartition(t, p): i + 1 + 2 * p for i, t in enumerate(topics) for p in (0, 1)}
+        starts = driver.earliestOffsets(partitions)
+        assert starts.pop(TopicPartition(topics[0], 1)) == 2 and set(starts.values()) == {0}
+        # A partition the consumer's metadata has never seen: refreshed, then answered.
+        kafka.add_partitions(topics[1], 3)
+        kafka.produce(topics[1], [b"z"] * 4, partition=2)
+        added = TopicPartition(topics[1], 2)
+        assert driver.latestOffsets([added, partitions[0]]) == {added: 4, partitions[0]: 1}
+        assert driver.earliestOffsets([added]) == {added: 0}
+        assert driver.listTopics(topics).counts[topics[1]] == 3
+    finally:
+        driver.close()
