@@ -14,7 +14,8 @@ broker (or KAFKA_DIRECT_BOOTSTRAP), then measures, in the same run:
   Arrow batches from the native reader and from the Python reader, beside Python rows
   (``createDataFrame`` over ``record_to_row``, the view before it read Arrow),
 * KafkaRDD on ``local[2]``: the whole topic with 2 tasks at a time (2 cores),
-* executor memory: the Python worker's peak memory growth reading a range and a 4x larger one.
+* executor memory: the Python worker's peak memory growth reading a range and a 4x larger one,
+  as records and as Arrow batches (each reader).
 
 Prints records/s and the ratios the project targets: KafkaRDD ``count()`` >= 1.5x raw (the
 native reader counts records without making them in Python, which the raw loop does: the
@@ -174,6 +175,28 @@ def worker_memory_growth(sc, params, offset_range):
     return rdd.mapPartitions(read_and_measure).collect()[0]
 
 
+def arrow_memory_growth(sc, params, offset_range, impl):
+    """Records read as Arrow batches by reader ``impl`` and the worker's peak memory growth
+    (KiB): the path of the source, ``toDF()`` and the sink's COPY, one batch held at a time."""
+    from kafka_direct.rdd.arrow_reader import PartitionReadSettings, read_partition
+    from kafka_direct.rdd.read_settings import ReadSettings
+
+    settings = PartitionReadSettings(ReadSettings(params), includeHeaders=True, impl=impl)
+
+    def read_and_measure(_ranges):
+        def status(field):
+            with open("/proc/self/status") as f:
+                return next(int(line.split()[1]) for line in f if line.startswith(field))
+
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # reset the peak (VmHWM) to the current RSS
+        before = status("VmRSS:")
+        n = sum(batch.num_rows for batch in read_partition(offset_range, settings))
+        yield n, status("VmHWM:") - before
+
+    return sc.parallelize([0], 1).mapPartitions(read_and_measure).collect()[0]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -224,6 +247,10 @@ def main():
             large_n, large_kib = worker_memory_growth(
                 sc, {**params, "group.id": "bench-mem-large"},
                 OffsetRange(topic, 2, 0, per_partition))
+            arrow = {impl: [arrow_memory_growth(sc, {**params, "group.id": f"bench-mem-{impl}"},
+                                                OffsetRange(topic, p, 0, size), impl)
+                            for p, size in ((1, per_partition // 4), (3, per_partition))]
+                     for impl in ("c", "python")}
         raw, one = statistics.median(raws), statistics.median(ones)
         raw_all, every = statistics.median(raw_alls), statistics.median(everys)
         print(f"raw confluent-kafka, 1 reader        : {raw:12,.0f} records/s")
@@ -249,6 +276,10 @@ def main():
         print(f"worker memory growth while reading: {small_kib / 1024:.1f} MiB for {small_n} "
               f"records, {large_kib / 1024:.1f} MiB for {large_n} records "
               f"({large_n / small_n:.0f}x the records)")
+        for impl, ((small_n, small_kib), (large_n, large_kib)) in arrow.items():
+            print(f"worker memory growth reading Arrow batches, {impl} reader: "
+                  f"{small_kib / 1024:.1f} MiB for {small_n} records, {large_kib / 1024:.1f} "
+                  f"MiB for {large_n} records ({large_n / small_n:.0f}x the records)")
 
 
 if __name__ == "__main__":

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 from kafka_direct.errors import ConfigurationError
 
-__all__ = ["TopicPartition", "java_string_hash"]
+__all__ = ["TopicPartition", "java_string_hash", "partition_order"]
 
 _INT32 = 1 << 32
 
@@ -85,3 +86,8 @@ class TopicPartition:
 
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition}"
+
+
+#: A sort key giving TopicPartition's own order (topic, then partition), compared in C: a
+#: thousand partitions sort in a fraction of the time their generated ``__lt__`` takes.
+partition_order = operator.attrgetter("topic", "partition")

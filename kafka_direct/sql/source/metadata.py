@@ -23,7 +23,7 @@ from kafka_direct.errors import ConfigurationError, DataLossError, UnknownTopicO
 from kafka_direct.sql.source.admission import NEW_PARTITION_START
 from kafka_direct.sql.source.offsets import EARLIEST, LATEST
 from kafka_direct.sql.source.options import OffsetSpec, SourceOptions
-from kafka_direct.topic_partition import TopicPartition
+from kafka_direct.topic_partition import TopicPartition, partition_order
 
 __all__ = ["DriverFactory", "SourceMetadata"]
 
@@ -176,7 +176,7 @@ class SourceMetadata:
 
     def latest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """End offsets (the last stable offset under ``read_committed``)."""
-        wanted = sorted(set(partitions))
+        wanted = sorted(set(partitions), key=partition_order)
         if not wanted:
             return {}
         driver = self.driver
@@ -186,7 +186,7 @@ class SourceMetadata:
 
     def earliest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """Log start offsets."""
-        wanted = sorted(set(partitions))
+        wanted = sorted(set(partitions), key=partition_order)
         if not wanted:
             return {}
         driver = self.driver
@@ -195,7 +195,7 @@ class SourceMetadata:
         return found
 
     def _high_watermarks(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        wanted = sorted(set(partitions))
+        wanted = sorted(set(partitions), key=partition_order)
         driver = self.driver
         found: dict[TopicPartition, int] = self._retrying("reading high watermarks",
                                                           lambda: driver.highWatermarks(wanted))

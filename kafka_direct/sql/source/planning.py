@@ -23,7 +23,7 @@ from pyspark.sql.datasource import InputPartition
 
 from kafka_direct.offset_range import OffsetRange
 from kafka_direct.sql.source.admission import start_of
-from kafka_direct.topic_partition import TopicPartition
+from kafka_direct.topic_partition import TopicPartition, partition_order
 
 __all__ = ["KafkaInputPartition", "plan_ranges", "split_ranges"]
 
@@ -93,6 +93,10 @@ def split_ranges(ranges: Sequence[OffsetRange], minPartitions: int | None = None
     return result
 
 
+def _first_partition_order(item: tuple[TopicPartition, int]) -> tuple[str, int]:
+    return partition_order(item[0])
+
+
 def plan_ranges(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int],
                 minPartitions: int | None = None, maxRecordsPerPartition: int | None = None
                 ) -> list[OffsetRange]:
@@ -103,5 +107,6 @@ def plan_ranges(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition
     ``start`` missing from ``end`` has none either.
     """
     ranges = [OffsetRange(tp.topic, tp.partition, start_of(start, tp), until)
-              for tp, until in sorted(end.items()) if until > start_of(start, tp)]
+              for tp, until in sorted(end.items(), key=_first_partition_order)
+              if until > start_of(start, tp)]
     return split_ranges(ranges, minPartitions, maxRecordsPerPartition)
