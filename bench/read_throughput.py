@@ -157,19 +157,25 @@ def with_impl(impl, measure, *args, **kwargs):
             os.environ["KAFKA_DIRECT_IMPL"] = before
 
 
+def peak_growth(count):
+    """``(count(), the worker's peak memory growth in KiB while it ran)`` (on the worker)."""
+
+    def status(field):
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith(field))
+
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # reset the peak (VmHWM) to the current RSS
+    before = status("VmRSS:")
+    n = count()
+    return n, status("VmHWM:") - before
+
+
 def worker_memory_growth(sc, params, offset_range):
     """Records read and the Python worker's peak memory growth (KiB) while reading them."""
 
     def read_and_measure(records):
-        def status(field):
-            with open("/proc/self/status") as f:
-                return next(int(line.split()[1]) for line in f if line.startswith(field))
-
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")  # reset the peak (VmHWM) to the current RSS
-        before = status("VmRSS:")
-        n = sum(1 for _ in records)
-        yield n, status("VmHWM:") - before
+        yield peak_growth(lambda: sum(1 for _ in records))
 
     rdd = KafkaUtils.createRDD(sc, params, [offset_range])
     return rdd.mapPartitions(read_and_measure).collect()[0]
@@ -184,15 +190,8 @@ def arrow_memory_growth(sc, params, offset_range, impl):
     settings = PartitionReadSettings(ReadSettings(params), includeHeaders=True, impl=impl)
 
     def read_and_measure(_ranges):
-        def status(field):
-            with open("/proc/self/status") as f:
-                return next(int(line.split()[1]) for line in f if line.startswith(field))
-
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")  # reset the peak (VmHWM) to the current RSS
-        before = status("VmRSS:")
-        n = sum(batch.num_rows for batch in read_partition(offset_range, settings))
-        yield n, status("VmHWM:") - before
+        yield peak_growth(lambda: sum(batch.num_rows
+                                      for batch in read_partition(offset_range, settings)))
 
     return sc.parallelize([0], 1).mapPartitions(read_and_measure).collect()[0]
 
