@@ -12,12 +12,13 @@ callbacks deliver increments: partitions added, partitions removed; the rest sta
 
 Offsets of many partitions are asked in one ``ListOffsets`` request with the stream's
 isolation level: under ``read_committed``, librdkafka's default, the end is the last stable
-offset, so no batch ever waits for an open transaction. Ends and starts are asked through the
-consumer (``offsets_for_times`` with Kafka's special times -1, latest, and -2, earliest): one
-blocking call answering a list, where the AdminClient builds a Python future per partition
-(at a thousand partitions that was most of a batch's planning). The AdminClient asks what the
-consumer's isolation level cannot: high watermarks under ``read_committed``, and offsets by
-timestamp.
+offset, so no batch ever waits for an open transaction. Ends and starts are asked through a
+second consumer that never joins the group (``offsets_for_times`` with Kafka's special times
+-1, latest, and -2, earliest): one blocking call answering a list, where the AdminClient
+builds a Python future per partition (at a thousand partitions that was most of a batch's
+planning); it also answers metadata questions, so that a question waiting for a slow broker
+never holds up the group member's poll. The AdminClient asks what the consumer's isolation
+level cannot: high watermarks under ``read_committed``, and offsets by timestamp.
 """
 
 from __future__ import annotations
@@ -214,19 +215,27 @@ class DriverConsumer:
         self.params = dict(params)
         self.groupId = str(self.params.get("group.id", ""))
         self.timeout = requestTimeoutMs / 1000.0
-        level = str(self.params.get("isolation.level", "read_committed"))
-        self.readCommitted = level == "read_committed"
-        # The consumer answers offset questions at its own isolation level, known for sure
-        # only when spelled as librdkafka documents it (it also takes other cases).
-        self._consumerLevel: bool | None = (
-            self.readCommitted if level in ("read_committed", "read_uncommitted") else None)
-        self._consumer = _create("consumer", consumerFactory, self.params)
+        # librdkafka takes the level in any case (READ_COMMITTED is read_committed), and
+        # refuses any other value when the consumer is created.
+        self.readCommitted = str(self.params.get("isolation.level", "read_committed")) \
+            .lower() == "read_committed"
+        # Two consumers: one that asks (offsets, metadata) and never joins the group, and
+        # the group's member. librdkafka holds a consumer's poll while that consumer asks
+        # for offsets, and a question may wait for a slow broker up to the request timeout:
+        # the member's poll (its group callbacks, kept by the keeper thread) must not.
+        self._questions = _create("consumer", consumerFactory, self.params)
+        made = [self._questions]
         try:
+            self._consumer = _create("consumer", consumerFactory, self.params)
+            made.append(self._consumer)
             self._admin = _create("admin client", adminFactory, admin_params(self.params))
         except BaseException:
-            self._consumer.close()
+            for client in made:
+                client.close()
             raise
         self._lock = threading.RLock()
+        # Held while the asking consumer answers a question; close() waits for it.
+        self._asking = threading.RLock()
         self._assigned: set[TopicPartition] = set()
         self._closed = threading.Event()
         self._keeper: threading.Thread | None = None
@@ -345,8 +354,8 @@ class DriverConsumer:
         wanted = list(dict.fromkeys(topics))
         listed: dict[str, Any] = {}
         if len(wanted) > _ONE_LISTING_ABOVE:
-            with self._lock:
-                everything = self._consumer.list_topics(timeout=self.timeout).topics
+            with self._asking:
+                everything = self._questions.list_topics(timeout=self.timeout).topics
             listed = {topic: everything[topic] for topic in wanted
                       if topic in everything and everything[topic].error is None}
         counts: dict[str, int] = {}
@@ -354,8 +363,8 @@ class DriverConsumer:
         for topic in wanted:
             described = listed.get(topic)
             if described is None:
-                with self._lock:
-                    metadata = self._consumer.list_topics(topic, timeout=self.timeout)
+                with self._asking:
+                    metadata = self._questions.list_topics(topic, timeout=self.timeout)
                 described = metadata.topics.get(topic)
             if described is None:
                 continue
@@ -383,16 +392,16 @@ class DriverConsumer:
 
     def topicsMatching(self, matches: Callable[[str], bool]) -> dict[str, int]:
         """Partition counts of every topic whose name ``matches`` (Kafka's own left out)."""
-        with self._lock:
-            metadata = self._consumer.list_topics(timeout=self.timeout)
+        with self._asking:
+            metadata = self._questions.list_topics(timeout=self.timeout)
         return {name: len(t.partitions) for name, t in metadata.topics.items()
                 if name not in INTERNAL_TOPICS and matches(name) and t.error is None
                 and t.partitions}
 
     def leaders(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, str]:
         """The host of each partition's leader broker."""
-        with self._lock:
-            metadata = self._consumer.list_topics(timeout=self.timeout)
+        with self._asking:
+            metadata = self._questions.list_topics(timeout=self.timeout)
         hosts = {broker_id: broker.host for broker_id, broker in metadata.brokers.items()}
         found = {}
         for tp in partitions:
@@ -469,9 +478,9 @@ class DriverConsumer:
             except (UnansweredError, KafkaException) as error:
                 if attempt == 2 or not _stale_metadata(error):
                     raise
-                with self._lock:
+                with self._asking:
                     for topic in sorted({tp.topic for tp in wanted}):
-                        self._consumer.list_topics(topic, timeout=self.timeout)
+                        self._questions.list_topics(topic, timeout=self.timeout)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _askConsumer(self, partitions: list[TopicPartition], query: int
@@ -481,8 +490,8 @@ class DriverConsumer:
 
         request = [KafkaTopicPartition(tp.topic, tp.partition, query) for tp in partitions]
         try:
-            with self._lock:
-                answers = self._consumer.offsets_for_times(request, timeout=self.timeout)
+            with self._asking:
+                answers = self._questions.offsets_for_times(request, timeout=self.timeout)
         except KafkaException as error:
             code = error.args[0].code() if error.args else None
             if code != KafkaError._TIMED_OUT:
@@ -507,9 +516,7 @@ class DriverConsumer:
 
     def latestOffsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """End offsets: the last stable offset under read_committed, else the high watermark."""
-        if self._consumerLevel is not None:
-            return self._consumerOffsets(partitions, _LATEST_TIME)
-        return self._listOffsets(partitions, _spec("latest"))
+        return self._consumerOffsets(partitions, _LATEST_TIME)
 
     def highWatermarks(self, partitions: Iterable[TopicPartition]
                        ) -> dict[TopicPartition, int]:
@@ -521,16 +528,14 @@ class DriverConsumer:
         that lost offsets (the high watermark below the position too); see
         :func:`kafka_direct.client.log_positions.check_positions`.
         """
-        if self._consumerLevel is False:
+        if not self.readCommitted:  # the consumer's own level
             return self._consumerOffsets(partitions, _LATEST_TIME)
         return self._listOffsets(partitions, _spec("latest"), readCommitted=False)
 
     def earliestOffsets(self, partitions: Iterable[TopicPartition]
                         ) -> dict[TopicPartition, int]:
         """Log start offsets."""
-        if self._consumerLevel is not None:
-            return self._consumerOffsets(partitions, _EARLIEST_TIME)
-        return self._listOffsets(partitions, _spec("earliest"))
+        return self._consumerOffsets(partitions, _EARLIEST_TIME)
 
     def offsetsForTimes(self, timestamps: Mapping[TopicPartition, int]
                         ) -> dict[TopicPartition, int]:
@@ -572,8 +577,9 @@ class DriverConsumer:
         self._closed.set()
         if self._keeper is not None:
             self._keeper.join(5)
-        with self._lock:
-            try:
-                self._consumer.close()
-            except Exception as error:
-                logger.debug("closing the driver consumer failed: %s", error)
+        with self._asking, self._lock:
+            for client in (self._consumer, self._questions):
+                try:
+                    client.close()
+                except Exception as error:
+                    logger.debug("closing the driver consumer failed: %s", error)

@@ -92,10 +92,14 @@ def has_no_maximum(config: PerPartitionConfig) -> bool:
     overrides ``maxRatePerPartition`` is asked partition by partition): planning a batch of
     a thousand partitions then skips a thousand questions whose answer is "no limit".
     """
-    method = type(config).maxRatePerPartition
+    # The bound method's function: a method replaced on the class or on the instance (a
+    # mock, a per-object patch) is not one of ours, and is asked partition by partition.
+    method = getattr(config.maxRatePerPartition, "__func__", None)
     if method is PerPartitionConfig.maxRatePerPartition:
         return True
     if method is DefaultPerPartitionConfig.maxRatePerPartition:
         default = cast(DefaultPerPartitionConfig, config)
-        return default.maxRate <= 0 and not any(rate > 0 for rate in default.maxRates.values())
+        rates = default.maxRates
+        return (type(rates) is dict and default.maxRate <= 0
+                and not any(rate > 0 for rate in rates.values()))
     return False

@@ -164,21 +164,37 @@ def _splittable(locations: Sequence[Sequence[str]]) -> bool:
 
 def _run_rdd(sc: Any, elements: Sequence[Any], locations: Sequence[Sequence[str]],
              k: int) -> Any:
-    """A JVM ``RDD[String]`` of ``elements`` (base64 pickles), each with its k hosts."""
+    """A JVM ``RDD[String]`` of ``elements`` (base64 pickles), each with its k hosts.
+
+    Only calls that Scala 2.12 (Spark 3.5) and 2.13 (Spark 4) both have: a Java list made a
+    Scala ``List``, ``grouped``, and ``Iterator.zip`` (``List.zip`` needs an implicit
+    builder on 2.12).
+    """
     jvm = sc._jvm
     texts = _SEPARATOR.join(
         base64.b64encode(pickle.dumps(e, protocol=pickle.HIGHEST_PROTOCOL)).decode("ascii")
         for e in elements)
     split = jvm.java.util.regex.Pattern.compile(_SEPARATOR)
-    wrap = jvm.scala.collection.immutable.ArraySeq.unsafeWrapArray
-    items = wrap(split.split(texts))
+    to_list = jvm.java.util.stream.Collectors.toList()
+    items = _scala_list(jvm, split.splitAsStream(texts).collect(to_list))
     string = jvm.scala.reflect.ClassTag.apply(jvm.java.lang.Class.forName("java.lang.String"))
     if k == 0:
         scala_rdd = sc._jsc.sc().makeRDD(items, len(elements), string)
     else:
-        hosts = wrap(split.split(_SEPARATOR.join(h for hs in locations for h in hs))).toList()
-        scala_rdd = sc._jsc.sc().makeRDD(items.zip(hosts.grouped(k).toSeq()), string)
+        hosts = _scala_list(jvm, split.splitAsStream(
+            _SEPARATOR.join(h for hs in locations for h in hs)).collect(to_list))
+        pairs = items.iterator().zip(hosts.grouped(k)).toList()
+        scala_rdd = sc._jsc.sc().makeRDD(pairs, string)
     return jvm.org.apache.spark.api.java.JavaRDD.fromRDD(scala_rdd, string)
+
+
+def _scala_list(jvm: Any, java_list: Any) -> Any:
+    """A Java list as a Scala immutable ``List`` (Scala 2.13, else 2.12)."""
+    try:
+        return jvm.scala.jdk.javaapi.CollectionConverters.asScala(java_list).toList()
+    except Exception:
+        return jvm.scala.collection.JavaConverters.asScalaBufferConverter(
+            java_list).asScala().toList()
 
 
 def _unpickle(text: str) -> Any:

@@ -1,6 +1,8 @@
 """The driver consumer's questions on the real broker: ends and starts through the consumer,
 a partition added since its metadata was fetched, and topics listed in one request."""
 
+import contextlib
+import threading
 import time
 
 from kafka_direct import TopicPartition
@@ -37,3 +39,34 @@ def test_ends_and_starts_of_many_topics_and_a_partition_added_since(kafka, kafka
         assert driver.listTopics(topics).counts[topics[1]] == 3
     finally:
         driver.close()
+
+
+def test_the_keeper_polls_while_an_offsets_question_waits(kafka, kafka_topic):
+    # The keeper's poll serves group callbacks; an offsets question waiting for a stalled
+    # broker (up to the request timeout, each retry) must not hold it up.
+    topic = kafka_topic(partitions=2)
+    driver = DriverConsumer(kafka.params(**{"group.id": f"keeper-{time.monotonic_ns()}"}),
+                            3_000)
+    waits: list[float] = []
+    stop = threading.Event()
+
+    def keeper() -> None:
+        while not stop.is_set():
+            start = time.monotonic()
+            driver.poll()
+            waits.append(time.monotonic() - start)
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=keeper, daemon=True)
+    thread.start()
+    kafka.pause()
+    try:
+        # The broker is stalled: a timeout is the answer.
+        with contextlib.suppress(Exception):
+            driver.latestOffsets([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+    finally:
+        kafka.resume()
+        stop.set()
+        thread.join()
+        driver.close()
+    assert waits and max(waits) < 1.0, f"poll() waited {max(waits):.1f} s"

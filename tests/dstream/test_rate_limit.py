@@ -175,3 +175,30 @@ def test_the_direct_streams_total_cap_is_exact_beyond_floating_point():
     config = Config({A: 0, B: 0}, {A: 1, B: 1})
     ends = clamp({A: 2**60 + 1, B: 3}, {A: 0, B: 0}, config, 1.0, None, maxTotal=2**60 + 1)
     assert sum(ends.values()) == 2**60 + 1
+
+
+class _Rates(dict):
+    """A mapping of maximum rates that answers from elsewhere (a lookup of its own)."""
+
+    def get(self, key, default=None):
+        return 5.0
+
+
+@pytest.mark.parametrize("patch", ["instance method", "rates mapping", "subclass"])
+def test_a_maximum_set_any_way_limits_the_batch(patch):
+    # Planning skips asking each partition only for the library's own configurations with
+    # no maximum; a maximum given on the instance, by a mapping of one's own or by a
+    # subclass is asked and kept.
+    class Slower(DefaultPerPartitionConfig):
+        def maxRatePerPartition(self, topicPartition):
+            return 5.0
+
+    config = Slower({}) if patch == "subclass" else DefaultPerPartitionConfig({})
+    if patch == "instance method":
+        config.maxRatePerPartition = lambda tp: 5.0
+    elif patch == "rates mapping":
+        config.maxRates = _Rates()
+    ends = clamp({A: 1000, B: 1000}, {A: 0, B: 0}, config, 2.0, None)
+    assert ends == {A: 10, B: 10}
+    assert clamp({A: 1000, B: 1000}, {A: 0, B: 0}, DefaultPerPartitionConfig({}), 2.0,
+                 None) == {A: 1000, B: 1000}

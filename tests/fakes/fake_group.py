@@ -33,7 +33,9 @@ class FakeGroupConsumer:
 
     def __init__(self, params, topics=None):
         self.params = dict(params)
-        self.topics = dict(topics or {})  # name -> partition count, the cluster's metadata
+        # name -> partition count, the cluster's metadata: shared by the consumers of one
+        # cluster (a dict given is kept, not copied)
+        self.topics = topics if topics is not None else {}
         self.subscriptions = []  # every topic list given to subscribe()
         self.callbacks = None
         self.assigned = set()  # what librdkafka holds as the assignment
@@ -140,9 +142,12 @@ def driver_with(topics, **params):
     from kafka_direct.client.driver_consumer import DriverConsumer
 
     made = {}
+    cluster = dict(topics)
 
     def factory(config):
-        made["consumer"] = FakeGroupConsumer(config, topics)
+        # The driver makes its asking consumer first, then the group's member: the last one
+        # made is the member, which the tests drive.
+        made["consumer"] = FakeGroupConsumer(config, cluster)
         return made["consumer"]
 
     config = {"bootstrap.servers": "fake:9092", "group.id": "g", **params}
