@@ -16,8 +16,10 @@ offset, so no batch ever waits for an open transaction. Ends and starts are aske
 second consumer that never joins the group (``offsets_for_times`` with Kafka's special times
 -1, latest, and -2, earliest): one blocking call answering a list, where the AdminClient
 builds a Python future per partition (at a thousand partitions that was most of a batch's
-planning); it also answers metadata questions, so that a question waiting for a slow broker
-never holds up the group member's poll. The AdminClient asks what the consumer's isolation
+planning), so that an offsets question waiting for a slow broker never holds up the group
+member's poll (librdkafka holds a consumer's poll while it asks). Metadata is asked of the
+member, whose refreshed metadata starts its rebalance when a subscribed topic grows. The
+AdminClient asks what the consumer's isolation
 level cannot: high watermarks under ``read_committed``, and offsets by timestamp.
 """
 
@@ -30,7 +32,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka_direct.client.params import refusal
+from kafka_direct.client.params import reads_committed, refusal
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.topic_partition import TopicPartition
 
@@ -215,14 +217,12 @@ class DriverConsumer:
         self.params = dict(params)
         self.groupId = str(self.params.get("group.id", ""))
         self.timeout = requestTimeoutMs / 1000.0
-        # librdkafka takes the level in any case (READ_COMMITTED is read_committed), and
-        # refuses any other value when the consumer is created.
-        self.readCommitted = str(self.params.get("isolation.level", "read_committed")) \
-            .lower() == "read_committed"
-        # Two consumers: one that asks (offsets, metadata) and never joins the group, and
-        # the group's member. librdkafka holds a consumer's poll while that consumer asks
-        # for offsets, and a question may wait for a slow broker up to the request timeout:
-        # the member's poll (its group callbacks, kept by the keeper thread) must not.
+        self.readCommitted = reads_committed(self.params)
+        # Two consumers: one that asks for offsets and never joins the group, and the
+        # group's member (metadata, commits). librdkafka holds a consumer's poll while that
+        # consumer asks for offsets, and a question may wait for a slow broker up to the
+        # request timeout: the member's poll (its group callbacks, kept by the keeper
+        # thread) must not.
         self._questions = _create("consumer", consumerFactory, self.params)
         made = [self._questions]
         try:
@@ -234,7 +234,8 @@ class DriverConsumer:
                 client.close()
             raise
         self._lock = threading.RLock()
-        # Held while the asking consumer answers a question; close() waits for it.
+        # Held while the asking consumer answers a question or serves its events; close()
+        # waits for it.
         self._asking = threading.RLock()
         self._assigned: set[TopicPartition] = set()
         self._closed = threading.Event()
@@ -314,12 +315,28 @@ class DriverConsumer:
                 logger.debug("driver consumer poll failed: %s", error)
 
     def poll(self) -> None:
-        """Serve group callbacks (assignments, revocations) without taking records."""
+        """Serve group callbacks (assignments, revocations) without taking records.
+
+        The asking consumer's events (statistics, errors) are served too, unless it is
+        answering a question (it serves them after each one): left unserved, they pile up.
+        """
         with self._lock:
             message = self._consumer.poll(0)
         if message is not None and message.error() is not None:
             logger.warning("driver consumer of group %s: %s", self.groupId,
                            message.error().str())
+        if self._asking.acquire(blocking=False):
+            try:
+                self._serveQuestions()
+            finally:
+                self._asking.release()
+
+    def _serveQuestions(self) -> None:
+        # It is never assigned a partition: what poll returns is an event, never a record.
+        event = self._questions.poll(0)
+        if event is not None and event.error() is not None:
+            logger.debug("driver consumer of group %s (questions): %s", self.groupId,
+                         event.error().str())
 
     def assignment(self, waitSeconds: float = 0.0) -> set[TopicPartition]:
         """The partitions the group gives this stream.
@@ -354,8 +371,8 @@ class DriverConsumer:
         wanted = list(dict.fromkeys(topics))
         listed: dict[str, Any] = {}
         if len(wanted) > _ONE_LISTING_ABOVE:
-            with self._asking:
-                everything = self._questions.list_topics(timeout=self.timeout).topics
+            with self._lock:
+                everything = self._consumer.list_topics(timeout=self.timeout).topics
             listed = {topic: everything[topic] for topic in wanted
                       if topic in everything and everything[topic].error is None}
         counts: dict[str, int] = {}
@@ -363,8 +380,8 @@ class DriverConsumer:
         for topic in wanted:
             described = listed.get(topic)
             if described is None:
-                with self._asking:
-                    metadata = self._questions.list_topics(topic, timeout=self.timeout)
+                with self._lock:
+                    metadata = self._consumer.list_topics(topic, timeout=self.timeout)
                 described = metadata.topics.get(topic)
             if described is None:
                 continue
@@ -392,16 +409,16 @@ class DriverConsumer:
 
     def topicsMatching(self, matches: Callable[[str], bool]) -> dict[str, int]:
         """Partition counts of every topic whose name ``matches`` (Kafka's own left out)."""
-        with self._asking:
-            metadata = self._questions.list_topics(timeout=self.timeout)
+        with self._lock:
+            metadata = self._consumer.list_topics(timeout=self.timeout)
         return {name: len(t.partitions) for name, t in metadata.topics.items()
                 if name not in INTERNAL_TOPICS and matches(name) and t.error is None
                 and t.partitions}
 
     def leaders(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, str]:
         """The host of each partition's leader broker."""
-        with self._asking:
-            metadata = self._questions.list_topics(timeout=self.timeout)
+        with self._lock:
+            metadata = self._consumer.list_topics(timeout=self.timeout)
         hosts = {broker_id: broker.host for broker_id, broker in metadata.brokers.items()}
         found = {}
         for tp in partitions:
@@ -491,7 +508,10 @@ class DriverConsumer:
         request = [KafkaTopicPartition(tp.topic, tp.partition, query) for tp in partitions]
         try:
             with self._asking:
-                answers = self._questions.offsets_for_times(request, timeout=self.timeout)
+                try:
+                    answers = self._questions.offsets_for_times(request, timeout=self.timeout)
+                finally:
+                    self._serveQuestions()
         except KafkaException as error:
             code = error.args[0].code() if error.args else None
             if code != KafkaError._TIMED_OUT:

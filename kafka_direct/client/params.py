@@ -22,6 +22,7 @@ __all__ = [
     "check_with_librdkafka",
     "executor_params",
     "force_param",
+    "reads_committed",
     "redact",
     "refusal",
     "resolve_callbacks",
@@ -61,6 +62,18 @@ _EXECUTOR_DEFAULTS = {"queued.max.messages.kbytes": 16384, "queued.min.messages"
 
 _warned: set[tuple[str, str, str]] = set()
 _warned_lock = threading.Lock()
+
+
+def reads_committed(params: Mapping[str, Any]) -> bool:
+    """Whether a consumer of ``params`` reads under ``read_committed``, as librdkafka reads it.
+
+    librdkafka's default; it takes the value in any case and with leading whitespace
+    (``" READ_COMMITTED"`` is read_committed) and refuses trailing whitespace or any other
+    word when the client is created. The driver and the source decide with this one reading
+    whether an end offset is the last stable offset or the high watermark.
+    """
+    level = str(params.get("isolation.level", "read_committed"))
+    return level.lstrip().lower() == "read_committed"
 
 
 def redact(params: Mapping[str, Any]) -> dict[str, Any]:

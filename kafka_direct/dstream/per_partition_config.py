@@ -94,7 +94,10 @@ def has_no_maximum(config: PerPartitionConfig) -> bool:
     """
     # The bound method's function: a method replaced on the class or on the instance (a
     # mock, a per-object patch) is not one of ours, and is asked partition by partition.
-    method = getattr(config.maxRatePerPartition, "__func__", None)
+    bound = config.maxRatePerPartition
+    if getattr(bound, "__self__", None) is not config:  # another object's method
+        return False
+    method = getattr(bound, "__func__", None)
     if method is PerPartitionConfig.maxRatePerPartition:
         return True
     if method is DefaultPerPartitionConfig.maxRatePerPartition:

@@ -2,6 +2,7 @@
 a partition added since its metadata was fetched, and topics listed in one request."""
 
 import contextlib
+import json
 import threading
 import time
 
@@ -70,3 +71,50 @@ def test_the_keeper_polls_while_an_offsets_question_waits(kafka, kafka_topic):
         thread.join()
         driver.close()
     assert waits and max(waits) < 1.0, f"poll() waited {max(waits):.1f} s"
+
+
+def test_a_partition_added_to_a_subscribed_topic_is_assigned_at_the_next_listing(
+        kafka, kafka_topic):
+    # The member's metadata refreshes when the stream lists its topics each batch; that
+    # refresh starts the rebalance that assigns a new partition (not the periodic refresh,
+    # which the user may have set to minutes).
+    topic = kafka_topic(partitions=2)
+    driver = DriverConsumer(kafka.params(**{
+        "group.id": f"fresh-{time.monotonic_ns()}",
+        "topic.metadata.refresh.interval.ms": 60_000}), 10_000)
+    try:
+        driver.subscribe([topic])
+        assert {tp.partition for tp in driver.assignment(15)} == {0, 1}
+        kafka.add_partitions(topic, 3)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            driver.topicsMatching(lambda name: name == topic)  # a batch's listing
+            if len(driver.assignment()) == 3:
+                break
+            time.sleep(0.5)
+        assert {tp.partition for tp in driver.assignment()} == {0, 1, 2}
+    finally:
+        driver.close()
+
+
+def test_both_consumers_deliver_their_statistics(kafka, kafka_topic):
+    # Events of a consumer nobody polls pile up in its queue: the asking consumer's are
+    # served after each question and by the keeper.
+    topic = kafka_topic(partitions=1)
+    names: set[str] = set()
+
+    def stats(text: str) -> None:
+        names.add(json.loads(text)["name"])
+
+    params = kafka.params(**{"group.id": f"stats-{time.monotonic_ns()}",
+                             "statistics.interval.ms": 50})
+    driver = DriverConsumer({**params, "stats_cb": stats}, 10_000)
+    try:
+        driver.subscribe([topic])
+        deadline = time.monotonic() + 10
+        while len(names) < 2 and time.monotonic() < deadline:
+            driver.latestOffsets([TopicPartition(topic, 0)])
+            time.sleep(0.2)
+        assert len(names) == 2, names
+    finally:
+        driver.close()

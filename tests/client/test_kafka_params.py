@@ -3,7 +3,7 @@ import logging
 import pytest
 
 from kafka_direct import ConfigurationError
-from kafka_direct.client.params import executor_params, redact, validate_params
+from kafka_direct.client.params import executor_params, reads_committed, redact, validate_params
 
 
 def test_validate_params_requires_bootstrap_servers_and_plain_values():
@@ -51,3 +51,16 @@ def test_executor_params_force_safe_values_with_one_warning_each(caplog, monkeyp
     # and that is no mistake of the user's to warn about.
     assert not any("auto.offset.reset" in w for w in warnings)
     assert executor_params(fixed)["group.id"] == "spark-executor-g"  # idempotent
+
+
+@pytest.mark.parametrize(("level", "committed"), [
+    (None, True), ("read_committed", True), ("READ_Committed", True), (" read_committed", True),
+    ("read_uncommitted", False), ("\tREAD_UNCOMMITTED", False)])
+def test_the_isolation_level_is_read_as_librdkafka_reads_it(level, committed):
+    params = {"bootstrap.servers": "b:9092"}
+    if level is not None:
+        params["isolation.level"] = level
+    assert reads_committed(params) is committed
+    from confluent_kafka import Consumer
+
+    Consumer({**params, "group.id": "g"}).close()  # librdkafka takes every one of them

@@ -184,7 +184,8 @@ class _Rates(dict):
         return 5.0
 
 
-@pytest.mark.parametrize("patch", ["instance method", "rates mapping", "subclass"])
+@pytest.mark.parametrize("patch", ["instance method", "rates mapping", "subclass",
+                                   "another object's method"])
 def test_a_maximum_set_any_way_limits_the_batch(patch):
     # Planning skips asking each partition only for the library's own configurations with
     # no maximum; a maximum given on the instance, by a mapping of one's own or by a
@@ -198,6 +199,9 @@ def test_a_maximum_set_any_way_limits_the_batch(patch):
         config.maxRatePerPartition = lambda tp: 5.0
     elif patch == "rates mapping":
         config.maxRates = _Rates()
+    elif patch == "another object's method":
+        limited = DefaultPerPartitionConfig({"spark.streaming.kafka.maxRatePerPartition": "5"})
+        config.maxRatePerPartition = limited.maxRatePerPartition
     ends = clamp({A: 1000, B: 1000}, {A: 0, B: 0}, config, 2.0, None)
     assert ends == {A: 10, B: 10}
     assert clamp({A: 1000, B: 1000}, {A: 0, B: 0}, DefaultPerPartitionConfig({}), 2.0,

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kafka_direct.client.driver_consumer import DriverConsumer, TopicListing
+from kafka_direct.client.params import reads_committed
 from kafka_direct.client.retry import Retrier
 from kafka_direct.errors import ConfigurationError, DataLossError, UnknownTopicOrPartitionError
 from kafka_direct.sql.source.admission import NEW_PARTITION_START
@@ -92,8 +93,7 @@ class SourceMetadata:
     @property
     def readCommitted(self) -> bool:
         """Whether the source reads under ``read_committed`` (librdkafka's default)."""
-        level = str(self.options.kafkaParams.get("isolation.level", "read_committed"))
-        return level.strip().lower() == "read_committed"
+        return reads_committed(self.options.kafkaParams)
 
     @property
     def driver(self) -> DriverConsumer:
