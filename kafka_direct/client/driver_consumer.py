@@ -32,6 +32,15 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafka_direct.client.offset_answers import (
+    EARLIEST_TIME,
+    LATEST_TIME,
+    UnansweredError,
+    answered_future,
+    answered_list,
+    offset_spec,
+    stale_metadata,
+)
 from kafka_direct.client.params import reads_committed, refusal
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.topic_partition import TopicPartition
@@ -105,69 +114,6 @@ def is_cooperative(consumer: Any, params: Mapping[str, Any]) -> bool:
         return True
     strategies = str(params.get("partition.assignment.strategy", "range,roundrobin"))
     return "cooperative-sticky" in {name.strip().lower() for name in strategies.split(",")}
-
-
-def _spec(kind: str, *args: Any) -> Any:
-    """An ``OffsetSpec`` (latest, earliest, for_timestamp) for ``list_offsets``."""
-    from confluent_kafka import admin
-
-    return getattr(admin.__dict__["OffsetSpec"], kind)(*args)
-
-
-#: ``ListOffsets``' special times: the end of the log (for the isolation level), its start.
-_LATEST_TIME, _EARLIEST_TIME = -1, -2
-
-
-class UnansweredError(Exception):
-    """A ListOffsets question Kafka did not answer with an offset (a glitch: retried).
-
-    Args:
-        message: What was asked, of which partition, and what came back.
-        code: librdkafka's error code, where a partition's answer carried one.
-    """
-
-    def __init__(self, message: str, code: int | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def _stale_metadata(error: Exception) -> bool:
-    """Whether ``error`` says the client's metadata may be behind the cluster.
-
-    A partition just added, or a leader just moved: worth one metadata refresh before the
-    question is asked again.
-    """
-    from confluent_kafka import KafkaError, KafkaException
-
-    code: Any = None
-    if isinstance(error, UnansweredError):
-        code = error.code
-    elif isinstance(error, KafkaException) and error.args:
-        code = getattr(error.args[0], "code", lambda: None)()
-    return code in (KafkaError._UNKNOWN_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
-                    KafkaError.NOT_LEADER_FOR_PARTITION,
-                    KafkaError.UNKNOWN_TOPIC_OR_PART) or "leader" in str(error).lower()
-
-
-def _answered(key: Any, future: Any, timeout: float, timestamp: bool) -> int:
-    """The offset ``future`` answers for partition ``key``, or UnansweredError.
-
-    A broker that stops answering mid-request can leave librdkafka's result at an offset no
-    log has (``OFFSET_INVALID``, -1001): taken as the end of a log it would read as data
-    loss. Only a question by timestamp has a negative answer (-1: no record at or after it).
-    """
-    import concurrent.futures
-
-    where = f"{key.topic}-{key.partition}"
-    try:
-        offset = int(future.result(timeout).offset)
-    except concurrent.futures.TimeoutError:
-        raise UnansweredError(f"ListOffsets for {where}: no answer within {timeout:g} s") \
-            from None
-    if offset < 0 and not (timestamp and offset == -1):
-        raise UnansweredError(f"ListOffsets for {where} answered offset {offset}, which no "
-                              "log has (the broker did not answer the request in full)")
-    return offset
 
 
 def _consumer(params: dict[str, Any]) -> Any:
@@ -455,7 +401,7 @@ class DriverConsumer:
             futures = self._admin.list_offsets(request, isolation_level=level,
                                                request_timeout=self.timeout)
             try:
-                return {TopicPartition(k.topic, k.partition): _answered(k, f, self.timeout,
+                return {TopicPartition(k.topic, k.partition): answered_future(k, f, self.timeout,
                                                                         timestamp)
                         for k, f in futures.items()}
             except Exception as error:
@@ -476,7 +422,7 @@ class DriverConsumer:
 
         Args:
             partitions: The partitions.
-            query: ``_LATEST_TIME`` or ``_EARLIEST_TIME``.
+            query: ``LATEST_TIME`` or ``EARLIEST_TIME``.
 
         Raises:
             UnansweredError: The request timed out, or a partition's answer was an error
@@ -493,7 +439,7 @@ class DriverConsumer:
             try:
                 return self._askConsumer(wanted, query)
             except (UnansweredError, KafkaException) as error:
-                if attempt == 2 or not _stale_metadata(error):
+                if attempt == 2 or not stale_metadata(error):
                     raise
                 with self._asking:
                     for topic in sorted({tp.topic for tp in wanted}):
@@ -520,23 +466,11 @@ class DriverConsumer:
             raise UnansweredError(
                 f"ListOffsets for {len(request)} partition(s) ({first.topic}-"
                 f"{first.partition} first): no answer within {self.timeout:g} s") from None
-        found = {}
-        for answer in answers:
-            where = f"{answer.topic}-{answer.partition}"
-            if answer.error is not None:
-                raise UnansweredError(f"ListOffsets for {where} failed: {answer.error.str()}",
-                                      answer.error.code())
-            offset = int(answer.offset)
-            if offset < 0:
-                raise UnansweredError(f"ListOffsets for {where} answered offset {offset}, "
-                                      "which no log has (the broker did not answer the "
-                                      "request in full)")
-            found[TopicPartition(answer.topic, answer.partition)] = offset
-        return found
+        return answered_list(answers)
 
     def latestOffsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """End offsets: the last stable offset under read_committed, else the high watermark."""
-        return self._consumerOffsets(partitions, _LATEST_TIME)
+        return self._consumerOffsets(partitions, LATEST_TIME)
 
     def highWatermarks(self, partitions: Iterable[TopicPartition]
                        ) -> dict[TopicPartition, int]:
@@ -549,20 +483,20 @@ class DriverConsumer:
         :func:`kafka_direct.client.log_positions.check_positions`.
         """
         if not self.readCommitted:  # the consumer's own level
-            return self._consumerOffsets(partitions, _LATEST_TIME)
-        return self._listOffsets(partitions, _spec("latest"), readCommitted=False)
+            return self._consumerOffsets(partitions, LATEST_TIME)
+        return self._listOffsets(partitions, offset_spec("latest"), readCommitted=False)
 
     def earliestOffsets(self, partitions: Iterable[TopicPartition]
                         ) -> dict[TopicPartition, int]:
         """Log start offsets."""
-        return self._consumerOffsets(partitions, _EARLIEST_TIME)
+        return self._consumerOffsets(partitions, EARLIEST_TIME)
 
     def offsetsForTimes(self, timestamps: Mapping[TopicPartition, int]
                         ) -> dict[TopicPartition, int]:
         """The first offset at or after each timestamp (ms); the end offset if none."""
         result = {}
         for tp, timestamp in timestamps.items():
-            found = self._listOffsets([tp], _spec("for_timestamp", int(timestamp)),
+            found = self._listOffsets([tp], offset_spec("for_timestamp", int(timestamp)),
                                       timestamp=True)
             result.update(found)
         missing = [tp for tp, offset in result.items() if offset < 0]
