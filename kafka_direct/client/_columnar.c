@@ -166,6 +166,21 @@ check_open(Consumer *self)
     return 0;
 }
 
+/*
+ * Whether m belongs to another partition than the one this consumer reads: one it read
+ * before a retarget() that librdkafka had already queued. (librdkafka drops those when the
+ * partition is unassigned; this is the guard that a record never lands in the wrong range.)
+ * Runs without the GIL.
+ */
+static int
+foreign(Consumer *self, const rd_kafka_message_t *m)
+{
+    if (m->rkt == NULL)
+        return 0; /* an event of the consumer, not of a partition */
+    return m->partition != self->partition ||
+           strcmp(p_rd_kafka_topic_name(m->rkt), self->topic) != 0;
+}
+
 static rd_kafka_topic_partition_list_t *
 one_partition(Consumer *self, int64_t offset)
 {
@@ -219,6 +234,35 @@ Consumer_assign(Consumer *self, PyObject *arg)
     p_rd_kafka_topic_partition_list_destroy(list);
     if (err)
         return raise_kafka(err, NULL);
+    Py_RETURN_NONE;
+}
+
+/*
+ * retarget(topic, partition): read another partition from now on. The partition read so far
+ * is unassigned (what was taken of it is dropped); the next assign() starts the new one.
+ */
+static PyObject *
+Consumer_retarget(Consumer *self, PyObject *args)
+{
+    const char *topic;
+    int partition;
+    rd_kafka_resp_err_t err;
+    if (!PyArg_ParseTuple(args, "si", &topic, &partition) || check_open(self) < 0)
+        return NULL;
+    char *copy = strdup(topic);
+    if (copy == NULL)
+        return PyErr_NoMemory();
+    drop_pending(self);
+    Py_BEGIN_ALLOW_THREADS
+    err = p_rd_kafka_assign(self->rk, NULL);
+    Py_END_ALLOW_THREADS
+    if (err) {
+        free(copy);
+        return raise_kafka(err, NULL);
+    }
+    free(self->topic);
+    self->topic = copy;
+    self->partition = partition;
     Py_RETURN_NONE;
 }
 
@@ -416,6 +460,8 @@ Consumer_consume(Consumer *self, PyObject *args)
     received = self->end > self->start;
     for (i = first; i < self->end && n < (size_t)max_records; i++) {
         rd_kafka_message_t *m = self->msgs[i];
+        if (foreign(self, m))
+            continue;
         if (m->err) {
             if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
                 continue;
@@ -473,7 +519,7 @@ Consumer_consume(Consumer *self, PyObject *args)
     /* Timestamps without a type (kind 0) need a pass of their own. */
     for (size_t j = first; j < i; j++) {
         rd_kafka_message_t *m = self->msgs[j];
-        if (!m->err && m->offset >= position) {
+        if (!m->err && m->offset >= position && !foreign(self, m)) {
             rd_kafka_timestamp_type_t kind;
             p_rd_kafka_message_timestamp(m, &kind);
             tnulls += kind == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
@@ -546,7 +592,7 @@ Consumer_consume(Consumer *self, PyObject *args)
         }
         for (size_t j = first; j < i && row < n; j++) {
             rd_kafka_message_t *m = self->msgs[j];
-            if (m->err || m->offset < position)
+            if (m->err || m->offset < position || foreign(self, m))
                 continue;
             if (koff != NULL) {
                 if (m->key != NULL) {
@@ -669,6 +715,8 @@ Consumer_consume(Consumer *self, PyObject *args)
 
 static PyMethodDef Consumer_methods[] = {
     {"assign", (PyCFunction)Consumer_assign, METH_O, "Assign the partition from an offset."},
+    {"retarget", (PyCFunction)Consumer_retarget, METH_VARARGS,
+     "retarget(topic, partition): read another partition (assign() it next)."},
     {"pause", (PyCFunction)Consumer_pause, METH_NOARGS, "Pause fetching the partition."},
     {"resume", (PyCFunction)Consumer_resume, METH_NOARGS, "Resume fetching the partition."},
     {"seek", (PyCFunction)Consumer_seek, METH_VARARGS, "seek(offset, timeout_ms)."},

@@ -103,7 +103,8 @@ typedef struct rd_kafka_topic_partition_list_s {
     X(rd_kafka_resp_err_t, rd_kafka_consumer_close, (rd_kafka_t *))                           \
     X(rd_kafka_resp_err_t, rd_kafka_error_code, (const rd_kafka_error_t *))                   \
     X(const char *, rd_kafka_error_string, (const rd_kafka_error_t *))                        \
-    X(void, rd_kafka_error_destroy, (rd_kafka_error_t *))
+    X(void, rd_kafka_error_destroy, (rd_kafka_error_t *))                                     \
+    X(const char *, rd_kafka_topic_name, (const rd_kafka_topic_t *))
 
 /* rd_kafka_seek_partitions (the newest of them) came with 1.6.0. */
 #define RDKAFKA_MIN_VERSION 0x010600ff

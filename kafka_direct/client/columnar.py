@@ -273,6 +273,9 @@ class ColumnarDataConsumer(KafkaDataConsumer):
     def _resume(self) -> None:
         self._consumer.resume()
 
+    def _switch(self, topic: str, partition: int) -> None:
+        self._consumer.retarget(topic, partition)
+
     def _pause(self) -> None:
         self._consumer.pause()
 

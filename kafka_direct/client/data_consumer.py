@@ -113,6 +113,28 @@ class KafkaDataConsumer:
         self._pause()
         self._paused = True
 
+    def retarget(self, topic: str, partition: int) -> None:
+        """Read ``topic``-``partition`` from now on (the cache's hand-over of an idle consumer).
+
+        The partition read so far is resumed if paused (librdkafka would keep its pause for
+        a later assignment of it), then unassigned; the next range assigns the new one.
+        Costs a fraction of a new consumer (no threads started, no connections made).
+
+        Raises:
+            RuntimeError: The consumer is closed.
+        """
+        if self.closed:
+            raise RuntimeError(f"the consumer of {self.topic}-{self.partition} is closed")
+        if self._paused:
+            self._resume()
+            self._paused = False
+        self._switch(topic, partition)
+        self.topic, self.partition = topic, partition
+        self._next = None
+
+    def _switch(self, topic: str, partition: int) -> None:
+        self._consumer.unassign()
+
     def _watermarks(self, timeout: float = 10.0) -> tuple[int, int]:
         low, high = self._consumer.get_watermark_offsets(
             self._tp(self.topic, self.partition), timeout=timeout, cached=False)
@@ -159,7 +181,7 @@ class KafkaDataConsumer:
             wanted = max(1, min(MAX_BATCH, untilOffset - position))
             batch = self._consumer.consume(wanted, _POLL_SLICE_S)
             progressed = False
-            if batch and self._plain(batch, position, untilOffset):
+            if batch and self._plain(batch, position, untilOffset) and self._own(batch[0]):
                 # The common case, without per-record Python work: one partition's offsets
                 # only grow, so first and last inside the range means all are.
                 position = batch[-1].offset() + 1
@@ -168,6 +190,8 @@ class KafkaDataConsumer:
             elif batch:
                 accepted: list[Any] = []
                 for message in batch:
+                    if not self._own(message):
+                        continue  # queued before a retarget (librdkafka drops these too)
                     error = message.error()
                     if error is not None:
                         restart = self._on_error(error, position, fromOffset, untilOffset,
@@ -212,6 +236,16 @@ class KafkaDataConsumer:
             if message.error() is not None:
                 return False
         return bool(batch[0].offset() >= position and batch[-1].offset() < untilOffset)
+
+    def _own(self, message: Any) -> bool:
+        """Whether ``message`` is of this consumer's partition, or of none (an event).
+
+        Messages of a partition come in order after those queued before a retarget, so the
+        first message of a batch answers for the batch.
+        """
+        partition = message.partition()
+        return partition is None or partition < 0 or (
+            partition == self.partition and message.topic() == self.topic)
 
     def _on_error(self, error: Any, position: int, fromOffset: int, untilOffset: int,
                   failOnDataLoss: bool) -> int | None:
@@ -335,6 +369,7 @@ class ConsumerCache:
         self._in_use: set[tuple[Any, ...]] = set()
         self._lock = threading.Lock()
         self.created = 0
+        self.handedOver = 0
 
     @staticmethod
     def _key(topic: str, partition: int, params: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -356,6 +391,8 @@ class ConsumerCache:
             if cached is not None and (attempt > 0 or cached.closed):
                 cached.close()
                 cached = None
+            if cached is None and attempt == 0:
+                cached = self._handed_over(key, topic, partition)
             if cached is None:
                 logger.debug("new executor consumer for %s-%d (%s)", topic, partition,
                              redact(params).get("group.id"))
@@ -375,6 +412,33 @@ class ConsumerCache:
                 self._in_use.discard(key)
 
         return cached, release
+
+    def _handed_over(self, key: tuple[Any, ...], topic: str, partition: int
+                     ) -> KafkaDataConsumer | None:
+        """A full cache's least recently used idle consumer, retargeted to the partition.
+
+        Only one of the same parameters; None when there is none (call with the lock). The
+        consumer would be closed to make room; handing it over instead saves making a
+        client (its threads and connections) and closing one, most of the cost of a range
+        when a worker reads more partitions than the cache holds (a task of many small
+        ranges, a topic of many partitions). A retried task never gets one.
+        """
+        if len(self._entries) < self.capacity:
+            return None
+        for old_key, old in self._entries.items():
+            if old_key in self._in_use or old_key[0] != key[0] or old_key[3] != key[3]:
+                continue
+            del self._entries[old_key]
+            try:
+                old.retarget(topic, partition)
+            except Exception as error:  # any failure: the consumer is closed, not reused
+                logger.debug("handing the consumer of %s-%d over failed: %s", old.topic,
+                             old.partition, error)
+                old.close()
+                return None
+            self.handedOver += 1
+            return old
+        return None
 
     @contextlib.contextmanager
     def lease(self, topic: str, partition: int, params: Mapping[str, Any], *,

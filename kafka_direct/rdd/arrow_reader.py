@@ -18,7 +18,7 @@ cached consumer. Our errors travel to the driver as data
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -199,6 +199,21 @@ def task_attempt() -> int:
         return 0
 
 
-def read_task(offsetRange: OffsetRange, settings: PartitionReadSettings) -> Iterator[Any]:
-    """:func:`read_partition` as a task runs it: its attempt number, errors carried as data."""
-    return carry_errors(read_partition(offsetRange, settings, attempt=task_attempt()))
+def read_task(offsetRanges: OffsetRange | Sequence[OffsetRange],
+              settings: PartitionReadSettings) -> Iterator[Any]:
+    """:func:`read_partition` as a task runs it: its attempt number, errors carried as data.
+
+    Several ranges (a task of packed ranges) are read one after the other, in order, each
+    with a consumer of the worker's cache: the cache hands a consumer it no longer needs
+    over to the next partition rather than close it and make another
+    (:meth:`~kafka_direct.client.data_consumer.ConsumerCache.acquire`).
+    """
+    if isinstance(offsetRanges, OffsetRange):
+        offsetRanges = (offsetRanges,)
+    return carry_errors(_read_ranges(tuple(offsetRanges), settings, task_attempt()))
+
+
+def _read_ranges(offsetRanges: tuple[OffsetRange, ...], settings: PartitionReadSettings,
+                 attempt: int) -> Iterator[Any]:
+    for offsetRange in offsetRanges:
+        yield from read_partition(offsetRange, settings, attempt=attempt)

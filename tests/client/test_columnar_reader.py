@@ -162,6 +162,38 @@ def test_both_readers_give_identical_tables_for_random_logs_and_ranges(kafka, ka
     assert compared == 56 and rows > 0 and gaps > 0 and headers > 0 and pruned > 0
 
 
+@pytest.mark.parametrize("reader", ["python", "c"])
+def test_a_consumer_handed_over_between_partitions_reads_each_range_exactly(
+        kafka, kafka_topic, reader):
+    # A cache of one consumer: every change of partition hands it over (retarget), with
+    # the last partition paused at its range's end and records of it possibly queued.
+    if reader == "c" and not columnar.native_status()[0]:
+        pytest.skip(f"no native reader: {columnar.native_status()[1]}")
+    first, second = kafka_topic(partitions=3), kafka_topic(partitions=1)
+    for topic, partitions in ((first, 3), (second, 1)):
+        for p in range(partitions):
+            kafka.produce(topic, [b"%s-%d-%d" % (topic.encode(), p, i) for i in range(300)],
+                          partition=p)
+    params = executor_params(kafka.params(**{"group.id": "handover"}))
+    settings = PartitionReadSettings(ReadSettings(params, pollTimeoutMs=20_000), impl=reader)
+    cache = (ColumnarConsumerCache if reader == "c" else ConsumerCache)(capacity=1)
+    # Back to a partition read (and paused) before: it must not stay paused; the same
+    # partition number of another topic: none of the first topic's records.
+    plan = [(first, 0, 0, 100), (first, 1, 0, 300), (first, 0, 100, 250),
+            (second, 0, 0, 300), (first, 0, 250, 300), (first, 2, 5, 290),
+            (second, 0, 0, 7)]
+    for topic, partition, begin, end in plan:
+        batches = list(read_partition(OffsetRange(topic, partition, begin, end), settings,
+                                      cache=cache))
+        table = pa.Table.from_batches(batches, schema=arrow_schema(False))
+        assert table.column("offset").to_pylist() == list(range(begin, end))
+        assert set(table.column("topic").to_pylist()) == {topic}
+        assert table.column("value").to_pylist() == [
+            b"%s-%d-%d" % (topic.encode(), partition, i) for i in range(begin, end)]
+    assert cache.created == 1 and cache.handedOver == 6
+    cache.clear()
+
+
 @needs_native
 def test_a_chunk_needs_no_copy_of_the_readers_buffers(kafka, kafka_topic):
     topic = kafka_topic()

@@ -24,6 +24,17 @@ def offsets(consumer, start, end, **kw):
     return [m.offset() for m in consumer.read(start, end, kw.pop("timeout", 5000), **kw)]
 
 
+def fake_consumers():
+    """A factory of fake consumers over one log of offsets 0-9, and the list it fills."""
+    made = []
+
+    def factory(params):
+        made.append(FakeConsumer(FakeLog(range(10))))
+        return made[-1]
+
+    return made, factory
+
+
 def test_reads_exactly_the_half_open_range_and_skips_gaps():
     log = FakeLog([0, 1, 2, 4, 5, 7, 8, 9])  # 3 and 6: markers or compacted
     consumer, fakes = reader(log)
@@ -106,12 +117,7 @@ def test_no_progress_within_the_poll_timeout_fails_naming_range_and_timeout():
 
 
 def test_cache_reuses_consumers_and_gives_retries_a_fresh_one():
-    made = []
-
-    def factory(params):
-        made.append(FakeConsumer(FakeLog(range(10))))
-        return made[-1]
-
+    _, factory = fake_consumers()
     cache = ConsumerCache(capacity=2, factory=factory)
     first, release = cache.acquire("t", 0, PARAMS)
     release()
@@ -129,16 +135,64 @@ def test_cache_reuses_consumers_and_gives_retries_a_fresh_one():
     for partition in (1, 2):
         _, rel = cache.acquire("t", partition, PARAMS)
         rel()
-    assert len(cache) == 2 and retry.closed  # least recently used evicted and closed
+    # Full: the least recently used idle consumer is handed over to t-2 (not closed).
+    assert len(cache) == 2 and not retry.closed and retry.partition == 2
+    assert cache.handedOver == 1
+
+
+def test_a_full_cache_hands_an_idle_consumer_over_to_the_next_partition():
+    made, factory = fake_consumers()
+    cache = ConsumerCache(capacity=2, factory=factory)
+    for partition in (0, 1):
+        consumer, release = cache.acquire("t", partition, PARAMS)
+        list(consumer.read(0, 3, 5000))  # left paused at 3
+        release()
+    assert made[0].paused
+    # Full: the least recently used idle consumer (t-0's) reads t-2 now, unpaused first
+    # (librdkafka would keep t-0's pause for a later assignment of it) and unassigned.
+    handed, release = cache.acquire("t", 2, PARAMS)
+    assert handed._consumer is made[0] and (handed.topic, handed.partition) == ("t", 2)
+    assert not made[0].paused and made[0].unassigned == 1 and not made[0].closed
+    assert cache.handedOver == 1 and cache.created == 2 and len(cache) == 2
+    # One in use is never handed over; t-1's idle one is.
+    again, release_again = cache.acquire("t", 3, PARAMS)
+    assert again._consumer is made[1] and cache.created == 2
+    release_again()
+    # Nothing idle of these parameters: a consumer of its own, and the cache grows past
+    # its capacity only while its consumers are in use.
+    other, release_other = cache.acquire("t", 4, {**PARAMS, "group.id": "other"})
+    assert other._consumer is made[2] and cache.created == 3 and len(cache) == 3
+    release_other()
+    release()
+    # Past its capacity, the least recently used idle one (t-2's) is closed as before;
+    # the other group's idle consumer is handed over to its t-6.
+    last, release_last = cache.acquire("t", 6, {**PARAMS, "group.id": "other"})
+    release_last()
+    assert last._consumer is made[2] and made[0].closed and len(cache) == 2
+    # A retried task never gets a handed-over consumer.
+    retry, release_retry = cache.acquire("t", 5, PARAMS, attempt=1)
+    assert retry._consumer is made[3] and cache.handedOver == 3
+    release_retry()
+
+
+def test_a_consumer_that_cannot_be_handed_over_is_closed_and_a_new_one_made():
+    made, factory = fake_consumers()
+    cache = ConsumerCache(capacity=1, factory=factory)
+    _, release = cache.acquire("t", 0, PARAMS)
+    release()
+
+    def broken():
+        raise RuntimeError("unassign failed")
+
+    made[0].unassign = broken
+    fresh, release = cache.acquire("t", 1, PARAMS)
+    release()
+    assert fresh._consumer is made[1] and made[0].closed and cache.handedOver == 0
+    assert len(cache) == 1
 
 
 def test_read_range_builds_records_and_discards_a_consumer_left_mid_range():
-    made = []
-
-    def factory(params):
-        made.append(FakeConsumer(FakeLog(range(10))))
-        return made[-1]
-
+    made, factory = fake_consumers()
     cache = ConsumerCache(factory=factory)
     settings = ReadSettings(params=PARAMS, valueDeserializer=lambda b: b.decode())
     records = list(read_range(OffsetRange("t", 0, 2, 5), settings, cache=cache))

@@ -62,6 +62,10 @@ class FakeConsumer:
         self.assigns.append(tp.offset)
         self.error_pending = self.pointer < self.log.low or self.pointer > self.log.high
 
+    def unassign(self):
+        self.pointer = None
+        self.unassigned = getattr(self, "unassigned", 0) + 1
+
     def pause(self, tps):
         self.paused = True
 

@@ -2,8 +2,8 @@
 
 The offsets are fixed when Spark plans the query: ``startingOffsets`` (default earliest) to
 ``endingOffsets`` (default latest), or the timestamp options, resolved once on the driver;
-then one task per topic-partition range (split for ``minPartitions`` /
-``maxRecordsPerPartition``), read as the stream reads them.
+then a range per topic-partition (split for ``minPartitions`` / ``maxRecordsPerPartition``),
+small ones packed into tasks (``minOffsetsPerTask``), read as the stream reads them.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from kafka_direct.errors import ConfigurationError
 from kafka_direct.rdd.arrow_reader import read_task
 from kafka_direct.sql.source.metadata import SourceMetadata
 from kafka_direct.sql.source.options import OffsetSpec, SourceOptions
-from kafka_direct.sql.source.planning import KafkaInputPartition, plan_ranges
+from kafka_direct.sql.source.planning import KafkaInputPartition, pack_ranges, plan_ranges
 from kafka_direct.sql.source.stream_reader import read_settings
 from kafka_direct.task_errors import carried
 
@@ -73,9 +73,12 @@ class KafkaDirectBatchReader(DataSourceReader):
                     f"the starting offset {start[tp]} of {tp} is after its ending offset "
                     f"{end[tp]}: check {self.options.starting.option!r} and "
                     f"{self.ending.option!r}", topic=tp.topic, partition=tp.partition)
-            ranges = plan_ranges(start, end, self.options.minPartitions,
-                                 self.options.maxRecordsPerPartition)
-            return [KafkaInputPartition(r) for r in ranges]
+            options = self.options
+            ranges = plan_ranges(start, end, options.minPartitions,
+                                 options.maxRecordsPerPartition)
+            return [KafkaInputPartition(task) for task in pack_ranges(
+                ranges, options.minOffsetsPerTask, options.minPartitions,
+                options.maxRecordsPerPartition)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         """The partition's records as ``pyarrow.RecordBatch``es (on an executor).
@@ -84,4 +87,4 @@ class KafkaDirectBatchReader(DataSourceReader):
         """
         if not isinstance(partition, KafkaInputPartition):
             return iter(())
-        return read_task(partition.offsetRange, self.settings)
+        return read_task(partition.offsetRanges, self.settings)

@@ -51,6 +51,7 @@ from kafka_direct.sql.source.offsets import (
 from kafka_direct.topic_partition import TopicPartition
 
 __all__ = [
+    "DEFAULT_MIN_OFFSETS_PER_TASK",
     "KAFKA_PREFIX",
     "KNOWN_OPTIONS",
     "OffsetSpec",
@@ -62,6 +63,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+#: ``minOffsetsPerTask``'s default: a task reads at least this many offsets (unless the batch
+#: has fewer), so that Spark's cost per task of a Python data source, about 10 ms, is a few
+#: percent of a task's time (:func:`kafka_direct.sql.source.planning.pack_ranges`).
+DEFAULT_MIN_OFFSETS_PER_TASK = 100_000
 #: The prefix of the options that are librdkafka properties (``kafka.bootstrap.servers``).
 KAFKA_PREFIX = "kafka."
 #: Options of other parts of kafka-direct that a source may be given (the offset link).
@@ -73,6 +78,7 @@ _SPELLING = {name.lower(): name for name in (
     "startingOffsetsByTimestampStrategy", "failOnDataLoss", "kafkaConsumer.pollTimeoutMs",
     "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "maxOffsetsPerTrigger",
     "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions", "maxRecordsPerPartition",
+    "minOffsetsPerTask",
     "groupIdPrefix", "includeHeaders", "commitOffsetsToGroup", "subscribePattern", "assign",
     "subscribe", "maxOffsetsPerPartitionPerTrigger", "reader", "columns")}
 #: The same, lower case, as Spark hands them over.
@@ -208,6 +214,9 @@ class SourceOptions:
         groupGiven: Whether the user set ``kafka.group.id``.
         minPartitions: Split ranges so a batch has at least this many tasks, or None.
         maxRecordsPerPartition: Split ranges longer than this, or None.
+        minOffsetsPerTask: Pack consecutive small ranges into tasks of at least this many
+            offsets (ours; see :func:`kafka_direct.sql.source.planning.pack_ranges`); 0:
+            one task per range, as Spark's source.
         pollTimeoutMs: Longest a task waits without progress.
         numRetries: Retries of a driver-side Kafka question.
         retryIntervalMs: Pause between those retries.
@@ -233,6 +242,7 @@ class SourceOptions:
     groupGiven: bool = False
     minPartitions: int | None = None
     maxRecordsPerPartition: int | None = None
+    minOffsetsPerTask: int = DEFAULT_MIN_OFFSETS_PER_TASK
     pollTimeoutMs: int = 120_000
     numRetries: int = 3
     retryIntervalMs: int = 1000
@@ -466,6 +476,9 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool | None,
         groupGiven=group_given,
         minPartitions=_positive(opts, "minpartitions"),
         maxRecordsPerPartition=_positive(opts, "maxrecordsperpartition"),
+        minOffsetsPerTask=parse_int("option 'minOffsetsPerTask'",
+                                    opts.get("minoffsetspertask",
+                                             str(DEFAULT_MIN_OFFSETS_PER_TASK)), 0),
         pollTimeoutMs=parse_int("option 'kafkaConsumer.pollTimeoutMs'",
                                 opts.get("kafkaconsumer.polltimeoutms", "120000"), 1),
         numRetries=parse_int("option 'fetchOffset.numRetries'",

@@ -12,6 +12,14 @@ then splits them as Spark's ``KafkaOffsetRangeCalculator`` does:
 Every offset of the batch is in exactly one range; ranges of one partition follow each other
 in offset order. A pure function of the offsets, so a batch replayed after a failure is
 planned the same way.
+
+:func:`pack_ranges` then groups consecutive small ranges into one task (``minOffsetsPerTask``,
+ours): a task of a Python data source costs Spark about 10 ms before it reads anything (the
+task, its Python worker's start of the read, the Arrow stream), as long as reading 10,000
+records, so a batch spread thin over many partitions would spend most of its time on
+tasks. Packing keeps the order of the ranges (a query's rows come in the same order), never
+puts more than ``maxRecordsPerPartition`` offsets in a task, and never leaves fewer tasks
+than ``minPartitions`` (then it leaves the ranges one per task, as Spark's source).
 """
 
 from __future__ import annotations
@@ -25,25 +33,33 @@ from kafka_direct.offset_range import OffsetRange
 from kafka_direct.sql.source.admission import start_of
 from kafka_direct.topic_partition import TopicPartition, partition_order
 
-__all__ = ["KafkaInputPartition", "plan_ranges", "split_ranges"]
+__all__ = ["KafkaInputPartition", "pack_ranges", "plan_ranges", "split_ranges"]
 
 
 @dataclass(frozen=True)
 class KafkaInputPartition(InputPartition):
-    """One Spark task of the source: the records of one offset range.
+    """One Spark task of the source: the records of one or more offset ranges, in order.
 
     Attributes:
-        offsetRange: ``[fromOffset, untilOffset)`` of one topic-partition.
+        offsetRanges: ``[fromOffset, untilOffset)`` ranges, read one after the other (see
+            :func:`pack_ranges`); at least one.
         planId: The batch's plan in a linked offset store, which the task binds to its
             query and batch; None without a store.
     """
 
-    offsetRange: OffsetRange
+    offsetRanges: tuple[OffsetRange, ...]
     planId: int | None = None
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.offsetRanges, tuple) or not self.offsetRanges or not all(
+                isinstance(r, OffsetRange) for r in self.offsetRanges):
+            raise TypeError("KafkaInputPartition needs a tuple of one or more OffsetRanges")
+
     def __repr__(self) -> str:
-        r = self.offsetRange
-        return f"KafkaInputPartition({r.topic}-{r.partition} [{r.fromOffset}, {r.untilOffset}))"
+        text = ", ".join(f"{r.topic}-{r.partition} [{r.fromOffset}, {r.untilOffset})"
+                         for r in self.offsetRanges[:3])
+        more = len(self.offsetRanges) - 3
+        return f"KafkaInputPartition({text}{f' and {more} more' if more > 0 else ''})"
 
 
 def _divide(offsetRange: OffsetRange, parts: int) -> list[OffsetRange]:
@@ -110,3 +126,44 @@ def plan_ranges(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition
               for tp, until in sorted(end.items(), key=_first_partition_order)
               if until > start_of(start, tp)]
     return split_ranges(ranges, minPartitions, maxRecordsPerPartition)
+
+
+def pack_ranges(ranges: Sequence[OffsetRange], minOffsetsPerTask: int,
+                minPartitions: int | None = None, maxRecordsPerPartition: int | None = None
+                ) -> list[tuple[OffsetRange, ...]]:
+    """The tasks of a batch: consecutive small ranges grouped into larger tasks.
+
+    Ranges are added to the open task until it holds ``minOffsetsPerTask``; a range of
+    ``minOffsetsPerTask`` offsets or more closes the open task first, so it keeps a task of
+    its own. The order of ``ranges`` is kept inside and across tasks.
+
+    Args:
+        ranges: The batch's ranges, as :func:`plan_ranges` gives them.
+        minOffsetsPerTask: Fewest offsets a task is filled to; 0 or 1: one range per task.
+        minPartitions: Packing that would leave fewer tasks than this is not done (the
+            ranges, already split for it, stay one per task).
+        maxRecordsPerPartition: Most offsets a task holds (a task is closed before a range
+            would take it past this).
+    """
+    if minOffsetsPerTask <= 1:
+        return [(r,) for r in ranges]
+    limit = maxRecordsPerPartition
+    tasks: list[tuple[OffsetRange, ...]] = []
+    open_task: list[OffsetRange] = []
+    held = 0
+    for r in ranges:
+        count = r.count()
+        if open_task and (count >= minOffsetsPerTask
+                          or (limit is not None and held + count > limit)):
+            tasks.append(tuple(open_task))
+            open_task, held = [], 0
+        open_task.append(r)
+        held += count
+        if held >= minOffsetsPerTask:
+            tasks.append(tuple(open_task))
+            open_task, held = [], 0
+    if open_task:
+        tasks.append(tuple(open_task))
+    if minPartitions is not None and len(tasks) < minPartitions:
+        return [(r,) for r in ranges]
+    return tasks

@@ -54,7 +54,7 @@ from kafka_direct.sql.offsets_json import SourceOffsets, offsets_from_json, offs
 from kafka_direct.sql.source.admission import NEW_PARTITION_START, TriggerDelay, admit, start_of
 from kafka_direct.sql.source.metadata import SourceMetadata
 from kafka_direct.sql.source.options import SourceOptions, parse_source_options
-from kafka_direct.sql.source.planning import KafkaInputPartition, plan_ranges
+from kafka_direct.sql.source.planning import KafkaInputPartition, pack_ranges, plan_ranges
 from kafka_direct.task_errors import carried
 from kafka_direct.topic_partition import TopicPartition
 
@@ -317,17 +317,22 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         return offsets_to_json(self._latest) if self._latest is not None else None
 
     def partitions(self, start: SourceOffsets, end: SourceOffsets) -> Sequence[InputPartition]:
-        """One input partition per topic-partition with offsets in ``(start, end]``.
+        """The tasks of ``(start, end]``, small ranges packed together.
 
+        A range per topic-partition with offsets in it (split for ``minPartitions`` /
+        ``maxRecordsPerPartition``), small ones packed together (``minOffsetsPerTask``).
         A linked offset store records the plan first, before any task runs.
         """
         with carried():
             begin = offsets_from_json(start, "the batch's start offset")
             finish = offsets_from_json(end, "the batch's end offset")
-            ranges = plan_ranges(begin, finish, self.options.minPartitions,
-                                 self.options.maxRecordsPerPartition)
+            options = self.options
+            ranges = plan_ranges(begin, finish, options.minPartitions,
+                                 options.maxRecordsPerPartition)
+            tasks = pack_ranges(ranges, options.minOffsetsPerTask, options.minPartitions,
+                                options.maxRecordsPerPartition)
             if self._link is None:
-                return [KafkaInputPartition(r) for r in ranges]
+                return [KafkaInputPartition(task) for task in tasks]
             stored = self._link.stored_on_held_session()
             resets = self._resets(ranges, begin, stored)
             if ranges and not resets and covered(ranges, begin, stored):
@@ -341,8 +346,8 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                 # any others; one empty task binds it, so the store follows this query.
                 planId = self._link.record_plan(*plan_offsets(finish, finish))
                 first = ranges[0]
-                return [KafkaInputPartition(OffsetRange(first.topic, first.partition,
-                                                        first.untilOffset, first.untilOffset),
+                return [KafkaInputPartition((OffsetRange(first.topic, first.partition,
+                                                         first.untilOffset, first.untilOffset),),
                                             planId)]
             planId = self._link.record_plan(*plan_offsets(begin, finish), resets)
             if not ranges and finish:
@@ -351,9 +356,9 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                 # store follows this query and the sink does not take the batch for one of
                 # an unlinked source.
                 tp = min(finish, key=lambda tp: (tp.topic, tp.partition))
-                return [KafkaInputPartition(OffsetRange(tp.topic, tp.partition, finish[tp],
-                                                        finish[tp]), planId)]
-            return [KafkaInputPartition(r, planId) for r in ranges]
+                return [KafkaInputPartition((OffsetRange(tp.topic, tp.partition, finish[tp],
+                                                         finish[tp]),), planId)]
+            return [KafkaInputPartition(task, planId) for task in tasks]
 
     def _resets(self, ranges: Sequence[Any], start: Offsets, stored: SourceOffsets | None
                 ) -> SourceOffsets | None:
@@ -407,7 +412,7 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         if partition.planId is not None and self._link is not None:
             with carried():
                 bind_plan(self._link, partition.planId)
-        return read_task(partition.offsetRange, self.settings)
+        return read_task(partition.offsetRanges, self.settings)
 
     def commit(self, end: SourceOffsets) -> None:
         """The engine finished the batches up to ``end``: nothing to do for correctness.

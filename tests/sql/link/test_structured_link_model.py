@@ -148,9 +148,8 @@ class Engine:
         for task, part in enumerate(reader.partitions(start, end)):
             if part.planId is not None:  # what bind_plan does with the task's properties
                 self.link.bind_read(part.planId, query.id, batch)
-            r = part.offsetRange
             rows = [(record_id(r.partition, o), f"r{r.partition}-{o}")
-                    for o in range(r.fromOffset, r.untilOffset)]
+                    for r in part.offsetRanges for o in range(r.fromOffset, r.untilOffset)]
             messages.append(stage(self.sink, query.id, batch, task, rows))
         if not messages:  # Spark writes a batch of no input partition with one empty task
             messages.append(stage(self.sink, query.id, batch, 0, []))

@@ -204,6 +204,23 @@ def test_deleted_records_are_data_loss_or_skipped(spark_session, kafka, kafka_to
     assert [r.offset for r in lenient.collect()] == [6, 7, 8, 9]
 
 
+def test_small_ranges_of_many_partitions_are_read_in_few_tasks(spark_session, kafka,
+                                                               kafka_topic):
+    # Each Python data source task costs Spark about 10 ms before it reads: 24 small
+    # ranges are packed into tasks of at least minOffsetsPerTask offsets, read in order.
+    topic = kafka_topic(partitions=24)
+    produce_numbered(kafka, topic, 24, 5)
+    packed = read(spark_session, kafka, subscribe=topic)
+    assert packed.rdd.getNumPartitions() == 1
+    assert read(spark_session, kafka, subscribe=topic,
+                minOffsetsPerTask=40).rdd.getNumPartitions() == 3
+    one_each = read(spark_session, kafka, subscribe=topic, minOffsetsPerTask=0)
+    assert one_each.rdd.getNumPartitions() == 24
+    rows = [(r.partition, r.offset, r.value) for r in packed.collect()]
+    assert rows == [(r.partition, r.offset, r.value) for r in one_each.collect()]
+    assert rows == [(p, i, f"{p}:{i}".encode()) for p in range(24) for i in range(5)]
+
+
 def test_min_partitions_splits_ranges_into_more_tasks(spark_session, kafka, kafka_topic):
     topic = kafka_topic(partitions=2)
     produce_numbered(kafka, topic, 2, 30)

@@ -138,10 +138,10 @@ def test_batch_planning_from_start_to_end():
     cluster.produce(TopicPartition("t", 1), 4)
     plan = batch_reader(cluster, startingOffsets='{"t": {"0": 2, "1": -2}}',
                         endingOffsets='{"t": {"0": 7, "1": -1}}', minPartitions=3).partitions()
-    ranges = [(p.offsetRange.partition, p.offsetRange.fromOffset, p.offsetRange.untilOffset)
+    ranges = [[(r.partition, r.fromOffset, r.untilOffset) for r in p.offsetRanges]
               for p in plan]
-    # t-1's 4 offsets round to one task; t-0's 5 are cut in two.
-    assert ranges == [(0, 2, 4), (0, 4, 7), (1, 0, 4)]
+    # t-1's 4 offsets round to one task; t-0's 5 are cut in two (minPartitions: no packing).
+    assert ranges == [[(0, 2, 4)], [(0, 4, 7)], [(1, 0, 4)]]
     assert "starting offset 8 of t-0 is after its ending offset 7" in refused(
         lambda: batch_reader(cluster, startingOffsets='{"t": {"0": 8, "1": 0}}',
                              endingOffsets='{"t": {"0": 7, "1": 4}}').partitions())

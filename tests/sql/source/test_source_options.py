@@ -64,6 +64,8 @@ BAD = [
     ({"includeHeaders": "1"}, (), True, ["'includeHeaders' must be true or false"]),
     ({"minPartitions": "0"}, (), True, ["'minPartitions'", ">= 1"]),
     ({"maxRecordsPerPartition": "x"}, (), True, ["'maxRecordsPerPartition'"]),
+    ({"minOffsetsPerTask": "-1"}, (), True, ["'minOffsetsPerTask'", ">= 0"]),
+    ({"minOffsetsPerTask": "lots"}, (), False, ["'minOffsetsPerTask'"]),
     ({"kafkaConsumer.pollTimeoutMs": "0"}, (), True, ["'kafkaConsumer.pollTimeoutMs'"]),
     ({"fetchOffset.numRetries": "-1"}, (), True, ["'fetchOffset.numRetries'"]),
     ({"fetchOffset.retryIntervalMs": "soon"}, (), True, ["'fetchOffset.retryIntervalMs'"]),
@@ -93,6 +95,8 @@ def test_spark_defaults_for_streams_and_batches():
         120_000, 3, 1000)
     assert stream.groupId == "spark-kafka-source" and not stream.groupGiven
     assert stream.kafkaParams["group.id"] == "spark-kafka-source"
+    assert stream.minOffsetsPerTask == 100_000  # ours: small ranges packed into tasks
+    assert parse({"minOffsetsPerTask": "0"}).minOffsetsPerTask == 0  # one task per range
     batch = parse(streaming=False)
     assert (batch.starting.kind, batch.ending.kind) == ("earliest", "latest")
     assert batch.groupId == "spark-kafka-relation"
@@ -173,5 +177,5 @@ def test_every_option_the_source_reads_is_known(caplog):
     # added to the parser is never warned about as unknown).
     with caplog.at_level(logging.WARNING):
         parse({"reader": "python", "maxOffsetsPerPartitionPerTrigger": "5",
-               "minPartitions": "2", "includeHeaders": "true"})
+               "minPartitions": "2", "includeHeaders": "true", "minOffsetsPerTask": "10"})
     assert not any("unknown option" in r.getMessage() for r in caplog.records)

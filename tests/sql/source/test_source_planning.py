@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from kafka_direct import ConfigurationError, OffsetRange, TopicPartition
 from kafka_direct.offset_range import prorate_by_lag
 from kafka_direct.sql.source.admission import TriggerDelay, admit, available
-from kafka_direct.sql.source.planning import plan_ranges, split_ranges
+from kafka_direct.sql.source.planning import pack_ranges, plan_ranges, split_ranges
 
 TPS = [TopicPartition(t, p) for t in ("a", "b") for p in range(3)]
 
@@ -175,6 +175,56 @@ def test_every_offset_of_a_batch_is_in_exactly_one_task(batch, minPartitions, pa
     assert all(r.count() > 0 for r in ranges)
     if maxRecords is not None:
         assert all(r.count() <= maxRecords for r in ranges)
+
+
+@given(batches(), st.one_of(st.none(), st.integers(1, 40)),
+       st.one_of(st.none(), st.integers(1, 1000)),
+       st.one_of(st.integers(0, 60), st.integers(0, 2**62)))
+@settings(max_examples=300)
+def test_packed_tasks_hold_every_range_once_in_order_within_the_limits(
+        batch, minPartitions, parts, minOffsets):
+    start, latest, maxRows = batch
+    end = admit(start, latest, maxRows)
+    largest = max([until - start.get(tp, 0) for tp, until in end.items()] + [1])
+    maxRecords = None if parts is None else max(1, -(-largest // parts))
+    ranges = plan_ranges(start, end, minPartitions, maxRecords)
+    tasks = pack_ranges(ranges, minOffsets, minPartitions, maxRecords)
+    # Every range once, in the planned order (rows come in the same order), none empty.
+    assert [r for task in tasks for r in task] == ranges
+    assert all(task for task in tasks)
+    sizes = [sum(r.count() for r in task) for task in tasks]
+    if maxRecords is not None:
+        assert all(size <= maxRecords for size in sizes)
+    if minPartitions is not None and len(ranges) >= minPartitions:
+        assert len(tasks) >= minPartitions
+    if minOffsets <= 1 or (minPartitions is not None and len(tasks) < minPartitions):
+        assert all(len(task) == 1 for task in tasks)
+    # A task is closed only when full, before a range of minOffsets or more, or before a
+    # range that would take it past maxRecordsPerPartition; so no two neighbours could
+    # have been one task.
+    for (task, size), (following, _) in pairwise(zip(tasks, sizes, strict=True)):
+        if len(task) > 1 or len(following) > 1:
+            first = following[0].count()
+            assert (size >= minOffsets or first >= minOffsets
+                    or (maxRecords is not None and size + first > maxRecords))
+
+
+def test_small_ranges_are_packed_and_large_ones_keep_a_task_of_their_own():
+    def r(partition, count):
+        return OffsetRange("t", partition, 0, count)
+
+    ranges = [r(0, 40), r(1, 70), r(2, 500), r(3, 10), r(4, 10), r(5, 99), r(6, 1)]
+    assert pack_ranges(ranges, 100) == [
+        (r(0, 40), r(1, 70)), (r(2, 500),), (r(3, 10), r(4, 10), r(5, 99)), (r(6, 1),)]
+    assert pack_ranges(ranges, 0) == pack_ranges(ranges, 1) == [(x,) for x in ranges]
+    # maxRecordsPerPartition: no task past it (the ranges were split for it before).
+    assert pack_ranges([r(0, 40), r(1, 70), r(2, 30)], 100, maxRecordsPerPartition=100) == [
+        (r(0, 40),), (r(1, 70), r(2, 30))]
+    # minPartitions: packing that would leave fewer tasks is not done.
+    assert pack_ranges([r(0, 40), r(1, 70), r(2, 30)], 100, minPartitions=3) == [
+        (r(0, 40),), (r(1, 70),), (r(2, 30),)]
+    assert pack_ranges([r(0, 40), r(1, 70), r(2, 30)], 100, minPartitions=2) == [
+        (r(0, 40), r(1, 70)), (r(2, 30),)]
 
 
 @given(st.lists(st.integers(1, 10**6), min_size=1, max_size=8), st.integers(1, 64))

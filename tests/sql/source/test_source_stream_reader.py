@@ -101,8 +101,8 @@ def typed(raised):
 
 
 def ranges_of(reader, start, end):
-    return [(p.offsetRange.topic, p.offsetRange.partition, p.offsetRange.fromOffset,
-             p.offsetRange.untilOffset) for p in reader.partitions(start, end)]
+    return [(r.topic, r.partition, r.fromOffset, r.untilOffset)
+            for p in reader.partitions(start, end) for r in p.offsetRanges]
 
 
 # -- initialOffset --------------------------------------------------------------------------
@@ -560,8 +560,8 @@ class SourceContract(RuleBasedStateMachine):
         if self.maxRows is not None and not all_available:
             assert moved <= self.maxRows
         for part in self.reader.partitions(self.start, end):
-            r = part.offsetRange
-            self.read.update((r.partition, o) for o in range(r.fromOffset, r.untilOffset))
+            for r in part.offsetRanges:
+                self.read.update((r.partition, o) for o in range(r.fromOffset, r.untilOffset))
         self.start = end
 
     @invariant()
