@@ -459,7 +459,7 @@ class ConsumerCache:
             ok = True
         finally:
             if not ok and cached:
-                self.discard(topic, partition, params)
+                self.discard(topic, partition, params, consumer)
             release()
 
     def _uncached(self, topic: str, partition: int, params: Mapping[str, Any]
@@ -468,14 +468,25 @@ class ConsumerCache:
         self.created += 1
         return consumer, consumer.close
 
-    def discard(self, topic: str, partition: int, params: Mapping[str, Any]) -> None:
-        """Close and forget the cached consumer of the partition (after a failure)."""
+    def discard(self, topic: str, partition: int, params: Mapping[str, Any],
+                consumer: KafkaDataConsumer | None = None) -> None:
+        """Close and forget the cached consumer of the partition (after a failure).
+
+        Args:
+            topic: The partition's topic.
+            partition: The partition.
+            params: The parameters the consumer was made with.
+            consumer: Only if it is this one: a failed read with a consumer of its own (the
+                cached one was in use by another task) leaves the other task's alone.
+        """
         key = self._key(topic, partition, params)
         with self._lock:
-            entry = self._entries.pop(key, None)
+            entry = self._entries.get(key)
+            if entry is None or (consumer is not None and entry is not consumer):
+                return
+            del self._entries[key]
             self._in_use.discard(key)
-        if entry is not None:
-            entry.close()
+        entry.close()
 
     def clear(self) -> None:
         """Close every cached consumer."""

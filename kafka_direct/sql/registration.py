@@ -13,6 +13,23 @@ __all__ = ["register"]
 logger = logging.getLogger(__name__)
 
 
+def _default_parallelism(spark: Any) -> int | None:
+    """Spark's default parallelism, or None when unknown.
+
+    The SparkContext's, else the session's ``spark.default.parallelism`` (a Spark Connect
+    client has no SparkContext).
+    """
+    try:
+        return int(spark.sparkContext.defaultParallelism)
+    except Exception:  # Spark Connect: no SparkContext on the client
+        pass
+    try:
+        value = spark.conf.get("spark.default.parallelism", None)
+        return int(value) if value else None
+    except Exception:  # not set, or not a number: unknown
+        return None
+
+
 def register(spark: Any) -> None:
     """Register the ``kafka-direct`` source and the ``kafka-direct-postgres`` sink.
 
@@ -37,7 +54,16 @@ def register(spark: Any) -> None:
     from kafka_direct.sql.sink.postgres_sink import PostgresSink
     from kafka_direct.sql.source.kafka_source import KafkaDirectSource
 
-    registry.register(KafkaDirectSource)
+    parallelism = _default_parallelism(spark)
+    source: type[KafkaDirectSource] = KafkaDirectSource
+    if parallelism is not None:
+        # A class of its own, sent to Spark by value (it is no module's attribute), so the
+        # Python processes that plan batches know how many tasks keep the cluster busy.
+        source = type("KafkaDirectSource", (KafkaDirectSource,), {
+            "parallelism": parallelism, "__module__": __name__,
+            "__qualname__": "register.<locals>.KafkaDirectSource",
+            "__doc__": KafkaDirectSource.__doc__})
+    registry.register(source)
     registry.register(PostgresSink)
     logger.debug("registered the %s source and the %s sink", SOURCE_FORMAT,
                  POSTGRES_SINK_FORMAT)

@@ -175,6 +175,23 @@ def test_a_full_cache_hands_an_idle_consumer_over_to_the_next_partition():
     release_retry()
 
 
+def test_a_failed_read_on_a_partition_in_use_elsewhere_leaves_the_other_consumer_alone():
+    made, factory = fake_consumers()
+    cache = ConsumerCache(capacity=4, factory=factory)
+    with cache.lease("t", 0, PARAMS) as first:
+        with pytest.raises(RuntimeError), cache.lease("t", 0, PARAMS) as twin:
+            assert twin is not first  # the cached one is in use: one of its own
+            raise RuntimeError("the twin's read failed")
+        assert twin.closed and not first.closed
+        # Still in use by the first read: a third reader gets one of its own too.
+        third, release = cache.acquire("t", 0, PARAMS)
+        assert third is not first
+        release()
+    again, release = cache.acquire("t", 0, PARAMS)
+    assert again is first and len(made) == 3
+    release()
+
+
 def test_a_consumer_that_cannot_be_handed_over_is_closed_and_a_new_one_made():
     made, factory = fake_consumers()
     cache = ConsumerCache(capacity=1, factory=factory)

@@ -17,7 +17,12 @@ from kafka_direct.errors import ConfigurationError
 from kafka_direct.rdd.arrow_reader import read_task
 from kafka_direct.sql.source.metadata import SourceMetadata
 from kafka_direct.sql.source.options import OffsetSpec, SourceOptions
-from kafka_direct.sql.source.planning import KafkaInputPartition, pack_ranges, plan_ranges
+from kafka_direct.sql.source.planning import (
+    KafkaInputPartition,
+    default_parallelism,
+    pack_ranges,
+    plan_ranges,
+)
 from kafka_direct.sql.source.stream_reader import read_settings
 from kafka_direct.task_errors import carried
 
@@ -30,10 +35,13 @@ class KafkaDirectBatchReader(DataSourceReader):
     Args:
         options: The source's options, checked for a batch query.
         metadata: Asks Kafka while planning (a new one, closed after, when None).
+        parallelism: Spark's default parallelism where the source was registered, or None
+            (see :func:`~kafka_direct.sql.source.planning.default_parallelism`).
     """
 
-    def __init__(self, options: SourceOptions, metadata: SourceMetadata | None = None
-                 ) -> None:
+    def __init__(self, options: SourceOptions, metadata: SourceMetadata | None = None,
+                 parallelism: int | None = None) -> None:
+        self.parallelism = parallelism
         if options.ending is None:
             raise ConfigurationError("a batch read needs ending offsets (endingOffsets)")
         self.options = options
@@ -77,7 +85,8 @@ class KafkaDirectBatchReader(DataSourceReader):
             ranges = plan_ranges(start, end, options.minPartitions,
                                  options.maxRecordsPerPartition)
             return [KafkaInputPartition(task) for task in pack_ranges(
-                ranges, options.minOffsetsPerTask, options.minPartitions,
+                ranges, options.minOffsetsPerTask,
+                options.minPartitions or default_parallelism(self.parallelism),
                 options.maxRecordsPerPartition)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:

@@ -32,7 +32,17 @@ __all__ = ["KafkaDirectSource"]
 
 
 class KafkaDirectSource(DataSource):
-    """``spark.read.format("kafka-direct")`` and ``spark.readStream.format("kafka-direct")``."""
+    """``spark.read.format("kafka-direct")`` and ``spark.readStream.format("kafka-direct")``.
+
+    Attributes:
+        parallelism: Spark's default parallelism (the executors' cores) when the source was
+            registered, which batches keep as their fewest tasks when small ranges are
+            packed together; None when unknown (see
+            :func:`kafka_direct.sql.source.planning.default_parallelism`). Set on the class
+            :func:`kafka_direct.sql.register` registers.
+    """
+
+    parallelism: int | None = None
 
     @classmethod
     def name(cls) -> str:
@@ -64,7 +74,7 @@ class KafkaDirectSource(DataSource):
         check_structured_support()
         with carried():
             options = parse_source_options(self.options, streaming=False, schema=schema)
-            return KafkaDirectBatchReader(options)
+            return KafkaDirectBatchReader(options, parallelism=self.parallelism)
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         """The stream reader (``spark.readStream``) of ``schema``, linked to a store if asked."""
@@ -73,4 +83,5 @@ class KafkaDirectSource(DataSource):
 
         check_structured_support()
         with carried():
-            return KafkaDirectStreamReader.create(self.options, schema)
+            return KafkaDirectStreamReader.create(self.options, schema,
+                                                  parallelism=self.parallelism)

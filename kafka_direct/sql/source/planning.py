@@ -19,11 +19,13 @@ task, its Python worker's start of the read, the Arrow stream), as long as readi
 records, so a batch spread thin over many partitions would spend most of its time on
 tasks. Packing keeps the order of the ranges (a query's rows come in the same order), never
 puts more than ``maxRecordsPerPartition`` offsets in a task, and never leaves fewer tasks
-than ``minPartitions`` (then it leaves the ranges one per task, as Spark's source).
+than ``minPartitions`` or, without it, the cluster's parallelism
+(:func:`default_parallelism`): the cores stay busy.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -33,7 +35,8 @@ from kafka_direct.offset_range import OffsetRange
 from kafka_direct.sql.source.admission import start_of
 from kafka_direct.topic_partition import TopicPartition, partition_order
 
-__all__ = ["KafkaInputPartition", "pack_ranges", "plan_ranges", "split_ranges"]
+__all__ = ["KafkaInputPartition", "default_parallelism", "pack_ranges", "plan_ranges",
+           "split_ranges"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,20 @@ class KafkaInputPartition(InputPartition):
                          for r in self.offsetRanges[:3])
         more = len(self.offsetRanges) - 3
         return f"KafkaInputPartition({text}{f' and {more} more' if more > 0 else ''})"
+
+
+def default_parallelism(captured: int | None = None) -> int:
+    """The tasks a batch should keep at least, when ``minPartitions`` does not say.
+
+    Args:
+        captured: Spark's default parallelism (the executors' cores) where the source was
+            registered (:func:`kafka_direct.sql.register`); None: unknown (a Spark Connect
+            client without ``spark.default.parallelism``), and the cores of the machine
+            planning the batch, the driver's, count instead.
+    """
+    if captured is not None and captured > 0:
+        return captured
+    return os.cpu_count() or 1
 
 
 def _divide(offsetRange: OffsetRange, parts: int) -> list[OffsetRange]:
@@ -128,42 +145,53 @@ def plan_ranges(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition
     return split_ranges(ranges, minPartitions, maxRecordsPerPartition)
 
 
-def pack_ranges(ranges: Sequence[OffsetRange], minOffsetsPerTask: int,
-                minPartitions: int | None = None, maxRecordsPerPartition: int | None = None
-                ) -> list[tuple[OffsetRange, ...]]:
+def pack_ranges(ranges: Sequence[OffsetRange], minOffsetsPerTask: int, minTasks: int = 1,
+                maxRecordsPerPartition: int | None = None) -> list[tuple[OffsetRange, ...]]:
     """The tasks of a batch: consecutive small ranges grouped into larger tasks.
 
-    Ranges are added to the open task until it holds ``minOffsetsPerTask``; a range of
-    ``minOffsetsPerTask`` offsets or more closes the open task first, so it keeps a task of
-    its own. The order of ``ranges`` is kept inside and across tasks.
+    Each task is filled to a target of ``minOffsetsPerTask`` offsets, lowered so that the
+    batch keeps at least ``minTasks`` tasks (as many as it has ranges, at most): the
+    cluster's cores stay busy, and only batches spread thin over more partitions than that
+    are packed. Ranges are added to the open task until it holds the target; a range of
+    the target or more closes the open task first, so it keeps a task of its own. When the
+    tasks still fall short of ``minTasks`` (ranges of uneven sizes), the target is halved
+    until they do not. The order of ``ranges`` is kept inside and across tasks.
 
     Args:
         ranges: The batch's ranges, as :func:`plan_ranges` gives them.
-        minOffsetsPerTask: Fewest offsets a task is filled to; 0 or 1: one range per task.
-        minPartitions: Packing that would leave fewer tasks than this is not done (the
-            ranges, already split for it, stay one per task).
+        minOffsetsPerTask: The most a task is filled to; 0 or 1: one range per task.
+        minTasks: The fewest tasks (``minPartitions``, else the cluster's parallelism).
         maxRecordsPerPartition: Most offsets a task holds (a task is closed before a range
             would take it past this).
     """
-    if minOffsetsPerTask <= 1:
-        return [(r,) for r in ranges]
-    limit = maxRecordsPerPartition
+    floor = min(max(minTasks, 1), len(ranges))
+    target = minOffsetsPerTask
+    if floor:
+        target = min(target, -(-sum(r.count() for r in ranges) // floor))
+    while target > 1:
+        tasks = _fill(ranges, target, maxRecordsPerPartition)
+        if len(tasks) >= floor:
+            return tasks
+        target //= 2
+    return [(r,) for r in ranges]
+
+
+def _fill(ranges: Sequence[OffsetRange], target: int, limit: int | None
+          ) -> list[tuple[OffsetRange, ...]]:
+    """Ranges in order, each task closed once it holds ``target`` offsets (see above)."""
     tasks: list[tuple[OffsetRange, ...]] = []
     open_task: list[OffsetRange] = []
     held = 0
     for r in ranges:
         count = r.count()
-        if open_task and (count >= minOffsetsPerTask
-                          or (limit is not None and held + count > limit)):
+        if open_task and (count >= target or (limit is not None and held + count > limit)):
             tasks.append(tuple(open_task))
             open_task, held = [], 0
         open_task.append(r)
         held += count
-        if held >= minOffsetsPerTask:
+        if held >= target:
             tasks.append(tuple(open_task))
             open_task, held = [], 0
     if open_task:
         tasks.append(tuple(open_task))
-    if minPartitions is not None and len(tasks) < minPartitions:
-        return [(r,) for r in ranges]
     return tasks

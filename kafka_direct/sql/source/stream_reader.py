@@ -54,7 +54,12 @@ from kafka_direct.sql.offsets_json import SourceOffsets, offsets_from_json, offs
 from kafka_direct.sql.source.admission import NEW_PARTITION_START, TriggerDelay, admit, start_of
 from kafka_direct.sql.source.metadata import SourceMetadata
 from kafka_direct.sql.source.options import SourceOptions, parse_source_options
-from kafka_direct.sql.source.planning import KafkaInputPartition, pack_ranges, plan_ranges
+from kafka_direct.sql.source.planning import (
+    KafkaInputPartition,
+    default_parallelism,
+    pack_ranges,
+    plan_ranges,
+)
 from kafka_direct.task_errors import carried
 from kafka_direct.topic_partition import TopicPartition
 
@@ -101,11 +106,15 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         link: Where a linked sink keeps the query's committed offsets, or None.
         metadata: Asks Kafka on the driver (created on first use when None).
         clockMs: Milliseconds on a monotonic clock, for ``maxTriggerDelay`` (injectable).
+        parallelism: Spark's default parallelism where the source was registered, or None
+            (see :func:`~kafka_direct.sql.source.planning.default_parallelism`).
     """
 
     def __init__(self, options: SourceOptions, link: SourceLink | None = None,
-                 metadata: SourceMetadata | None = None, clockMs: Any = None) -> None:
+                 metadata: SourceMetadata | None = None, clockMs: Any = None,
+                 parallelism: int | None = None) -> None:
         self.options = options
+        self.parallelism = parallelism
         self.settings = read_settings(options)
         self._link = link
         self._metadata = metadata
@@ -125,15 +134,15 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         self._lost: set[TopicPartition] = set()
 
     @classmethod
-    def create(cls, rawOptions: Mapping[str, Any], schema: Any = None
-               ) -> KafkaDirectStreamReader:
+    def create(cls, rawOptions: Mapping[str, Any], schema: Any = None,
+               parallelism: int | None = None) -> KafkaDirectStreamReader:
         """The reader for a query's options: checked, and linked to an offset store if asked.
 
         Raises:
             ConfigurationError: An option is wrong (it is named, with the fix).
         """
         options = parse_source_options(rawOptions, streaming=True, schema=schema)
-        return cls(options, SourceLink.from_options(rawOptions))
+        return cls(options, SourceLink.from_options(rawOptions), parallelism=parallelism)
 
     def __getstate__(self) -> dict[str, Any]:
         # Executors get what read() needs: the consumer, the link's DSN and the clocks
@@ -329,7 +338,8 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             options = self.options
             ranges = plan_ranges(begin, finish, options.minPartitions,
                                  options.maxRecordsPerPartition)
-            tasks = pack_ranges(ranges, options.minOffsetsPerTask, options.minPartitions,
+            tasks = pack_ranges(ranges, options.minOffsetsPerTask,
+                                options.minPartitions or default_parallelism(self.parallelism),
                                 options.maxRecordsPerPartition)
             if self._link is None:
                 return [KafkaInputPartition(task) for task in tasks]

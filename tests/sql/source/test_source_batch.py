@@ -207,13 +207,17 @@ def test_deleted_records_are_data_loss_or_skipped(spark_session, kafka, kafka_to
 def test_small_ranges_of_many_partitions_are_read_in_few_tasks(spark_session, kafka,
                                                                kafka_topic):
     # Each Python data source task costs Spark about 10 ms before it reads: 24 small
-    # ranges are packed into tasks of at least minOffsetsPerTask offsets, read in order.
+    # ranges are packed into tasks, read in order, as many as the session's default
+    # parallelism (4 in the tests), so its cores stay busy; or minPartitions.
     topic = kafka_topic(partitions=24)
     produce_numbered(kafka, topic, 24, 5)
+    assert spark_session.sparkContext.defaultParallelism == 4
     packed = read(spark_session, kafka, subscribe=topic)
-    assert packed.rdd.getNumPartitions() == 1
+    assert packed.rdd.getNumPartitions() == 4
     assert read(spark_session, kafka, subscribe=topic,
-                minOffsetsPerTask=40).rdd.getNumPartitions() == 3
+                minPartitions=2).rdd.getNumPartitions() == 2
+    assert read(spark_session, kafka, subscribe=topic,
+                minOffsetsPerTask=10).rdd.getNumPartitions() == 12
     one_each = read(spark_session, kafka, subscribe=topic, minOffsetsPerTask=0)
     assert one_each.rdd.getNumPartitions() == 24
     rows = [(r.partition, r.offset, r.value) for r in packed.collect()]

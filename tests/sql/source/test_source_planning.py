@@ -179,34 +179,36 @@ def test_every_offset_of_a_batch_is_in_exactly_one_task(batch, minPartitions, pa
 
 @given(batches(), st.one_of(st.none(), st.integers(1, 40)),
        st.one_of(st.none(), st.integers(1, 1000)),
-       st.one_of(st.integers(0, 60), st.integers(0, 2**62)))
+       st.one_of(st.integers(0, 60), st.integers(0, 2**62)), st.integers(1, 12))
 @settings(max_examples=300)
 def test_packed_tasks_hold_every_range_once_in_order_within_the_limits(
-        batch, minPartitions, parts, minOffsets):
+        batch, minPartitions, parts, minOffsets, parallelism):
     start, latest, maxRows = batch
     end = admit(start, latest, maxRows)
     largest = max([until - start.get(tp, 0) for tp, until in end.items()] + [1])
     maxRecords = None if parts is None else max(1, -(-largest // parts))
     ranges = plan_ranges(start, end, minPartitions, maxRecords)
-    tasks = pack_ranges(ranges, minOffsets, minPartitions, maxRecords)
+    minTasks = minPartitions or parallelism
+    tasks = pack_ranges(ranges, minOffsets, minTasks, maxRecords)
     # Every range once, in the planned order (rows come in the same order), none empty.
     assert [r for task in tasks for r in task] == ranges
     assert all(task for task in tasks)
     sizes = [sum(r.count() for r in task) for task in tasks]
     if maxRecords is not None:
         assert all(size <= maxRecords for size in sizes)
-    if minPartitions is not None and len(ranges) >= minPartitions:
-        assert len(tasks) >= minPartitions
-    if minOffsets <= 1 or (minPartitions is not None and len(tasks) < minPartitions):
+    # The cores stay busy: never fewer tasks than minPartitions / the parallelism allow.
+    assert len(tasks) >= min(minTasks, len(ranges))
+    if minOffsets <= 1:
         assert all(len(task) == 1 for task in tasks)
-    # A task is closed only when full, before a range of minOffsets or more, or before a
-    # range that would take it past maxRecordsPerPartition; so no two neighbours could
-    # have been one task.
-    for (task, size), (following, _) in pairwise(zip(tasks, sizes, strict=True)):
-        if len(task) > 1 or len(following) > 1:
-            first = following[0].count()
-            assert (size >= minOffsets or first >= minOffsets
-                    or (maxRecords is not None and size + first > maxRecords))
+    if minTasks == 1 and ranges:
+        # One fill to the target: a task is closed only when full, before a range of the
+        # target or more, or before a range that would take it past maxRecordsPerPartition.
+        target = min(minOffsets, sum(r.count() for r in ranges))
+        for (task, size), (following, _) in pairwise(zip(tasks, sizes, strict=True)):
+            if len(task) > 1 or len(following) > 1:
+                first = following[0].count()
+                assert (size >= target or first >= target
+                        or (maxRecords is not None and size + first > maxRecords))
 
 
 def test_small_ranges_are_packed_and_large_ones_keep_a_task_of_their_own():
@@ -220,11 +222,16 @@ def test_small_ranges_are_packed_and_large_ones_keep_a_task_of_their_own():
     # maxRecordsPerPartition: no task past it (the ranges were split for it before).
     assert pack_ranges([r(0, 40), r(1, 70), r(2, 30)], 100, maxRecordsPerPartition=100) == [
         (r(0, 40),), (r(1, 70), r(2, 30))]
-    # minPartitions: packing that would leave fewer tasks is not done.
-    assert pack_ranges([r(0, 40), r(1, 70), r(2, 30)], 100, minPartitions=3) == [
+    # minTasks (minPartitions, else the parallelism): the target drops to a share of the
+    # batch, and halves while the tasks fall short.
+    assert pack_ranges([r(0, 40), r(1, 70), r(2, 30)], 100, minTasks=3) == [
         (r(0, 40),), (r(1, 70),), (r(2, 30),)]
-    assert pack_ranges([r(0, 40), r(1, 70), r(2, 30)], 100, minPartitions=2) == [
-        (r(0, 40), r(1, 70)), (r(2, 30),)]
+    assert pack_ranges([r(0, 40), r(1, 20), r(2, 30), r(3, 50)], 100, minTasks=2) == [
+        (r(0, 40), r(1, 20), r(2, 30)), (r(3, 50),)]
+    small = [r(p, 5) for p in range(24)]
+    assert [len(task) for task in pack_ranges(small, 100_000, minTasks=4)] == [6] * 4
+    assert [len(task) for task in pack_ranges(small, 10, minTasks=4)] == [2] * 12
+    assert pack_ranges(small, 100_000, minTasks=50) == [(x,) for x in small]
 
 
 @given(st.lists(st.integers(1, 10**6), min_size=1, max_size=8), st.integers(1, 64))
