@@ -13,21 +13,50 @@ __all__ = ["register"]
 logger = logging.getLogger(__name__)
 
 
-def _default_parallelism(spark: Any) -> int | None:
-    """Spark's default parallelism, or None when unknown.
+#: The parallelism of a cluster that may grow without a bound (dynamic allocation without
+#: ``maxExecutors``): a batch then keeps one task per range, as Spark's source.
+UNBOUNDED_PARALLELISM = 1_000_000
 
-    The SparkContext's, else the session's ``spark.default.parallelism`` (a Spark Connect
-    client has no SparkContext).
+
+def _setting(spark: Any, name: str) -> str | None:
+    """A Spark setting of the session (None when unset or unreadable)."""
+    try:
+        sc = spark.sparkContext  # classic: the application's settings
+        value = sc.getConf().get(name)
+    except Exception:  # Spark Connect: no SparkContext on the client
+        try:
+            value = spark.conf.get(name, None)
+        except Exception:  # a setting the server will not show
+            return None
+    return str(value) if value not in (None, "") else None
+
+
+def _default_parallelism(spark: Any) -> int | None:
+    """How many tasks keep the cluster busy, or None when unknown.
+
+    Spark's default parallelism (the executors' cores that have joined), raised to what the
+    settings promise: ``spark.executor.instances`` x ``spark.executor.cores``, or with
+    dynamic allocation ``maxExecutors`` x cores (:data:`UNBOUNDED_PARALLELISM` without a
+    maximum: a cluster that starts small is not taken for a small one). A Spark Connect
+    client has no SparkContext: its ``spark.default.parallelism`` setting, if any.
     """
     try:
-        return int(spark.sparkContext.defaultParallelism)
-    except Exception:  # Spark Connect: no SparkContext on the client
-        pass
-    try:
-        value = spark.conf.get("spark.default.parallelism", None)
-        return int(value) if value else None
-    except Exception:  # not set, or not a number: unknown
+        known: int | None = int(spark.sparkContext.defaultParallelism)
+    except Exception:  # Spark Connect
+        value = _setting(spark, "spark.default.parallelism")
+        known = int(value) if value and value.isdigit() else None
+    cores_text = _setting(spark, "spark.executor.cores") or "1"
+    cores = int(cores_text) if cores_text.isdigit() else 1
+    if (_setting(spark, "spark.dynamicAllocation.enabled") or "").lower() == "true":
+        maximum = _setting(spark, "spark.dynamicAllocation.maxExecutors")
+        promised = (int(maximum) * cores if maximum and maximum.isdigit()
+                    else UNBOUNDED_PARALLELISM)
+    else:
+        instances = _setting(spark, "spark.executor.instances")
+        promised = int(instances) * cores if instances and instances.isdigit() else 0
+    if known is None and not promised:
         return None
+    return min(max(known or 0, promised), UNBOUNDED_PARALLELISM)
 
 
 def register(spark: Any) -> None:

@@ -23,3 +23,52 @@ def test_a_recent_pyspark_passes(version):
 def test_register_wants_a_session():
     with pytest.raises(ConfigurationError, match="register needs a SparkSession"):
         register(object())
+
+
+class _Conf:
+    def __init__(self, settings):
+        self.settings = settings
+
+    def get(self, name, default=None):
+        return self.settings.get(name, default)
+
+
+class _Context:
+    def __init__(self, parallelism, settings):
+        self.defaultParallelism = parallelism
+        self._conf = _Conf(settings)
+
+    def getConf(self):
+        return self._conf
+
+
+class _Session:
+    """What registration reads of a session: a classic one, or a Connect client (no
+    SparkContext, settings through ``conf``)."""
+
+    def __init__(self, parallelism=None, **settings):
+        self._parallelism = parallelism
+        self.conf = _Conf(settings)
+
+    @property
+    def sparkContext(self):
+        if self._parallelism is None:
+            raise RuntimeError("[JVM_ATTRIBUTE_NOT_SUPPORTED] no SparkContext over Connect")
+        return _Context(self._parallelism, self.conf.settings)
+
+
+@pytest.mark.parametrize(("session", "expected"), [
+    (_Session(8), 8),
+    # Executors promised but not joined yet: what they will bring.
+    (_Session(2, **{"spark.executor.instances": "10", "spark.executor.cores": "4"}), 40),
+    # Dynamic allocation starts small: its maximum counts, or no bound without one.
+    (_Session(2, **{"spark.dynamicAllocation.enabled": "true",
+                    "spark.dynamicAllocation.maxExecutors": "6"}), 6),
+    (_Session(2, **{"spark.dynamicAllocation.enabled": "true"}), 1_000_000),
+    (_Session(None, **{"spark.default.parallelism": "12"}), 12),
+    (_Session(None), None),
+])
+def test_the_parallelism_packed_batches_keep_is_what_the_cluster_promises(session, expected):
+    from kafka_direct.sql.registration import _default_parallelism
+
+    assert _default_parallelism(session) == expected

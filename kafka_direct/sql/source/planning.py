@@ -154,8 +154,8 @@ def pack_ranges(ranges: Sequence[OffsetRange], minOffsetsPerTask: int, minTasks:
     cluster's cores stay busy, and only batches spread thin over more partitions than that
     are packed. Ranges are added to the open task until it holds the target; a range of
     the target or more closes the open task first, so it keeps a task of its own. When the
-    tasks still fall short of ``minTasks`` (ranges of uneven sizes), the target is halved
-    until they do not. The order of ``ranges`` is kept inside and across tasks.
+    tasks still fall short of ``minTasks`` (ranges of uneven sizes), the target is lowered
+    by a tenth until they do not. The order of ``ranges`` is kept inside and across tasks.
 
     Args:
         ranges: The batch's ranges, as :func:`plan_ranges` gives them.
@@ -167,12 +167,13 @@ def pack_ranges(ranges: Sequence[OffsetRange], minOffsetsPerTask: int, minTasks:
     floor = min(max(minTasks, 1), len(ranges))
     target = minOffsetsPerTask
     if floor:
-        target = min(target, -(-sum(r.count() for r in ranges) // floor))
+        target = min(target, max(sum(r.count() for r in ranges) // floor, 1))
     while target > 1:
         tasks = _fill(ranges, target, maxRecordsPerPartition)
         if len(tasks) >= floor:
             return tasks
-        target //= 2
+        # A tenth lower each time: halving could leave twice the tasks needed.
+        target = min(target * 9 // 10, target - 1)
     return [(r,) for r in ranges]
 
 

@@ -232,6 +232,10 @@ def test_small_ranges_are_packed_and_large_ones_keep_a_task_of_their_own():
     assert [len(task) for task in pack_ranges(small, 100_000, minTasks=4)] == [6] * 4
     assert [len(task) for task in pack_ranges(small, 10, minTasks=4)] == [2] * 12
     assert pack_ranges(small, 100_000, minTasks=50) == [(x,) for x in small]
+    # Falling short by one task lowers the target a little, not by half: about as many
+    # tasks as the floor asks, not twice as many.
+    thousand = [r(p, 1000) for p in range(1000)]
+    assert 64 <= len(pack_ranges(thousand, 100_000, minTasks=64)) <= 70
 
 
 @given(st.lists(st.integers(1, 10**6), min_size=1, max_size=8), st.integers(1, 64))
