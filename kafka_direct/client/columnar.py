@@ -264,9 +264,7 @@ class ColumnarDataConsumer(KafkaDataConsumer):
         super().__init__(topic, partition, params, factory)
 
     def _assign(self, offset: int) -> None:
-        if self._paused:  # librdkafka keeps a partition's pause across assignments
-            self._consumer.resume()
-            self._paused = False
+        self._unpause()
         self._consumer.assign(offset)
         self._next = offset
 

@@ -77,10 +77,17 @@ class KafkaDataConsumer:
         self._paused = False
         self.closed = False
 
-    def _assign(self, offset: int) -> None:
-        if self._paused:  # librdkafka keeps a partition's pause across assignments
+    def _unpause(self) -> None:
+        """Resume the partition if paused (before assigning it, or leaving it for another).
+
+        librdkafka keeps a partition's pause across assignments.
+        """
+        if self._paused:
             self._resume()
             self._paused = False
+
+    def _assign(self, offset: int) -> None:
+        self._unpause()
         self._consumer.assign([self._tp(self.topic, self.partition, offset)])
         self._next = offset
 
@@ -125,9 +132,7 @@ class KafkaDataConsumer:
         """
         if self.closed:
             raise RuntimeError(f"the consumer of {self.topic}-{self.partition} is closed")
-        if self._paused:
-            self._resume()
-            self._paused = False
+        self._unpause()
         self._switch(topic, partition)
         self.topic, self.partition = topic, partition
         self._next = None

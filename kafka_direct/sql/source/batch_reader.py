@@ -17,12 +17,7 @@ from kafka_direct.errors import ConfigurationError
 from kafka_direct.rdd.arrow_reader import read_task
 from kafka_direct.sql.source.metadata import SourceMetadata
 from kafka_direct.sql.source.options import OffsetSpec, SourceOptions
-from kafka_direct.sql.source.planning import (
-    KafkaInputPartition,
-    default_parallelism,
-    pack_ranges,
-    plan_ranges,
-)
+from kafka_direct.sql.source.planning import KafkaInputPartition, plan_tasks
 from kafka_direct.sql.source.stream_reader import read_settings
 from kafka_direct.task_errors import carried
 
@@ -81,13 +76,8 @@ class KafkaDirectBatchReader(DataSourceReader):
                     f"the starting offset {start[tp]} of {tp} is after its ending offset "
                     f"{end[tp]}: check {self.options.starting.option!r} and "
                     f"{self.ending.option!r}", topic=tp.topic, partition=tp.partition)
-            options = self.options
-            ranges = plan_ranges(start, end, options.minPartitions,
-                                 options.maxRecordsPerPartition)
-            return [KafkaInputPartition(task) for task in pack_ranges(
-                ranges, options.minOffsetsPerTask,
-                options.minPartitions or default_parallelism(self.parallelism),
-                options.maxRecordsPerPartition)]
+            _, tasks = plan_tasks(start, end, self.options, self.parallelism)
+            return [KafkaInputPartition(task) for task in tasks]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         """The partition's records as ``pyarrow.RecordBatch``es (on an executor).

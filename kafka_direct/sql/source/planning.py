@@ -33,10 +33,11 @@ from pyspark.sql.datasource import InputPartition
 
 from kafka_direct.offset_range import OffsetRange
 from kafka_direct.sql.source.admission import start_of
+from kafka_direct.sql.source.options import SourceOptions
 from kafka_direct.topic_partition import TopicPartition, partition_order
 
 __all__ = ["KafkaInputPartition", "default_parallelism", "pack_ranges", "plan_ranges",
-           "split_ranges"]
+           "plan_tasks", "split_ranges"]
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,29 @@ def plan_ranges(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition
               for tp, until in sorted(end.items(), key=_first_partition_order)
               if until > start_of(start, tp)]
     return split_ranges(ranges, minPartitions, maxRecordsPerPartition)
+
+
+def plan_tasks(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int],
+               options: SourceOptions, parallelism: int | None = None
+               ) -> tuple[list[OffsetRange], list[tuple[OffsetRange, ...]]]:
+    """The batch ``(start, end]``'s ranges and its tasks, as the source's options ask.
+
+    The ranges of :func:`plan_ranges`, packed by :func:`pack_ranges` with ``minPartitions``
+    or else the cluster's parallelism as the fewest tasks.
+
+    Args:
+        start: The batch's start offsets.
+        end: Its end offsets.
+        options: The source's options (``minPartitions``, ``maxRecordsPerPartition``,
+            ``minOffsetsPerTask``).
+        parallelism: Spark's default parallelism where the source was registered, or None
+            (:func:`default_parallelism`).
+    """
+    ranges = plan_ranges(start, end, options.minPartitions, options.maxRecordsPerPartition)
+    tasks = pack_ranges(ranges, options.minOffsetsPerTask,
+                        options.minPartitions or default_parallelism(parallelism),
+                        options.maxRecordsPerPartition)
+    return ranges, tasks
 
 
 def pack_ranges(ranges: Sequence[OffsetRange], minOffsetsPerTask: int, minTasks: int = 1,

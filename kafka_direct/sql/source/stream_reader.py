@@ -54,12 +54,7 @@ from kafka_direct.sql.offsets_json import SourceOffsets, offsets_from_json, offs
 from kafka_direct.sql.source.admission import NEW_PARTITION_START, TriggerDelay, admit, start_of
 from kafka_direct.sql.source.metadata import SourceMetadata
 from kafka_direct.sql.source.options import SourceOptions, parse_source_options
-from kafka_direct.sql.source.planning import (
-    KafkaInputPartition,
-    default_parallelism,
-    pack_ranges,
-    plan_ranges,
-)
+from kafka_direct.sql.source.planning import KafkaInputPartition, plan_tasks
 from kafka_direct.task_errors import carried
 from kafka_direct.topic_partition import TopicPartition
 
@@ -335,12 +330,7 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         with carried():
             begin = offsets_from_json(start, "the batch's start offset")
             finish = offsets_from_json(end, "the batch's end offset")
-            options = self.options
-            ranges = plan_ranges(begin, finish, options.minPartitions,
-                                 options.maxRecordsPerPartition)
-            tasks = pack_ranges(ranges, options.minOffsetsPerTask,
-                                options.minPartitions or default_parallelism(self.parallelism),
-                                options.maxRecordsPerPartition)
+            ranges, tasks = plan_tasks(begin, finish, self.options, self.parallelism)
             if self._link is None:
                 return [KafkaInputPartition(task) for task in tasks]
             stored = self._link.stored_on_held_session()
