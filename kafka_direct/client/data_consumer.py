@@ -405,18 +405,27 @@ class ConsumerCache:
                 self.created += 1
             self._entries[key] = cached
             self._in_use.add(key)
-            while len(self._entries) > self.capacity:
-                old_key, old = next(iter(self._entries.items()))
-                if old_key in self._in_use:
-                    break
-                del self._entries[old_key]
-                old.close()
+            self._trim()
 
         def release() -> None:
             with self._lock:
                 self._in_use.discard(key)
+                self._trim()
 
         return cached, release
+
+    def _trim(self) -> None:
+        """Close the least recently used idle consumers past the capacity (with the lock).
+
+        Consumers in use stay (the cache is past its capacity only while they are), and
+        are closed when their reads hand them back.
+        """
+        excess = len(self._entries) - self.capacity
+        if excess <= 0:
+            return
+        idle = [key for key in self._entries if key not in self._in_use][:excess]
+        for old_key in idle:
+            self._entries.pop(old_key).close()
 
     def _handed_over(self, key: tuple[Any, ...], topic: str, partition: int
                      ) -> KafkaDataConsumer | None:

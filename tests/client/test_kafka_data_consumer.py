@@ -158,21 +158,23 @@ def test_a_full_cache_hands_an_idle_consumer_over_to_the_next_partition():
     again, release_again = cache.acquire("t", 3, PARAMS)
     assert again._consumer is made[1] and cache.created == 2
     release_again()
-    # Nothing idle of these parameters: a consumer of its own, and the cache grows past
-    # its capacity only while its consumers are in use.
+    # Nothing idle of these parameters: a consumer of its own; past its capacity, the
+    # least recently used idle consumer (t-3's) is closed, the one in use (t-2's) stays.
     other, release_other = cache.acquire("t", 4, {**PARAMS, "group.id": "other"})
-    assert other._consumer is made[2] and cache.created == 3 and len(cache) == 3
+    assert other._consumer is made[2] and cache.created == 3
+    assert len(cache) == 2 and made[1].closed and not made[0].closed
     release_other()
     release()
-    # Past its capacity, the least recently used idle one (t-2's) is closed as before;
-    # the other group's idle consumer is handed over to its t-6.
+    # The other group's idle consumer is handed over to its t-6.
     last, release_last = cache.acquire("t", 6, {**PARAMS, "group.id": "other"})
     release_last()
-    assert last._consumer is made[2] and made[0].closed and len(cache) == 2
-    # A retried task never gets a handed-over consumer.
+    assert last._consumer is made[2] and not made[0].closed and len(cache) == 2
+    # A retried task never gets a handed-over consumer; the least recently used idle one
+    # (t-2's) makes room for it.
     retry, release_retry = cache.acquire("t", 5, PARAMS, attempt=1)
     assert retry._consumer is made[3] and cache.handedOver == 3
     release_retry()
+    assert made[0].closed and len(cache) == 2
 
 
 def test_a_failed_read_on_a_partition_in_use_elsewhere_leaves_the_other_consumer_alone():
