@@ -15,7 +15,9 @@ For each job it prints:
 * rows/s in its batches: records over the summed batch times of its own per-batch lines
   (the direct stream's processing time; the query's ``triggerExecution``);
 * whole-run rows/s: records over the process's life (start to exit);
-* time to first commit: from start until the table's first rows are visible (polled);
+* time to first commit: from start until the table's first rows are visible (polled); the
+  job's JVM starts from the archive of Spark's classes, built first as ``./run ingest``
+  does, unless ``KAFKA_DIRECT_JVM_ARCHIVE=off``;
 * CPU per record: the job's processes (the command, Spark's JVM, its Python workers: all
   are reaped by a small wrapper that is their subreaper, so ``RUSAGE_CHILDREN`` holds them)
   and the services' (broker, PostgreSQL and its backends);
@@ -257,6 +259,15 @@ def main() -> None:
     parser.add_argument("--verbose", action="store_true", help="print the job's output")
     args = parser.parse_args()
     apis = args.api or ["dstream", "structured"]
+    # As ``./run ingest`` does: the archive of Spark's classes built first (once), which the
+    # job's JVM maps unless KAFKA_DIRECT_JVM_ARCHIVE=off.
+    from kafka_direct.testing import jvm_archive
+
+    if jvm_archive.wanted(default=True):
+        jvm_archive.build()
+    archived = bool(jvm_archive.jvm_options(default=True))
+    print("Spark's JVM starts from the archive of its classes: "
+          + ("yes" if archived else "no (KAFKA_DIRECT_JVM_ARCHIVE=off, or it could not be built)"))
     with kafka_service() as kafka, EmbeddedPostgres() as pg:
         topic = f"bench-ingest-job-{os.getpid()}"
         start = time.perf_counter()

@@ -139,7 +139,7 @@ def run_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
     defaults = {} if local else {"spark.task.maxFailures": str(TASK_ATTEMPTS)}
     with store.lockGroup(options.group), spark_context(
             options.master, "kafka-direct-ingest", test_conf=local, loopback=loopback,
-            defaults=defaults, own_session=signals is not None) as sc:
+            defaults=defaults, own_session=signals is not None, archive=True) as sc:
         if signals is not None:
             signals.install()
         conf = {"spark.streaming.kafka.maxRatePerPartition": str(options.maxRatePerPartition),

@@ -207,7 +207,7 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
     defaults = {} if local else {"spark.task.maxFailures": str(TASK_ATTEMPTS)}
     with tempfile.TemporaryDirectory(prefix="kafka-direct-ingest-") as scratch, spark_context(
             options.master, "kafka-direct-ingest", test_conf=local, loopback=loopback,
-            defaults=defaults, own_session=signals is not None) as sc, \
+            defaults=defaults, own_session=signals is not None, archive=True) as sc, \
             contextlib.ExitStack() as scope:
         if signals is not None:
             signals.install()

@@ -2,8 +2,9 @@
 
 ``python -m kafka_direct.testing.jvm_archive_workload PATH`` starts a local SparkContext whose
 JVM writes the classes it loaded to ``PATH`` when it exits; runs an RDD job with Python
-workers, Spark SQL, and a Python data source read as a batch and as a stream; then ends
-the JVM and waits until it has written the archive.
+workers, Spark SQL, and a Python data source read as a batch and as a stream, the stream
+written by a Python Arrow stream writer (as the ingest job's sink); then ends the JVM and
+waits until it has written the archive.
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ def main(partial: str) -> None:
     from pyspark.sql.datasource import (
         DataSource,
         DataSourceReader,
+        DataSourceStreamArrowWriter,
         DataSourceStreamReader,
         InputPartition,
+        WriterCommitMessage,
     )
 
     class WarmUpReader(DataSourceReader):
@@ -45,6 +48,18 @@ def main(partial: str) -> None:
         def read(self, partition):  # type: ignore[no-untyped-def]
             yield (1,)
 
+    class WarmUpStreamWriter(DataSourceStreamArrowWriter):
+        def write(self, iterator):  # type: ignore[no-untyped-def]
+            for _ in iterator:
+                pass
+            return WriterCommitMessage()
+
+        def commit(self, messages, batchId):  # type: ignore[no-untyped-def]
+            pass
+
+        def abort(self, messages, batchId):  # type: ignore[no-untyped-def]
+            pass
+
     class WarmUpSource(DataSource):
         @classmethod
         def name(cls) -> str:
@@ -59,6 +74,9 @@ def main(partial: str) -> None:
         def streamReader(self, schema):  # type: ignore[no-untyped-def]
             return WarmUpStreamReader()
 
+        def streamWriter(self, schema, overwrite):  # type: ignore[no-untyped-def]
+            return WarmUpStreamWriter()
+
     options = f"{QUICK_JVM_OPTIONS} -XX:ArchiveClassesAtExit={partial} {QUIET}"
     sc = _make_context("local[2]", "kafka-direct-jvm-archive",
                        {"spark.driver.extraJavaOptions": options})
@@ -68,10 +86,11 @@ def main(partial: str) -> None:
         spark.range(100).selectExpr("id % 3 AS k").groupBy("k").count().collect()
         spark.dataSource.register(WarmUpSource)
         spark.read.format(WarmUpSource.name()).load().collect()
-        query = (spark.readStream.format(WarmUpSource.name()).load().writeStream
-                 .format("noop").option("checkpointLocation", scratch)
-                 .trigger(availableNow=True).start())
-        query.awaitTermination(120)
+        for sink in ("noop", WarmUpSource.name()):
+            query = (spark.readStream.format(WarmUpSource.name()).load().writeStream
+                     .format(sink).option("checkpointLocation", f"{scratch}/{sink}")
+                     .trigger(availableNow=True).start())
+            query.awaitTermination(120)
         sc.stop()
     jvm = sc._gateway.proc
     jvm.stdin.close()  # Spark's gateway exits at the end of its input: the archive is written

@@ -109,14 +109,19 @@ def _launch_relayed(spark_conf: Any) -> Any:
             os.close(write)  # the JVM holds its own copy
 
 
-def driver_java_options() -> str:
-    """A test driver JVM's options: :data:`QUICK_JVM_OPTIONS`, and the class archive's.
+def driver_java_options(archive: bool = False) -> str:
+    """A local driver JVM's options: :data:`QUICK_JVM_OPTIONS`, and the class archive's.
 
-    The archive of Spark's classes is used when it is on (:mod:`~.jvm_archive`).
+    Args:
+        archive: Map the archive of Spark's classes (:mod:`~.jvm_archive`) when it is built,
+            unless ``KAFKA_DIRECT_JVM_ARCHIVE=off``; False: only where it is ``on``.
+
+    Raises:
+        ConfigurationError: ``KAFKA_DIRECT_JVM_ARCHIVE`` is neither ``on``, ``off`` nor empty.
     """
     from kafka_direct.testing.jvm_archive import jvm_options
 
-    return f"{QUICK_JVM_OPTIONS} {jvm_options()}".strip()
+    return f"{QUICK_JVM_OPTIONS} {jvm_options(default=archive)}".strip()
 
 
 def _file_defaults(master: str, spark_conf: Any) -> dict[str, str]:
@@ -164,7 +169,8 @@ def warm_daemon_for(master: str, spark_conf: Any) -> str | None:
 
 def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None,
                   test_conf: bool = True, loopback: bool | None = None,
-                  defaults: Mapping[str, str] | None = None, own_session: bool = False) -> Any:
+                  defaults: Mapping[str, str] | None = None, own_session: bool = False,
+                  archive: bool = False) -> Any:
     ensure_pyspark_python()
     loopback = test_conf if loopback is None else loopback
     if loopback:
@@ -183,7 +189,7 @@ def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None,
     for key, value in (defaults or {}).items():
         spark_conf.setIfMissing(key, value)
     if test_conf and "spark.driver.extraJavaOptions" not in (conf or {}):
-        spark_conf.set("spark.driver.extraJavaOptions", driver_java_options())
+        spark_conf.set("spark.driver.extraJavaOptions", driver_java_options(archive))
     module = warm_daemon_for(master, spark_conf) if test_conf else None
     if module is not None:
         # Workers forked with their imports done (kafka_direct/testing/warm_daemon.py).
@@ -213,7 +219,7 @@ def _start(spark_conf: Any, own_session: bool) -> Any:
 def spark_context(master: str = "local[2,2]", app_name: str = "kafka-direct-test",
                   conf: Mapping[str, str] | None = None, test_conf: bool = True,
                   loopback: bool | None = None, defaults: Mapping[str, str] | None = None,
-                  own_session: bool = False) -> Iterator[Any]:
+                  own_session: bool = False, archive: bool = False) -> Iterator[Any]:
     """A SparkContext for the block; stopped afterwards.
 
     Args:
@@ -229,8 +235,16 @@ def spark_context(master: str = "local[2,2]", app_name: str = "kafka-direct-test
             sent to the caller's process group (for applications that stop gracefully on
             Ctrl-C), its error output relayed without :data:`STARTUP_NOISE`; ignored under
             spark-submit or when a context exists.
+        archive: With ``test_conf``: start the driver JVM from the archive of Spark's
+            classes when it is built (:mod:`~.jvm_archive`), unless
+            ``KAFKA_DIRECT_JVM_ARCHIVE=off`` (the ingest job's; the tests' only where it is
+            ``on``).
+
+    Raises:
+        ConfigurationError: ``KAFKA_DIRECT_JVM_ARCHIVE`` is neither ``on``, ``off`` nor empty.
     """
-    sc = _make_context(master, app_name, conf, test_conf, loopback, defaults, own_session)
+    sc = _make_context(master, app_name, conf, test_conf, loopback, defaults, own_session,
+                       archive)
     try:
         yield sc
     finally:

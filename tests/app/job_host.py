@@ -137,15 +137,17 @@ def _serve(address: str) -> None:
     @contextlib.contextmanager
     def kept_context(master: str = "local[2,2]", app_name: str = "kafka-direct-test",
                      conf: Any = None, test_conf: bool = True, loopback: Any = None,
-                     defaults: Any = None, own_session: bool = False) -> Iterator[Any]:
-        key = repr((master, conf, test_conf, loopback, defaults))
+                     defaults: Any = None, own_session: bool = False,
+                     archive: bool = False) -> Iterator[Any]:
+        key = repr((master, conf, test_conf, loopback, defaults, archive))
         sc = shared.get("sc")
         if sc is not None and (shared.get("key") != key or sc._jsc is None):
             sc.stop()
             sc = None
         if sc is None:
             # This process has a session of its own: no need for the JVM to have one.
-            sc = make_context(master, app_name, conf, test_conf, loopback, defaults, False)
+            sc = make_context(master, app_name, conf, test_conf, loopback, defaults, False,
+                              archive)
             shared.update(sc=sc, key=key)
         yield sc
 

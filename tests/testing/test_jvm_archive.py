@@ -1,5 +1,6 @@
-"""The archive of Spark's classes: opt-in, used only whole and ours, ignored quietly when
-unusable, built without leaving anything behind when it cannot be."""
+"""The archive of Spark's classes: used by the tests where it is on and by the ingest job
+unless it is off, only whole and ours, ignored quietly when unusable, built without leaving
+anything behind when it cannot be."""
 
 import os
 import subprocess
@@ -7,7 +8,8 @@ import sys
 
 import pytest
 
-from kafka_direct.testing import jvm_archive, spark_home
+from kafka_direct.errors import ConfigurationError
+from kafka_direct.testing import jvm_archive, spark, spark_home
 
 
 @pytest.fixture
@@ -89,3 +91,74 @@ def test_a_new_archive_replaces_those_of_earlier_installations(cache, monkeypatc
         [path.name, path.name + ".size", "notes.txt"])
     assert jvm_archive.jvm_options()  # whole, ours, read-only: used
     assert jvm_archive.build() == path  # there already: not built again
+
+
+def test_the_switch_decides_and_unset_the_callers_default_holds(cache, monkeypatch, capsys):
+    path = publish()
+    monkeypatch.delenv(jvm_archive.SWITCH)
+    assert jvm_archive.jvm_options() == ""  # the tests' default: not without the switch
+    assert f"-XX:SharedArchiveFile={path}" in jvm_archive.jvm_options(default=True)  # jobs'
+    for value in ("off", " OFF"):
+        monkeypatch.setenv(jvm_archive.SWITCH, value)
+        assert jvm_archive.jvm_options() == jvm_archive.jvm_options(default=True) == ""
+    monkeypatch.setenv(jvm_archive.SWITCH, "On")
+    assert jvm_archive.jvm_options()
+    monkeypatch.setenv(jvm_archive.SWITCH, "yes please")
+    with pytest.raises(ConfigurationError, match=jvm_archive.SWITCH) as raised:
+        jvm_archive.jvm_options(default=True)
+    assert raised.value.setting == jvm_archive.SWITCH
+    assert jvm_archive.main() == 2  # ./run's build step: one line, no traceback
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def _driver_options(monkeypatch, **given):
+    """The driver JVM options spark_context would start a JVM with (none is started)."""
+    seen = {}
+
+    class Started(Exception):
+        pass
+
+    def start(conf, own_session):
+        seen.update(conf.getAll())
+        raise Started
+
+    monkeypatch.setattr(spark, "_start", start)
+    with pytest.raises(Started), spark.spark_context("local[1]", **given):
+        pass
+    return seen.get("spark.driver.extraJavaOptions", "")
+
+
+def test_the_jobs_local_driver_starts_from_the_archive_unless_it_is_off(cache, monkeypatch):
+    path = publish()
+    monkeypatch.delenv(jvm_archive.SWITCH)
+    assert f"-XX:SharedArchiveFile={path}" in _driver_options(monkeypatch, archive=True)
+    assert "SharedArchiveFile" not in _driver_options(monkeypatch)  # the tests' contexts
+    monkeypatch.setenv(jvm_archive.SWITCH, "off")
+    assert "SharedArchiveFile" not in _driver_options(monkeypatch, archive=True)
+    monkeypatch.delenv(jvm_archive.SWITCH)
+    # Not a local master's settings (a cluster's driver): Spark's own options stay.
+    assert "SharedArchiveFile" not in _driver_options(monkeypatch, archive=True,
+                                                      test_conf=False)
+
+
+@pytest.mark.parametrize("api", ["dstream", "structured"])
+def test_both_ingest_apis_ask_for_the_archive(api, postgres, pg_schema, monkeypatch):
+    from kafka_direct.app.ingest_job import run_ingest
+    from kafka_direct.app.ingest_options import IngestOptions
+    from kafka_direct.app.structured_ingest import run_structured_ingest
+
+    asked = {}
+
+    class Asked(Exception):
+        pass
+
+    def spark_context(*args, **kwargs):
+        asked.update(kwargs)
+        raise Asked
+
+    monkeypatch.setattr(spark, "spark_context", spark_context)
+    options = IngestOptions(api=api, topics=("t",), schema=pg_schema, master="local[1]")
+    run = run_ingest if api == "dstream" else run_structured_ingest
+    with pytest.raises(Asked):
+        run(options, "127.0.0.1:1", postgres.dsn)
+    assert asked["archive"] is True and asked["test_conf"] is True
