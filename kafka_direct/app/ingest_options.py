@@ -487,6 +487,9 @@ def settings_from_args(args: argparse.Namespace,
         ConfigurationError: The first mistake found, named with its option.
     """
     environ = os.environ if environ is None else environ
+    from kafka_direct.testing.jvm_archive import wanted
+
+    wanted(True, environ)  # a wrong KAFKA_DIRECT_JVM_ARCHIVE: refused before anything starts
     _check_numbers(args)
     _check_structured(args)
     if args.topics and args.pattern:

@@ -17,8 +17,8 @@ Which JVMs map it: the tests' where ``KAFKA_DIRECT_JVM_ARCHIVE=on`` (``./run tes
 the archive and sets it); the ingest job's and the demo's local driver unless it is ``off``
 (``./run ingest`` and ``./run demo`` build the archive first; ``python -m
 kafka_direct.testing.jvm_archive`` builds it for an installed package). Measured on the
-ingest job's Structured Streaming API: its first commit 2.5 s sooner (about 6 s instead of
-8.5-9 s from its start on a quiet machine). :func:`jvm_options` gives the options that use
+ingest job's Structured Streaming API on a quiet machine: its first commit 6.7-7.0 s from
+its start instead of 8.8-9.2 s. :func:`jvm_options` gives the options that use
 it, which :func:`kafka_direct.testing.spark.spark_context` applies to the driver JVMs it
 starts with its local settings; no other JVM maps it. It is used only when it is the
 user's own, not writable by others, and of the size it was published with; a JVM that
@@ -33,14 +33,18 @@ import hashlib
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from kafka_direct.testing.spark_home import cache_directory, script_safe, spark_home
+from kafka_direct.testing.spark_home import cache_directory, close_cache, script_safe, spark_home
 
-__all__ = ["QUIET", "SWITCH", "archive_path", "build", "jvm_options", "main", "wanted"]
+__all__ = ["QUIET", "SWITCH", "VERIFY", "archive_path", "build", "jvm_options", "main",
+           "wanted"]
 
 #: The environment variable that turns the archive on (``on``) or off (``off``); unset, each
 #: caller's default holds (tests: off; the ingest job and the demo: on). ``./run test`` sets it.
@@ -57,6 +61,12 @@ _WORKLOAD_VERSION = 2
 #: JVM options: the JVM says nothing about the archive: not when it maps it, nor when it cannot.
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
+#: JVM options: the JVM checks the archive's checksums before it maps it, and starts without
+#: it when they do not match. A damaged archive of the right size would crash every JVM that
+#: maps it; the check costs about 0.1 s per start (measured: 1.31-1.34 s against 1.20-1.26 s
+#: to a local SparkContext), a twentieth of what the archive saves.
+VERIFY = "-XX:+VerifySharedSpaces"
+
 
 def _java() -> Path | None:
     # As Spark's launcher finds it: JAVA_HOME first, then PATH.
@@ -68,8 +78,13 @@ def _java() -> Path | None:
 def archive_path() -> Path | None:
     """Where the archive of this Java runtime and Spark installation is (or would be).
 
-    None when there is no Java, no PySpark or no cache directory, or when the path has
-    characters that JVM options cannot carry (Spark's launcher splits them at spaces).
+    Its name is ``spark-<version>-<place>-<digest>.jsa``: ``place`` a digest of the Java and
+    the jars' folder (one installation), ``digest`` of everything it was built from.
+
+    None when there is no Java, no PySpark or no cache directory, when the cache directory
+    is not an absolute path (as the XDG rules say), or when the path has characters that
+    JVM options cannot carry (Spark's launcher splits them at spaces; Java's option takes
+    a ``:`` for the boundary between two archives).
     """
     try:
         import pyspark
@@ -80,55 +95,75 @@ def archive_path() -> Path | None:
         if java is None:
             return None
         # The jars as the JVM's class path names them: under the Spark home it starts in.
-        home = spark_home("local")  # the tests' JVMs, which alone map the archive, are local
+        home = spark_home("local")  # the JVMs that map the archive are local drivers
         jars = (home if home is not None else Path(pyspark.__file__).parent) / "jars"
         # A changed jar (its size or time) is another installation: another archive.
         stamps = [f"{entry.name} {entry.stat().st_size} {entry.stat().st_mtime_ns}"
                   for entry in sorted(jars.glob("*.jar"))] if jars.is_dir() else []
-        identity = "\n".join([str(java), str(java.stat().st_mtime_ns), pyspark.__version__,
-                              str(jars), f"workload {_WORKLOAD_VERSION}", *stamps])
+        place = "\n".join([str(java), str(jars)])
+        identity = "\n".join([place, str(java.stat().st_mtime_ns), pyspark.__version__,
+                              f"workload {_WORKLOAD_VERSION}", *stamps])
         cache = cache_directory()
     except (OSError, RuntimeError):  # RuntimeError: no home directory
         return None
+    if not cache.is_absolute():
+        return None
     digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
-    path = cache / f"spark-{pyspark.__version__}-{digest}.jsa"
-    return path if script_safe(path) else None
+    where = hashlib.sha256(place.encode()).hexdigest()[:8]
+    path = cache / f"spark-{pyspark.__version__}-{where}-{digest}.jsa"
+    return path if script_safe(path) and ":" not in str(path) else None
 
 
 def _size_file(path: Path) -> Path:
     return path.with_name(path.name + ".size")
 
 
-def _usable(path: Path) -> bool:
-    """Whether ``path`` is the archive as published: ours, not writable by others, whole.
+def _closed(path: Path, directory: bool = False) -> bool:
+    """Whether ``path`` is ours, not a link, and not writable by others (lstat)."""
+    info = path.lstat()
+    kind = stat.S_ISDIR(info.st_mode) if directory else stat.S_ISREG(info.st_mode)
+    return kind and info.st_uid == os.getuid() and not info.st_mode & 0o022
 
-    A JVM that maps a cut archive crashes; one that maps someone else's runs their classes.
+
+def _usable(path: Path) -> bool:
+    """Whether ``path`` is the archive as published: ours, closed to others, whole.
+
+    The folder, the archive and its size file are checked, none of them a link: whoever
+    may write to one of them may swap the archive. A JVM that maps a cut archive crashes;
+    one that maps someone else's runs their classes.
     """
     try:
-        info = path.stat()
+        if not (_closed(path.parent, directory=True) and _closed(path)
+                and _closed(_size_file(path))):
+            return False
         recorded = int(_size_file(path).read_text())
+        return path.lstat().st_size == recorded > 0
     except (OSError, ValueError):
         return False
-    return (info.st_uid == os.getuid() and not info.st_mode & 0o022
-            and info.st_size == recorded > 0)
 
 
-def wanted(default: bool = False) -> bool:
+def wanted(default: bool = False, environ: Mapping[str, str] | None = None) -> bool:
     """Whether the archive is to be used, as :data:`SWITCH` says (unset: ``default``).
 
+    Args:
+        default: The answer when :data:`SWITCH` is unset or empty.
+        environ: The environment (None: this process's).
+
     Raises:
-        ConfigurationError: :data:`SWITCH` is neither ``on``, ``off`` nor empty.
+        ConfigurationError: :data:`SWITCH` is neither ``on``, ``off`` nor empty (any case,
+            spaces around it ignored).
     """
-    value = os.environ.get(SWITCH, "").strip().lower()
+    given = (os.environ if environ is None else environ).get(SWITCH, "")
+    value = given.strip().lower()
     if not value:
         return default
     if value not in ("on", "off"):
         from kafka_direct.errors import ConfigurationError
 
         raise ConfigurationError(
-            f"{SWITCH} must be 'on' or 'off' (or unset), got {value[:20]!r}: 'on' starts "
-            "Spark's JVM from the archive of its classes when it is built, 'off' never",
-            setting=SWITCH)
+            f"{SWITCH} must be 'on' or 'off' (or unset), got {given.strip()[:20]!r}: 'on' "
+            "starts Spark's JVM from the archive of its classes when it is built, 'off' "
+            "never", setting=SWITCH)
     return value == "on"
 
 
@@ -147,23 +182,45 @@ def jvm_options(default: bool = False) -> str:
     path = archive_path()
     if path is None or not _usable(path):
         return ""
-    return f"-XX:SharedArchiveFile={path} {QUIET}"
+    return f"-XX:SharedArchiveFile={path} {VERIFY} {QUIET}"
 
 
 def _remove_others(path: Path) -> None:
-    """Remove the archives of earlier Java or Spark installations (ours only)."""
+    """Remove our older archives of the same installation, and those of earlier naming.
+
+    Other installations' archives (another checkout's, another Spark home's) stay, and so
+    do files being written (a concurrent build's partial archive or size file).
+    """
+    where = path.name.split("-")[2]
     for other in path.parent.glob("spark-*.jsa*"):
-        if other.name not in (path.name, _size_file(path).name) \
-                and other.stat().st_uid == os.getuid():
+        parts = other.name.split("-")
+        ours = len(parts) == 3 or (len(parts) == 4 and parts[2] == where)
+        if ours and other.name.endswith((".jsa", ".jsa.size")) \
+                and other.name not in (path.name, _size_file(path).name) \
+                and other.lstat().st_uid == os.getuid():
             other.unlink(missing_ok=True)
+
+
+def _publish_size(path: Path, size: int) -> None:
+    """Write the archive's size file whole, never through a link someone put there."""
+    handle, partial = tempfile.mkstemp(prefix=_size_file(path).name + ".", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w") as out:
+            out.write(str(size))
+        os.chmod(partial, 0o444)
+        os.replace(partial, _size_file(path))  # a rename replaces a link, never follows it
+    finally:
+        Path(partial).unlink(missing_ok=True)
 
 
 def build(timeout: float = 300.0) -> Path | None:
     """Build the archive unless it is there; returns its path (None: it could not be built).
 
-    Runs the workload in a process group of its own (ended whole on timeout) and publishes
-    the archive only when its JVM ended normally after writing it: its size recorded, then
-    a rename, so a JVM never maps half an archive. Says nothing either way.
+    Runs the workload in a process group of its own (ended whole on timeout, and when this
+    process is interrupted) and publishes the archive only when its JVM ended normally
+    after writing it: its size recorded, then a rename, so a JVM never maps half an
+    archive. Only into a cache directory of our own that others cannot write to. Says
+    nothing either way; leaves no partial file behind.
     """
     path = archive_path()
     if path is None:
@@ -172,7 +229,9 @@ def build(timeout: float = 300.0) -> Path | None:
         return path
     partial: str | None = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        close_cache(path.parent)  # made, or closed to others' writes (a umask of 002)
+        if not _closed(path.parent, directory=True):
+            return None  # others could swap what we build for theirs
         handle, partial = tempfile.mkstemp(prefix=path.name + ".", suffix=".partial",
                                            dir=path.parent)
         os.close(handle)
@@ -182,16 +241,18 @@ def build(timeout: float = 300.0) -> Path | None:
                                   start_new_session=True)
         try:
             code = worker.wait(timeout)
-        except subprocess.TimeoutExpired:
+        except BaseException as stopped:  # timeout, Ctrl-C, SIGTERM: the workload ends too
             with contextlib.suppress(OSError):
                 os.killpg(worker.pid, signal.SIGKILL)  # its JVM and Python workers too
             worker.wait()
-            return None
+            if isinstance(stopped, subprocess.TimeoutExpired):
+                return None
+            raise
         written = Path(partial)
         if code != 0 or not written.is_file() or not written.stat().st_size:
             return None
         written.chmod(0o444)
-        _size_file(path).write_text(str(written.stat().st_size))
+        _publish_size(path, written.stat().st_size)
         os.replace(partial, path)
         _remove_others(path)
         return path
@@ -202,11 +263,17 @@ def build(timeout: float = 300.0) -> Path | None:
             Path(partial).unlink(missing_ok=True)
 
 
+def _interrupted(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> int:
     """``python -m kafka_direct.testing.jvm_archive``: build the archive unless it is off.
 
-    ``./run`` runs it before the tests, the ingest job and the demo. Says one line when it
-    builds (about 20 s, once per Java and Spark installation), one when the switch is wrong.
+    ``./run`` runs it before the tests, the ingest job and the demo, and stops on its exit
+    code 2. Says one line when it builds (about 20 s, once per Java and Spark
+    installation), one when the switch is wrong (exit code 2); interrupted (Ctrl-C,
+    SIGTERM), it ends its workload, leaves nothing behind and exits with 130.
     """
     from kafka_direct.errors import ConfigurationError
 
@@ -220,7 +287,11 @@ def main() -> int:
     if path is not None and not _usable(path):
         print("kafka-direct: building an archive of Spark's classes for quicker starts "
               "(once per Java and Spark installation, about 20 s)", file=sys.stderr)
-    build()
+    signal.signal(signal.SIGTERM, _interrupted)
+    try:
+        build()
+    except KeyboardInterrupt:
+        return 130
     return 0
 
 

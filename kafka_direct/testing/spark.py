@@ -182,13 +182,17 @@ def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None,
         # spark-submit's settings, so that ``defaults`` and the warm daemon give way to them.
         SparkContext._ensure_initialized()
     spark_conf = SparkConf().setMaster(master).setAppName(app_name)
+    # Under spark-submit the driver JVM runs already: its options are spark-submit's, and
+    # the settings must say so (Spark's UI and event log show them).
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ
     chosen = {key: value for key, value in (SPARK_TEST_CONF if test_conf else {}).items()
-              if key not in LOOPBACK_CONF}
+              if key not in LOOPBACK_CONF
+              and not (submitted and key == "spark.driver.extraJavaOptions")}
     for key, value in {**chosen, **(LOOPBACK_CONF if loopback else {}), **(conf or {})}.items():
         spark_conf.set(key, value)
     for key, value in (defaults or {}).items():
         spark_conf.setIfMissing(key, value)
-    if test_conf and "spark.driver.extraJavaOptions" not in (conf or {}):
+    if test_conf and not submitted and "spark.driver.extraJavaOptions" not in (conf or {}):
         spark_conf.set("spark.driver.extraJavaOptions", driver_java_options(archive))
     module = warm_daemon_for(master, spark_conf) if test_conf else None
     if module is not None:

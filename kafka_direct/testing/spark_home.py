@@ -44,8 +44,9 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-__all__ = ["SWITCH", "cache_directory", "compiled_spark_home", "only_this_interpreter",
-           "pyspark_home", "script_safe", "spark_home", "using_spark_home"]
+__all__ = ["SWITCH", "cache_directory", "close_cache", "compiled_spark_home",
+           "only_this_interpreter", "pyspark_home", "script_safe", "spark_home",
+           "using_spark_home"]
 
 #: The environment variable that turns the compiled home off (``off``, ``0``, ``false``, ``no``).
 SWITCH = "KAFKA_DIRECT_COMPILED_PYSPARK"
@@ -143,7 +144,7 @@ def _is_valid(path: Path, links: dict[str, Path]) -> bool:
         return False
 
 
-def _close_cache(directory: Path) -> None:
+def close_cache(directory: Path) -> None:
     """Make the cache directory, or close ours to others' writes (a umask of 002 opens it)."""
     directory.mkdir(parents=True, exist_ok=True, mode=0o755)
     info = directory.lstat()
@@ -198,7 +199,7 @@ def compiled_spark_home(master: str, conf: Mapping[str, str] | None = None) -> P
         path = cache / f"pyspark-home-{pyspark.__version__}-{digest}"
         if not script_safe(path):
             return None  # Spark's scripts and class paths do not all carry such paths
-        _close_cache(path.parent)
+        close_cache(path.parent)
         if _is_valid(path, links):
             return path
         if os.path.lexists(path):  # not ours, or not as made: left alone

@@ -125,3 +125,12 @@ def test_every_known_master_form_is_accepted(master):
 def test_an_empty_pattern_is_refused():
     with pytest.raises(ConfigurationError, match="--pattern is empty"):
         _settings("--pattern", "")
+
+
+def test_a_wrong_jvm_archive_switch_is_refused_before_anything_starts():
+    with pytest.raises(ConfigurationError, match="KAFKA_DIRECT_JVM_ARCHIVE must be 'on' or "
+                                                 "'off'.*got 'Maybe'") as raised:
+        _settings(environ={"KAFKA_DIRECT_JVM_ARCHIVE": " Maybe "})
+    assert raised.value.setting == "KAFKA_DIRECT_JVM_ARCHIVE"
+    for value in ("", "on", " OFF "):
+        _settings(environ={"KAFKA_DIRECT_JVM_ARCHIVE": value})

@@ -3,8 +3,11 @@ unless it is off, only whole and ours, ignored quietly when unusable, built with
 anything behind when it cannot be."""
 
 import os
+import signal
+import stat
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -162,3 +165,168 @@ def test_both_ingest_apis_ask_for_the_archive(api, postgres, pg_schema, monkeypa
     with pytest.raises(Asked):
         run(options, "127.0.0.1:1", postgres.dsn)
     assert asked["archive"] is True and asked["test_conf"] is True
+
+
+def _gone(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # A zombie nobody reaped yet counts as gone.
+    with open(f"/proc/{pid}/stat") as info:
+        return info.read().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def _wait_gone(pids, seconds=10.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not all(_gone(pid) for pid in pids):
+        time.sleep(0.05)
+    return all(_gone(pid) for pid in pids)
+
+
+def test_a_folder_or_files_others_may_change_make_no_archive_usable(cache):
+    path = publish()
+    assert jvm_archive.jvm_options()
+    path.parent.chmod(0o775)  # the group may swap the archive
+    assert jvm_archive.jvm_options() == ""
+    path.parent.chmod(0o755)
+    assert jvm_archive.jvm_options()
+    size = path.with_name(path.name + ".size")
+    for linked in (path, size):  # a link may point anywhere, at any time
+        real = linked.with_name(linked.name + ".real")
+        linked.rename(real)
+        linked.symlink_to(real)
+        assert jvm_archive.jvm_options() == ""
+        linked.unlink()
+        real.rename(linked)
+    assert jvm_archive.jvm_options()
+
+
+def test_no_archive_in_a_relative_cache_or_a_path_with_a_colon(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative-cache")
+    assert jvm_archive.archive_path() is None
+    assert jvm_archive.build() is None
+    assert not (tmp_path / "relative-cache").exists()
+    # Java's option reads "a:b" as two archives, the first of them unchecked.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "a:b"))
+    assert jvm_archive.archive_path() is None
+
+
+def test_the_options_verify_the_archive_before_mapping_it(cache):
+    publish()
+    assert jvm_archive.VERIFY in jvm_archive.jvm_options().split()
+
+
+def test_a_build_writes_through_no_link_and_closes_what_it_makes(cache, monkeypatch):
+    monkeypatch.setattr(jvm_archive, "_WORKLOAD", "tests.testing.fake_archive_workload")
+    path = jvm_archive.archive_path()
+    path.parent.mkdir(parents=True, mode=0o755)
+    precious = cache / "precious"
+    precious.write_text("keep me")
+    path.with_name(path.name + ".size").symlink_to(precious)  # planted where the size goes
+    previous = os.umask(0o002)  # would open new files and folders to the group
+    try:
+        assert jvm_archive.build() == path
+    finally:
+        os.umask(previous)
+    assert precious.read_text() == "keep me"
+    size = path.with_name(path.name + ".size")
+    assert not size.is_symlink() and size.read_text() == str(len(b"archive" * 10))
+    assert stat.S_IMODE(path.stat().st_mode) == 0o444
+    assert not stat.S_IMODE(size.stat().st_mode) & 0o222
+    assert not path.parent.stat().st_mode & 0o022
+    assert jvm_archive.jvm_options()
+
+
+def test_an_archive_of_another_installation_stays(cache, monkeypatch):
+    monkeypatch.setattr(jvm_archive, "_WORKLOAD", "tests.testing.fake_archive_workload")
+    path = jvm_archive.archive_path()
+    version, where = path.name.split("-")[1:3]
+    folder = path.parent
+    folder.mkdir(parents=True)
+    elsewhere = folder / f"spark-{version}-{'0' * 8 if where != '0' * 8 else '1' * 8}-ab.jsa"
+    older = folder / f"spark-{version}-{where}-0123456789abcdef.jsa"
+    for archive in (elsewhere, older):
+        archive.write_bytes(b"x")
+        archive.with_name(archive.name + ".size").write_text("1")
+    assert jvm_archive.build() == path
+    assert elsewhere.exists() and elsewhere.with_name(elsewhere.name + ".size").exists()
+    assert not older.exists() and not older.with_name(older.name + ".size").exists()
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="gives files to another user: needs root")
+def test_archives_of_another_user_are_neither_used_nor_removed(cache, monkeypatch):
+    path = publish()
+    os.chown(path, 4242, 4242)
+    assert jvm_archive.jvm_options() == ""
+    monkeypatch.setattr(jvm_archive, "_WORKLOAD", "tests.testing.fake_archive_workload")
+    path.unlink()
+    theirs = path.with_name(path.name.rsplit("-", 1)[0] + "-0123456789abcdef.jsa")
+    theirs.write_bytes(b"x")
+    os.chown(theirs, 4242, 4242)
+    assert jvm_archive.build() == path
+    assert theirs.exists()
+
+
+def test_a_failed_workload_leaves_no_partial_archive(cache, monkeypatch):
+    monkeypatch.setattr(jvm_archive, "_WORKLOAD", "tests.testing.slow_archive_workload")
+    monkeypatch.setenv("KAFKA_DIRECT_TEST_WORKLOAD", "fail")
+    assert jvm_archive.build() is None
+    assert list((cache / "kafka-direct").iterdir()) == []
+
+
+def test_a_workload_past_its_time_is_ended_with_its_children(cache, monkeypatch, tmp_path):
+    monkeypatch.setattr(jvm_archive, "_WORKLOAD", "tests.testing.slow_archive_workload")
+    monkeypatch.setenv("KAFKA_DIRECT_TEST_PIDS", str(tmp_path / "pids"))
+    assert jvm_archive.build(timeout=3) is None
+    pids = [int(pid) for pid in (tmp_path / "pids").read_text().split()]
+    assert _wait_gone(pids)
+    assert list((cache / "kafka-direct").iterdir()) == []
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_build_ends_its_workload_and_leaves_nothing(cache, tmp_path, how):
+    pids = tmp_path / "pids"
+    script = ("import sys\n"
+              "from kafka_direct.testing import jvm_archive\n"
+              "jvm_archive._WORKLOAD = 'tests.testing.slow_archive_workload'\n"
+              "sys.exit(jvm_archive.main())\n")
+    builder = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE,
+                               text=True, env={**os.environ, "XDG_CACHE_HOME": str(cache),
+                                               "KAFKA_DIRECT_TEST_PIDS": str(pids)})
+    deadline = time.monotonic() + 60
+    while not pids.exists() or not pids.read_text().endswith("\n"):
+        assert time.monotonic() < deadline, "the workload did not start"
+        time.sleep(0.05)
+    builder.send_signal(how)
+    _, err = builder.communicate(timeout=30)
+    assert builder.returncode == 130
+    assert "Traceback" not in err
+    assert _wait_gone([int(pid) for pid in pids.read_text().split()])
+    assert list((cache / "kafka-direct").iterdir()) == []
+
+
+@pytest.mark.slow  # builds a real archive (about 20 s) and runs the ingest job on it
+def test_a_damaged_archive_of_the_right_size_is_passed_over_not_crashed_on(cache, tmp_path,
+                                                                           monkeypatch):
+    monkeypatch.delenv(spark_home.SWITCH)  # the JVMs as the job starts them
+    monkeypatch.delenv(jvm_archive.SWITCH)  # the job's default: on
+    path = jvm_archive.build()
+    assert path is not None, "the archive could not be built"
+    path.chmod(0o644)
+    with open(path, "r+b") as archive:  # damaged in place, every 10 MB: its size stays
+        for offset in range(1 << 20, path.stat().st_size, 10 << 20):
+            archive.seek(offset)
+            archive.write(b"\xff" * 4096)
+    path.chmod(0o444)
+    assert jvm_archive.jvm_options(default=True)  # still looks whole
+    # Without the JVM's check of its checksums, the job's JVM crashed on it, every run.
+    done = subprocess.run(
+        [sys.executable, "-m", "kafka_direct.app.cli", "ingest", "--api", "structured",
+         "--stop-after-idle", "2", "--sample-events", "300"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env={**os.environ, "XDG_CACHE_HOME": str(cache)})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "300 rows, 0 duplicates" in done.stdout
+    assert not list(tmp_path.glob("hs_err*"))
