@@ -119,6 +119,9 @@ def _run_demo(args: argparse.Namespace) -> int:
                                  f"{args.partitions}")
     check_master(args.master, "--master")
     check_topic_name(args.topic)
+    from kafka_direct.testing.jvm_archive import wanted
+
+    wanted(True)  # a wrong KAFKA_DIRECT_JVM_ARCHIVE: refused before anything starts
     result = run_demo(DemoOptions(
         events=args.events, partitions=args.partitions, batchInterval=args.batch_interval,
         maxRatePerPartition=args.max_rate_per_partition, sink=args.sink, kills=args.kills,

@@ -29,6 +29,7 @@ silently.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
@@ -37,14 +38,15 @@ import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from kafka_direct.testing.spark_home import cache_directory, close_cache, script_safe, spark_home
 
-__all__ = ["QUIET", "SWITCH", "VERIFY", "archive_path", "build", "jvm_options", "main",
-           "wanted"]
+__all__ = ["QUIET", "SWITCH", "VERIFY", "archive_path", "build", "die_with_builder",
+           "jvm_options", "main", "wanted"]
 
 #: The environment variable that turns the archive on (``on``) or off (``off``); unset, each
 #: caller's default holds (tests: off; the ingest job and the demo: on). ``./run test`` sets it.
@@ -100,9 +102,11 @@ def archive_path() -> Path | None:
         # A changed jar (its size or time) is another installation: another archive.
         stamps = [f"{entry.name} {entry.stat().st_size} {entry.stat().st_mtime_ns}"
                   for entry in sorted(jars.glob("*.jar"))] if jars.is_dir() else []
-        place = "\n".join([str(java), str(jars)])
+        # One installation and workload (two checkouts of different workloads sharing one
+        # Spark keep an archive each instead of replacing each other's at every build).
+        place = "\n".join([str(java), str(jars), f"workload {_WORKLOAD_VERSION}"])
         identity = "\n".join([place, str(java.stat().st_mtime_ns), pyspark.__version__,
-                              f"workload {_WORKLOAD_VERSION}", *stamps])
+                              *stamps])
         cache = cache_directory()
     except (OSError, RuntimeError):  # RuntimeError: no home directory
         return None
@@ -213,54 +217,127 @@ def _publish_size(path: Path, size: int) -> None:
         Path(partial).unlink(missing_ok=True)
 
 
+#: A partial build older than this is left over by a builder that was killed: removed.
+_STALE_SECONDS = 900.0
+
+
 def build(timeout: float = 300.0) -> Path | None:
     """Build the archive unless it is there; returns its path (None: it could not be built).
 
-    Runs the workload in a process group of its own (ended whole on timeout, and when this
-    process is interrupted) and publishes the archive only when its JVM ended normally
-    after writing it: its size recorded, then a rename, so a JVM never maps half an
-    archive. Only into a cache directory of our own that others cannot write to. Says
-    nothing either way; leaves no partial file behind.
+    Runs the workload in a process group of its own (ended whole when it fails, times out
+    or this process is interrupted; it dies with this process) and publishes the archive
+    only when its JVM ended normally after writing it: its size recorded, then a rename,
+    so a JVM never maps half an archive. Only into a cache directory of our own that others
+    cannot write to; one build at a time per directory (the others wait, then find it).
+    The workload writes into a private folder of its own, removed afterwards whatever
+    happened: a JVM still exiting finds it gone and writes nothing. Says nothing either way.
     """
     path = archive_path()
     if path is None:
         return None
     if _usable(path):
         return path
-    partial: str | None = None
     try:
         close_cache(path.parent)  # made, or closed to others' writes (a umask of 002)
         if not _closed(path.parent, directory=True):
             return None  # others could swap what we build for theirs
-        handle, partial = tempfile.mkstemp(prefix=path.name + ".", suffix=".partial",
-                                           dir=path.parent)
+        with _one_build_at_a_time(path.parent):
+            if _usable(path):  # built by the build this one waited for
+                return path
+            _remove_stale(path.parent)
+            return _build_into(path, timeout)
+    except OSError:  # no cache directory, a full disk...: the JVMs start as usual
+        return None
+
+
+@contextlib.contextmanager
+def _one_build_at_a_time(folder: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``folder`` (released when the process ends, however)."""
+    handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
         os.close(handle)
-        os.unlink(partial)  # the JVM writes it at exit
-        worker = subprocess.Popen([sys.executable, "-m", _WORKLOAD, partial],
+
+
+def _remove_stale(folder: Path) -> None:
+    """Remove our partial builds that a killed builder left (older than any build runs)."""
+    now = time.time()
+    for entry in folder.glob("spark-*.partial"):
+        info = entry.lstat()
+        if info.st_uid == os.getuid() and now - info.st_mtime > _STALE_SECONDS:
+            if stat.S_ISDIR(info.st_mode):
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+
+
+#: The environment variable that names the builder's pid to its workload.
+_BUILDER = "KAFKA_DIRECT_ARCHIVE_BUILDER"
+
+
+def die_with_builder() -> None:
+    """Called first by the workload: it is killed when its builder dies, even by SIGKILL.
+
+    Its JVM then sees its input close and ends (into a folder the builder removed, or that
+    the next build removes as stale). Ends this process at once when the builder is gone
+    already.
+    """
+    import ctypes
+
+    builder = os.environ.get(_BUILDER)
+    if builder is None:
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if str(os.getppid()) != builder:  # it died before the line above
+        os._exit(1)
+
+
+def _end_group(worker: subprocess.Popen[bytes], seconds: float = 10.0) -> None:
+    """Kill the workload's process group (its JVM and Python workers) and wait for it."""
+    with contextlib.suppress(OSError):
+        os.killpg(worker.pid, signal.SIGKILL)
+    worker.wait()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(worker.pid, 0)
+        except OSError:
+            return  # the whole group is gone
+        time.sleep(0.05)
+
+
+def _build_into(path: Path, timeout: float) -> Path | None:
+    scratch = Path(tempfile.mkdtemp(prefix=path.name + ".", suffix=".partial",
+                                    dir=path.parent))
+    try:
+        partial = scratch / "archive.jsa"
+        work = scratch / "work"  # the workload's and Spark's scratch files
+        work.mkdir()
+        environment = {**os.environ, "TMPDIR": str(work), "SPARK_LOCAL_DIRS": str(work),
+                       _BUILDER: str(os.getpid())}
+        worker = subprocess.Popen([sys.executable, "-m", _WORKLOAD, str(partial)],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                  start_new_session=True)
+                                  env=environment, start_new_session=True)
         try:
             code = worker.wait(timeout)
         except BaseException as stopped:  # timeout, Ctrl-C, SIGTERM: the workload ends too
-            with contextlib.suppress(OSError):
-                os.killpg(worker.pid, signal.SIGKILL)  # its JVM and Python workers too
-            worker.wait()
+            _end_group(worker)
             if isinstance(stopped, subprocess.TimeoutExpired):
                 return None
             raise
-        written = Path(partial)
-        if code != 0 or not written.is_file() or not written.stat().st_size:
+        _end_group(worker)  # a failed workload's JVM may still be exiting
+        if code != 0 or not partial.is_file() or not partial.stat().st_size:
             return None
-        written.chmod(0o444)
-        _publish_size(path, written.stat().st_size)
+        partial.chmod(0o444)
+        _publish_size(path, partial.stat().st_size)
         os.replace(partial, path)
         _remove_others(path)
         return path
-    except OSError:  # no cache directory, a full disk...: the JVMs start as usual
-        return None
     finally:
-        if partial is not None:
-            Path(partial).unlink(missing_ok=True)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _interrupted(signum: int, frame: Any) -> None:
@@ -270,24 +347,35 @@ def _interrupted(signum: int, frame: Any) -> None:
 def main() -> int:
     """``python -m kafka_direct.testing.jvm_archive``: build the archive unless it is off.
 
-    ``./run`` runs it before the tests, the ingest job and the demo, and stops on its exit
-    code 2. Says one line when it builds (about 20 s, once per Java and Spark
-    installation), one when the switch is wrong (exit code 2); interrupted (Ctrl-C,
-    SIGTERM), it ends its workload, leaves nothing behind and exits with 130.
+    ``./run`` runs it before the tests, the ingest job and the demo. It prints ``on`` or
+    ``off`` (what :data:`SWITCH` decides, unset: on) on its output, for ``./run`` to pass on
+    to the tests; on its error output one line when it builds (about 20 s, once per Java
+    and Spark installation), one when the cache directory is not ours to build in, one
+    when the switch is wrong (exit code 2). Interrupted (Ctrl-C, SIGTERM, SIGHUP), it ends
+    its workload, leaves nothing behind and exits with 130.
     """
     from kafka_direct.errors import ConfigurationError
 
     try:
-        if not wanted(default=True):
-            return 0
+        on = wanted(default=True)
     except ConfigurationError as error:
         print(f"kafka-direct: {error}", file=sys.stderr)
         return 2
+    print("on" if on else "off", flush=True)
+    if not on:
+        return 0
     path = archive_path()
-    if path is not None and not _usable(path):
-        print("kafka-direct: building an archive of Spark's classes for quicker starts "
-              "(once per Java and Spark installation, about 20 s)", file=sys.stderr)
-    signal.signal(signal.SIGTERM, _interrupted)
+    if path is None or _usable(path):
+        return 0
+    folder = path.parent
+    if folder.exists() and not _closed(folder, directory=True):
+        print(f"kafka-direct: no archive of Spark's classes: {folder} is a link, not yours, "
+              "or others may write to it; Spark's JVMs start without one", file=sys.stderr)
+        return 0
+    print("kafka-direct: building an archive of Spark's classes for quicker starts "
+          "(once per Java and Spark installation, about 20 s)", file=sys.stderr)
+    for stop in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(stop, _interrupted)
     try:
         build()
     except KeyboardInterrupt:

@@ -13,7 +13,7 @@ import sys
 import tempfile
 from typing import Any
 
-from kafka_direct.testing.jvm_archive import QUIET
+from kafka_direct.testing.jvm_archive import QUIET, die_with_builder
 from kafka_direct.testing.spark import QUICK_JVM_OPTIONS, _make_context
 
 __all__ = ["main"]
@@ -21,6 +21,7 @@ __all__ = ["main"]
 
 def main(partial: str) -> None:
     """Start a JVM that writes its classes to ``partial`` at exit; load the usual ones."""
+    die_with_builder()
     from pyspark.sql import SparkSession
     from pyspark.sql.datasource import (
         DataSource,

@@ -172,6 +172,22 @@ def test_a_bad_dsn_from_the_environment_is_named_by_its_variable(monkeypatch, ca
     assert "--dsn " not in err and SECRET not in err
 
 
+@pytest.mark.parametrize("command", [ING, DEMO])
+def test_a_wrong_jvm_archive_switch_is_refused_before_anything_starts(command, monkeypatch,
+                                                                     capsys):
+    monkeypatch.setenv("KAFKA_DIRECT_JVM_ARCHIVE", "maybe")
+    monkeypatch.delenv("KAFKA_DIRECT_BOOTSTRAP", raising=False)
+    started = []
+    from kafka_direct.app import demo, ingest_command
+
+    for module in (ingest_command, demo):  # nothing may start: no broker, no PostgreSQL
+        monkeypatch.setattr(module, "services", lambda *a, **k: started.append(1))
+    assert main([command]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "KAFKA_DIRECT_JVM_ARCHIVE must be 'on' or 'off'" in err
+    assert not started
+
+
 def test_a_configuration_error_of_the_job_before_any_batch_is_exit_2(
         kafka, kafka_topic, postgres, pg_schema, monkeypatch, capsys):
     from kafka_direct.app import ingest_command

@@ -3,5 +3,8 @@
 import sys
 
 if __name__ == "__main__":
+    from kafka_direct.testing.jvm_archive import die_with_builder
+
+    die_with_builder()
     with open(sys.argv[1], "wb") as out:
         out.write(b"archive" * 10)

@@ -2,6 +2,7 @@
 unless it is off, only whole and ours, ignored quietly when unusable, built without leaving
 anything behind when it cannot be."""
 
+import contextlib
 import os
 import signal
 import stat
@@ -139,9 +140,10 @@ def test_the_jobs_local_driver_starts_from_the_archive_unless_it_is_off(cache, m
     monkeypatch.setenv(jvm_archive.SWITCH, "off")
     assert "SharedArchiveFile" not in _driver_options(monkeypatch, archive=True)
     monkeypatch.delenv(jvm_archive.SWITCH)
-    # Not a local master's settings (a cluster's driver): Spark's own options stay.
-    assert "SharedArchiveFile" not in _driver_options(monkeypatch, archive=True,
-                                                      test_conf=False)
+    # Not a local master's settings (a cluster's driver): Spark's own options stay, what
+    # they are (a JVM this process started before may have set some).
+    assert _driver_options(monkeypatch, archive=True, test_conf=False) == \
+        _driver_options(monkeypatch, test_conf=False)
 
 
 @pytest.mark.parametrize("api", ["dstream", "structured"])
@@ -215,13 +217,14 @@ def test_no_archive_in_a_relative_cache_or_a_path_with_a_colon(tmp_path, monkeyp
 
 def test_the_options_verify_the_archive_before_mapping_it(cache):
     publish()
-    assert jvm_archive.VERIFY in jvm_archive.jvm_options().split()
+    assert "-XX:+VerifySharedSpaces" in jvm_archive.jvm_options().split()
 
 
 def test_a_build_writes_through_no_link_and_closes_what_it_makes(cache, monkeypatch):
     monkeypatch.setattr(jvm_archive, "_WORKLOAD", "tests.testing.fake_archive_workload")
     path = jvm_archive.archive_path()
-    path.parent.mkdir(parents=True, mode=0o755)
+    path.parent.mkdir(parents=True)
+    path.parent.chmod(0o775)  # as a umask of 002 makes it
     precious = cache / "precious"
     precious.write_text("keep me")
     path.with_name(path.name + ".size").symlink_to(precious)  # planted where the size goes
@@ -269,41 +272,113 @@ def test_archives_of_another_user_are_neither_used_nor_removed(cache, monkeypatc
     assert theirs.exists()
 
 
-def test_a_failed_workload_leaves_no_partial_archive(cache, monkeypatch):
+def test_a_failed_workload_leaves_no_partial_archive_even_late(cache, monkeypatch):
     monkeypatch.setattr(jvm_archive, "_WORKLOAD", "tests.testing.slow_archive_workload")
     monkeypatch.setenv("KAFKA_DIRECT_TEST_WORKLOAD", "fail")
     assert jvm_archive.build() is None
+    time.sleep(1.5)  # past the moment its straggler (a JVM still ending) would write
     assert list((cache / "kafka-direct").iterdir()) == []
+
+
+@pytest.mark.parametrize("kind", ["link", "theirs"])
+def test_no_build_into_a_folder_that_is_a_link_or_not_ours(cache, monkeypatch, tmp_path,
+                                                            kind):
+    if kind == "theirs" and os.getuid() != 0:
+        pytest.skip("gives a folder to another user: needs root")
+    monkeypatch.setattr(jvm_archive, "_WORKLOAD", "tests.testing.fake_archive_workload")
+    folder = jvm_archive.archive_path().parent
+    folder.parent.mkdir(parents=True)
+    if kind == "link":
+        (tmp_path / "elsewhere").mkdir(mode=0o755)
+        folder.symlink_to(tmp_path / "elsewhere")
+    else:
+        folder.mkdir(mode=0o755)
+        os.chown(folder, 4242, 4242)
+    assert jvm_archive.build() is None
+    assert list(folder.iterdir()) == []
+    assert jvm_archive.jvm_options() == ""
+
+
+def test_a_killed_builders_leftovers_go_with_the_next_build(cache, monkeypatch, tmp_path):
+    pids = tmp_path / "pids"
+    script = ("import sys\n"
+              "from kafka_direct.testing import jvm_archive\n"
+              "jvm_archive._WORKLOAD = 'tests.testing.slow_archive_workload'\n"
+              "sys.exit(jvm_archive.main())\n")
+    builder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL,
+                               env={**os.environ, "XDG_CACHE_HOME": str(cache),
+                                    "KAFKA_DIRECT_TEST_PIDS": str(pids)})
+    started = _started(pids)
+    try:
+        builder.kill()  # no handler runs
+        builder.wait()
+        assert _wait_gone(started[:1])  # the workload died with its builder
+    finally:
+        for pid in started:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    folder = cache / "kafka-direct"
+    left = [entry for entry in folder.iterdir() if entry.name.endswith(".partial")]
+    assert left  # what a killed builder leaves, until it is old enough to be sure
+    monkeypatch.setattr(jvm_archive, "_WORKLOAD", "tests.testing.fake_archive_workload")
+    path = jvm_archive.build()
+    assert path is not None and all(entry.exists() for entry in left)  # maybe still written
+    for entry in left:
+        os.utime(entry, (time.time() - 3600, time.time() - 3600))
+    path.unlink()
+    assert jvm_archive.build() == path
+    assert sorted(entry.name for entry in folder.iterdir()) == sorted(
+        [path.name, path.name + ".size"])
+
+
+def _started(pids):
+    deadline = time.monotonic() + 60
+    while not pids.exists() or not pids.read_text().endswith("\n"):
+        assert time.monotonic() < deadline, "the workload did not start"
+        time.sleep(0.05)
+    return [int(pid) for pid in pids.read_text().split()]
+
+
+def _kill(pids):
+    for pid in pids:  # a failed test leaves nothing running
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_a_workload_past_its_time_is_ended_with_its_children(cache, monkeypatch, tmp_path):
     monkeypatch.setattr(jvm_archive, "_WORKLOAD", "tests.testing.slow_archive_workload")
     monkeypatch.setenv("KAFKA_DIRECT_TEST_PIDS", str(tmp_path / "pids"))
-    assert jvm_archive.build(timeout=3) is None
-    pids = [int(pid) for pid in (tmp_path / "pids").read_text().split()]
-    assert _wait_gone(pids)
+    try:
+        assert jvm_archive.build(timeout=3) is None
+        pids = _started(tmp_path / "pids")
+        assert _wait_gone(pids)
+    finally:
+        if (tmp_path / "pids").exists():
+            _kill(_started(tmp_path / "pids"))
     assert list((cache / "kafka-direct").iterdir()) == []
 
 
-@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_an_interrupted_build_ends_its_workload_and_leaves_nothing(cache, tmp_path, how):
     pids = tmp_path / "pids"
     script = ("import sys\n"
               "from kafka_direct.testing import jvm_archive\n"
               "jvm_archive._WORKLOAD = 'tests.testing.slow_archive_workload'\n"
               "sys.exit(jvm_archive.main())\n")
-    builder = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE,
-                               text=True, env={**os.environ, "XDG_CACHE_HOME": str(cache),
-                                               "KAFKA_DIRECT_TEST_PIDS": str(pids)})
-    deadline = time.monotonic() + 60
-    while not pids.exists() or not pids.read_text().endswith("\n"):
-        assert time.monotonic() < deadline, "the workload did not start"
-        time.sleep(0.05)
-    builder.send_signal(how)
-    _, err = builder.communicate(timeout=30)
-    assert builder.returncode == 130
-    assert "Traceback" not in err
-    assert _wait_gone([int(pid) for pid in pids.read_text().split()])
+    builder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "XDG_CACHE_HOME": str(cache),
+                                    "KAFKA_DIRECT_TEST_PIDS": str(pids)})
+    started = _started(pids)
+    try:
+        builder.send_signal(how)
+        out, err = builder.communicate(timeout=30)
+        assert builder.returncode == 130
+        assert "Traceback" not in err and out == "on\n"
+        assert _wait_gone(started)
+    finally:
+        _kill(started)
     assert list((cache / "kafka-direct").iterdir()) == []
 
 
@@ -321,6 +396,19 @@ def test_a_damaged_archive_of_the_right_size_is_passed_over_not_crashed_on(cache
             archive.write(b"\xff" * 4096)
     path.chmod(0o444)
     assert jvm_archive.jvm_options(default=True)  # still looks whole
+    # The JVM finds the damage by the archive's checksums (without the check, what it does
+    # depends on where the damage lands: it crashed the job in most builds).
+    log = tmp_path / "cds.log"
+    script = ("from kafka_direct.testing import jvm_archive, spark\n"
+              "options = f'{spark.QUICK_JVM_OPTIONS} {jvm_archive.jvm_options(True)} '\n"
+              f"options += '-Xlog:cds=info:file={log}'\n"
+              "with spark.spark_context('local[1]', conf={'spark.driver.extraJavaOptions': "
+              "options}) as sc:\n"
+              "    print('count', sc.parallelize([1, 2, 3]).count())\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=180, env={**os.environ, "XDG_CACHE_HOME": str(cache)})
+    assert "count 3" in done.stdout, done.stderr[-3000:]
+    assert "checksum verification failed" in log.read_text().lower()
     # Without the JVM's check of its checksums, the job's JVM crashed on it, every run.
     done = subprocess.run(
         [sys.executable, "-m", "kafka_direct.app.cli", "ingest", "--api", "structured",
