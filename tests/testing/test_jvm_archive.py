@@ -299,16 +299,21 @@ def test_no_build_into_a_folder_that_is_a_link_or_not_ours(cache, monkeypatch, t
     assert jvm_archive.jvm_options() == ""
 
 
-def test_a_killed_builders_leftovers_go_with_the_next_build(cache, monkeypatch, tmp_path):
-    pids = tmp_path / "pids"
+def _slow_builder(cache, pids):
+    """``python -m kafka_direct.testing.jvm_archive`` with a workload that never ends."""
     script = ("import sys\n"
               "from kafka_direct.testing import jvm_archive\n"
               "jvm_archive._WORKLOAD = 'tests.testing.slow_archive_workload'\n"
               "sys.exit(jvm_archive.main())\n")
-    builder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL,
-                               env={**os.environ, "XDG_CACHE_HOME": str(cache),
-                                    "KAFKA_DIRECT_TEST_PIDS": str(pids)})
+    return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "XDG_CACHE_HOME": str(cache),
+                                 "KAFKA_DIRECT_TEST_PIDS": str(pids)})
+
+
+def test_a_killed_builders_leftovers_go_with_the_next_build(cache, monkeypatch, tmp_path):
+    pids = tmp_path / "pids"
+    builder = _slow_builder(cache, pids)
     started = _started(pids)
     try:
         builder.kill()  # no handler runs
@@ -362,14 +367,7 @@ def test_a_workload_past_its_time_is_ended_with_its_children(cache, monkeypatch,
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_an_interrupted_build_ends_its_workload_and_leaves_nothing(cache, tmp_path, how):
     pids = tmp_path / "pids"
-    script = ("import sys\n"
-              "from kafka_direct.testing import jvm_archive\n"
-              "jvm_archive._WORKLOAD = 'tests.testing.slow_archive_workload'\n"
-              "sys.exit(jvm_archive.main())\n")
-    builder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "XDG_CACHE_HOME": str(cache),
-                                    "KAFKA_DIRECT_TEST_PIDS": str(pids)})
+    builder = _slow_builder(cache, pids)
     started = _started(pids)
     try:
         builder.send_signal(how)
