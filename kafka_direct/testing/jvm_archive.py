@@ -43,7 +43,13 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from kafka_direct.testing.spark_home import cache_directory, close_cache, script_safe, spark_home
+from kafka_direct.testing.spark_home import (
+    cache_directory,
+    close_cache,
+    closed,
+    script_safe,
+    spark_home,
+)
 
 __all__ = ["QUIET", "SWITCH", "VERIFY", "archive_path", "build", "die_with_builder",
            "jvm_options", "main", "wanted"]
@@ -122,13 +128,6 @@ def _size_file(path: Path) -> Path:
     return path.with_name(path.name + ".size")
 
 
-def _closed(path: Path, directory: bool = False) -> bool:
-    """Whether ``path`` is ours, not a link, and not writable by others (lstat)."""
-    info = path.lstat()
-    kind = stat.S_ISDIR(info.st_mode) if directory else stat.S_ISREG(info.st_mode)
-    return kind and info.st_uid == os.getuid() and not info.st_mode & 0o022
-
-
 def _usable(path: Path) -> bool:
     """Whether ``path`` is the archive as published: ours, closed to others, whole.
 
@@ -137,8 +136,8 @@ def _usable(path: Path) -> bool:
     one that maps someone else's runs their classes.
     """
     try:
-        if not (_closed(path.parent, directory=True) and _closed(path)
-                and _closed(_size_file(path))):
+        if not (closed(path.parent, directory=True) and closed(path)
+                and closed(_size_file(path))):
             return False
         recorded = int(_size_file(path).read_text())
         return path.lstat().st_size == recorded > 0
@@ -239,7 +238,7 @@ def build(timeout: float = 300.0) -> Path | None:
         return path
     try:
         close_cache(path.parent)  # made, or closed to others' writes (a umask of 002)
-        if not _closed(path.parent, directory=True):
+        if not closed(path.parent, directory=True):
             return None  # others could swap what we build for theirs
         with _one_build_at_a_time(path.parent):
             if _usable(path):  # built by the build this one waited for
@@ -368,7 +367,7 @@ def main() -> int:
     if path is None or _usable(path):
         return 0
     folder = path.parent
-    if folder.exists() and not _closed(folder, directory=True):
+    if folder.exists() and not closed(folder, directory=True):
         print(f"kafka-direct: no archive of Spark's classes: {folder} is a link, not yours, "
               "or others may write to it; Spark's JVMs start without one", file=sys.stderr)
         return 0

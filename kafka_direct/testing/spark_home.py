@@ -39,12 +39,13 @@ import hashlib
 import os
 import shutil
 import site
+import stat
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-__all__ = ["SWITCH", "cache_directory", "close_cache", "compiled_spark_home",
+__all__ = ["SWITCH", "cache_directory", "close_cache", "closed", "compiled_spark_home",
            "only_this_interpreter", "pyspark_home", "script_safe", "spark_home",
            "using_spark_home"]
 
@@ -127,14 +128,27 @@ def _wanted_links(home: Path) -> dict[str, Path]:
     return links
 
 
+def closed(path: Path, directory: bool = False) -> bool:
+    """Whether ``path`` is ours, not a link, not writable by others: nobody else may swap it.
+
+    Args:
+        path: The file or directory.
+        directory: It must be a directory (else a regular file).
+
+    Raises:
+        OSError: ``path`` cannot be looked at (missing...).
+    """
+    info = path.lstat()
+    kind = stat.S_ISDIR(info.st_mode) if directory else stat.S_ISREG(info.st_mode)
+    return kind and info.st_uid == os.getuid() and not info.st_mode & 0o022
+
+
 def _is_valid(path: Path, links: dict[str, Path]) -> bool:
     """Whether ``path`` is a home as :func:`_make` makes it: ours, closed to others."""
     try:
         # The cache directory too: whoever may write there may swap the home for another.
         for directory in (path.parent, path, path / "python", path / "python" / "lib"):
-            info = directory.lstat()
-            if not directory.is_dir() or directory.is_symlink() \
-                    or info.st_uid != os.getuid() or info.st_mode & 0o022:
+            if not closed(directory, directory=True):
                 return False
         for name, target in links.items():
             if os.readlink(path / name) != str(target):
