@@ -253,6 +253,9 @@ class ApacheKafka(KafkaService):
     """
 
     restartable = True
+    #: Where clients that authenticate connect: SASL_PLAINTEXT, OAUTHBEARER with Kafka's
+    #: unsecured tokens (an unsigned JWT with ``sub``, ``iat`` and ``exp``).
+    sasl_bootstrap_servers: str
 
     def __init__(self, brokers: int = 1, *, version: str | None = None,
                  data_dir: str | Path | None = None, port: int | None = None,
@@ -274,7 +277,9 @@ class ApacheKafka(KafkaService):
         controllers = [free_port() for _ in range(brokers)]
         self._ports = ports
         self._controller_ports = controllers
+        self._sasl_ports = [free_port() for _ in range(brokers)]
         self.bootstrap_servers = ",".join(f"127.0.0.1:{p}" for p in ports)
+        self.sasl_bootstrap_servers = ",".join(f"127.0.0.1:{p}" for p in self._sasl_ports)
         self.nodes: list[KafkaNode] = []
 
     @property
@@ -289,16 +294,23 @@ class ApacheKafka(KafkaService):
         voters = ",".join(f"{index + 1}@127.0.0.1:{port}"
                           for index, port in enumerate(self._controller_ports))
         port = self._ports[node_id - 1]
+        clients = (f"PLAINTEXT://127.0.0.1:{port},"
+                   f"SASL_PLAINTEXT://127.0.0.1:{self._sasl_ports[node_id - 1]}")
         settings = {
             "process.roles": "broker,controller",
             "node.id": str(node_id),
             "controller.quorum.voters": voters,
-            "listeners": (f"PLAINTEXT://127.0.0.1:{port},"
-                          f"CONTROLLER://127.0.0.1:{self._controller_ports[node_id - 1]}"),
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "listeners": f"{clients},CONTROLLER://127.0.0.1:{self._controller_ports[node_id - 1]}",
+            "advertised.listeners": clients,
             "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": ("PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+                                               "CONTROLLER:PLAINTEXT"),
             "inter.broker.listener.name": "PLAINTEXT",
+            # A second listener for clients that authenticate: OAUTHBEARER with Kafka's
+            # unsecured tokens (an unsigned JWT naming its subject), as in Kafka's own tests.
+            "sasl.enabled.mechanisms": "OAUTHBEARER",
+            "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": (
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"),
             "default.replication.factor": replicas,
             "min.insync.replicas": in_sync,
             "offsets.topic.replication.factor": replicas,
@@ -463,6 +475,26 @@ class ApacheKafka(KafkaService):
                 raise ServiceError(f"electing the preferred leader of {tp.topic} "
                                    f"[{tp.partition}] failed: {error}", service="kafka",
                                    log_tail="")
+
+    def run_tool(self, main_class: str, *args: str,
+                 timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+        """Run one of Kafka's command-line tools (``kafka-tools``) from the same jars.
+
+        Args:
+            main_class: Its class, e.g.
+                ``org.apache.kafka.tools.consumer.group.ConsumerGroupCommand``.
+            args: Its arguments (``--bootstrap-server`` is the caller's to give).
+            timeout: Seconds it may take.
+        """
+        self._make_nodes()
+        jars = self.nodes[0].jars
+        (self.data_dir / "tools-log4j2.properties").write_text(
+            _LOG4J.replace("rootLogger.level = WARN", "rootLogger.level = ERROR"))
+        argv = [_java(), "-Xmx256m", *_JVM_OPTIONS,
+                f"-Dlog4j2.configurationFile={self.data_dir / 'tools-log4j2.properties'}",
+                "-cp", f"{jars}/*", main_class, *args]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                              check=False)
 
     def describe(self) -> dict[str, Any]:
         """Where it runs and what each node is doing (for a test's failure message)."""

@@ -33,6 +33,7 @@ from kafka_direct.errors import ConfigurationError, ServiceError
 from kafka_direct.testing.process import LocalService, ServiceProcess, free_port
 
 __all__ = [
+    "ANY_TIMESTAMP",
     "EmbeddedKafka",
     "ExternalKafka",
     "KafkaService",
@@ -45,6 +46,11 @@ logger = logging.getLogger(__name__)
 
 BOOTSTRAP_ENV = "KAFKA_DIRECT_BOOTSTRAP"
 
+#: Topic settings under which Kafka takes a record of any timestamp: since 4.0 a broker
+#: refuses one more than an hour ahead of its clock by default (``INVALID_TIMESTAMP``).
+ANY_TIMESTAMP = {"message.timestamp.after.max.ms": str(2**63 - 1),
+                 "message.timestamp.before.max.ms": str(2**63 - 1)}
+
 
 class KafkaService:
     """A broker a test can use: where it is, and helpers to set up data."""
@@ -54,6 +60,9 @@ class KafkaService:
     restartable = False
     #: Replicas of each topic :meth:`create_topic` makes.
     replication_factor = 1
+    #: Where clients with ``security.protocol=SASL_PLAINTEXT`` and OAUTHBEARER connect
+    #: (None: the broker has no such listener).
+    sasl_bootstrap_servers: str | None = None
 
     def start(self) -> KafkaService:
         """Start the broker (no-op for an external one)."""
@@ -158,17 +167,43 @@ class KafkaService:
                                f"({remaining} undelivered)", service="kafka", log_tail="")
         return count
 
-    def end_offsets(self, topic: str, partitions: Iterable[int]) -> dict[int, tuple[int, int]]:
-        """(log start, log end) per partition."""
+    def end_offsets(self, topic: str, partitions: Iterable[int], *,
+                    committed: bool = False) -> dict[int, tuple[int, int]]:
+        """(log start, log end) per partition.
+
+        Args:
+            topic: The topic.
+            partitions: Its partitions to ask about.
+            committed: The end a read_committed reader sees instead (the last stable
+                offset: below an open transaction, and below one whose markers the
+                transaction coordinator has not written yet).
+        """
         from confluent_kafka import Consumer, TopicPartition
 
-        consumer = Consumer(self.params(group_id="kafka-direct-watermarks"))
+        isolation = "read_committed" if committed else "read_uncommitted"
+        consumer = Consumer(self.params(group_id="kafka-direct-watermarks",
+                                        isolation_level=isolation))
         try:
             return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10,
                                                       cached=False)
                     for p in partitions}
         finally:
             consumer.close()
+
+    def await_stable(self, topic: str, partitions: Iterable[int], timeout: float = 30.0) -> None:
+        """Wait until no transaction is open in these partitions (their markers written).
+
+        A transaction's commit or abort returns once the coordinator has decided it; its
+        markers reach the partitions a moment later, and until then a read_committed reader
+        ends below it. Tests that write transactions and then read wait here.
+        """
+        from kafka_direct.testing.process import wait_for
+
+        wanted = list(partitions)
+        if not wait_for(lambda: self.end_offsets(topic, wanted, committed=True)
+                        == self.end_offsets(topic, wanted), timeout):
+            raise ServiceError(f"a transaction in {topic} stayed open for {timeout:.0f} s",
+                               service="kafka", log_tail="")
 
     def delete_records(self, topic: str, partition: int, before_offset: int) -> None:
         """Delete the records of a partition below ``before_offset`` (raises the log start)."""
@@ -229,6 +264,8 @@ class EmbeddedKafka(LocalService, KafkaService):
         self._root = self.data_dir
         self.port = port or free_port()
         self.bootstrap_servers = f"127.0.0.1:{self.port}"
+        # noida-db takes any OAUTHBEARER token on its one port.
+        self.sasl_bootstrap_servers = self.bootstrap_servers if backend == "noida" else None
         self.startup_timeout = startup_timeout
 
     def _argv(self) -> list[str]:

@@ -209,7 +209,7 @@ def _with_ivy(version: str, work: Path, jars: Path,
         ivy_settings = str(work / "ivysettings.xml")
     dependencies = "".join(
         f'<dependency org={quoteattr(group)} name={quoteattr(artifact)} '
-        f'rev={quoteattr(rev)} conf="default->runtime(*),master(*)"/>'
+        f'rev={quoteattr(rev)} conf="default->default(runtime)"/>'
         for group, artifact, rev in (coordinate.split(":") for coordinate in artifacts(version)))
     (work / "ivy.xml").write_text(
         '<ivy-module version="2.0"><info organisation="kafka-direct" module="apache-kafka"/>'
@@ -218,7 +218,7 @@ def _with_ivy(version: str, work: Path, jars: Path,
     cache = settings.get("spark.jars.ivy") or str(Path.home() / ".ivy2.5.2")
     return _run([java, "-cp", str(ivy_jar), "org.apache.ivy.Main", "-settings", ivy_settings,
                  "-cache", str(Path(cache) / "cache"), "-ivy", str(work / "ivy.xml"),
-                 "-confs", "default", "-types", "jar,bundle",
+                 "-confs", "default",
                  "-retrieve", f"{jars}/[artifact]-[revision](-[classifier]).[ext]"],
                 work, "ivy")
 

@@ -28,6 +28,7 @@ import signal
 import stat
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -65,13 +66,23 @@ def _bin_dir() -> Path:
 def _system_user() -> tuple[int, int]:
     import pwd
 
-    try:
-        entry = pwd.getpwnam(SYSTEM_USER)
-    except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/bin/false",
-                        SYSTEM_USER], check=True, capture_output=True)
-        entry = pwd.getpwnam(SYSTEM_USER)
-    return entry.pw_uid, entry.pw_gid
+    # Several test processes may start their first server at once on a new machine: the
+    # user another one made (useradd: "already exists") or is making (it cannot lock
+    # /etc/passwd) is as good as ours, so the question is asked again before giving up.
+    said = b""
+    for _attempt in range(50):
+        try:
+            entry = pwd.getpwnam(SYSTEM_USER)
+            return entry.pw_uid, entry.pw_gid
+        except KeyError:
+            done = subprocess.run(["useradd", "--system", "--no-create-home", "--shell",
+                                   "/bin/false", SYSTEM_USER], capture_output=True, check=False)
+            said = done.stderr
+            if done.returncode != 0:
+                time.sleep(0.1)
+    raise ServiceError(f"the system user {SYSTEM_USER!r} for PostgreSQL could not be made: "
+                       f"useradd said {said.decode(errors='replace').strip()!r}",
+                       service="postgres", log_tail="")
 
 
 def _can_search(directory: Path, uid: int, gid: int) -> bool:

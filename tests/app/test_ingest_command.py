@@ -123,25 +123,45 @@ def test_a_mistake_found_when_the_structured_query_starts_is_exit_2(kafka, kafka
     assert "beyond its end offset 5" in last and "kafka-direct-error:" not in last
 
 
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
 @pytest.mark.parametrize("api", ["dstream", "structured"])
 def test_the_jobs_lag_is_visible_to_kafkas_group_tools(kafka, kafka_topic, postgres, pg_schema,
-                                                       api, job_host):
+                                                       api, protocol, job_host):
     # After each batch's PostgreSQL commit its end offsets go to the consumer group, for
-    # monitoring only: a group lag tool then shows the job caught up.
+    # monitoring only: a group lag tool then shows the job caught up, on both group
+    # protocols (the classic one and KIP-848's).
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
     from confluent_kafka.admin import AdminClient
+
+    from kafka_direct.testing import ApacheKafka
 
     topic = kafka_topic(partitions=2)
     kafka.produce(topic, [b"a"] * 7, partition=0)
     kafka.produce(topic, [b"b"] * 4, partition=1)
-    group = f"lag-{api}-{pg_schema}"
-    done = _ingest(job_host, kafka, postgres, topic, pg_schema, "--api", api, "--group", group)
+    group = f"lag-{api}-{protocol}-{pg_schema}"
+    done = _ingest(job_host, kafka, postgres, topic, pg_schema, "--api", api, "--group", group,
+                   "--kafka-param", f"group.protocol={protocol}")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
     request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0),
                                                    TopicPartition(topic, 1)])
     answer = admin.list_consumer_group_offsets([request])[group].result(30)
     assert {tp.partition: tp.offset for tp in answer.topic_partitions} == {0: 7, 1: 4}
+    if not isinstance(kafka, ApacheKafka):
+        return
+    # Kafka's own tool (kafka-consumer-groups.sh) reads the same group as caught up.
+    described = kafka.run_tool("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+                               "--bootstrap-server", kafka.bootstrap_servers, "--describe",
+                               "--group", group)
+    assert described.returncode == 0, described.stdout + described.stderr
+    lines = [line.split() for line in described.stdout.splitlines() if topic in line]
+    header = next(line.split() for line in described.stdout.splitlines() if "LAG" in line)
+    column = {name: header.index(name) for name in ("PARTITION", "CURRENT-OFFSET",
+                                                     "LOG-END-OFFSET", "LAG")}
+    shown = {int(line[column["PARTITION"]]): (int(line[column["CURRENT-OFFSET"]]),
+                                              int(line[column["LOG-END-OFFSET"]]),
+                                              int(line[column["LAG"]])) for line in lines}
+    assert shown == {0: (7, 7, 0), 1: (4, 4, 0)}, described.stdout
 
 
 @pytest.mark.cluster

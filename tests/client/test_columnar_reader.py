@@ -26,6 +26,7 @@ from kafka_direct.rdd.arrow_reader import PartitionReadSettings, read_partition
 from kafka_direct.rdd.arrow_rows import arrow_schema
 from kafka_direct.rdd.kafka_rdd import ReadSettings
 from kafka_direct.rdd.kafka_schema import all_columns
+from kafka_direct.testing.kafka import ANY_TIMESTAMP
 
 needs_native = pytest.mark.skipif(not columnar.native_status()[0],
                                   reason=f"no native reader: {columnar.native_status()[1]}")
@@ -43,17 +44,21 @@ def random_record(rng):
 
 
 def produce_random_log(kafka, topic, partitions, rng, rounds=12):
+    """A log of plain, idempotent, compressed and transactional batches, with far timestamps.
+
+    The topic must take any timestamp (``ANY_TIMESTAMP``). One transactional producer writes
+    every transaction, as applications do; the log is stable (every marker written) on return.
+    """
+    transactional = Producer(kafka.params(**{"transactional.id": f"tx-{topic}"}))
+    transactional.init_transactions(30)
     plain = [Producer(kafka.params(**{"linger.ms": 5})),
              Producer(kafka.params(**{"enable.idempotence": True, "compression.type": "lz4"})),
              Producer(kafka.params(**{"compression.type": "gzip", "batch.size": 2000}))]
-    for round_ in range(rounds):
+    for _round in range(rounds):
         partition = rng.randrange(partitions)
         count = rng.randrange(1, 60)
         if rng.random() < 0.4:
-            # One transactional.id per transaction: the test broker mishandles a reused one.
-            producer = Producer(kafka.params(**{
-                "transactional.id": f"tx-{topic}-{round_}"}))
-            producer.init_transactions(30)
+            producer = transactional
             producer.begin_transaction()
             for _ in range(count):
                 key, value, headers, stamp = random_record(rng)
@@ -76,13 +81,12 @@ def produce_random_log(kafka, topic, partitions, rng, rounds=12):
     for producer in plain:
         assert producer.flush(30) == 0
     # One aborted transaction in every log, whatever the draw: sent, then aborted.
-    producer = Producer(kafka.params(**{"transactional.id": f"tx-{topic}-aborted"}))
-    producer.init_transactions(30)
-    producer.begin_transaction()
+    transactional.begin_transaction()
     for i in range(5):
-        producer.produce(topic, value=b"aborted-%d" % i, partition=0)
-    assert producer.flush(30) == 0
-    producer.abort_transaction(30)
+        transactional.produce(topic, value=b"aborted-%d" % i, partition=0)
+    assert transactional.flush(30) == 0
+    transactional.abort_transaction(30)
+    kafka.await_stable(topic, range(partitions))
 
 
 def read_both(offsetRange, settings, caches):
@@ -108,7 +112,7 @@ def test_both_readers_give_identical_tables_for_random_logs_and_ranges(kafka, ka
     rng = random.Random(seed)
     partitions = 2
     topic = kafka_topic(partitions=partitions,
-                        config={"message.timestamp.type": stamps})
+                        config={"message.timestamp.type": stamps, **ANY_TIMESTAMP})
     produce_random_log(kafka, topic, partitions, rng)
     for partition in range(partitions):  # the log starts move up
         kafka.delete_records(topic, partition, rng.randrange(1, 20))

@@ -64,6 +64,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
 from kafka_direct import ConfigurationError, DataLossError
+from kafka_direct.testing.kafka import ANY_TIMESTAMP
 from tests.conformance.kafka_sql_utils import (
     StreamTest,
     carried_error,
@@ -1215,7 +1216,7 @@ def test_spark_56243_malformed_record_timestamp_throws_detailed_error(
         spark_session, kafka, kafka_topic, tmp_path):
     """KafkaMicroBatchSourceSuiteBase: "SPARK-56243: malformed record timestamp throws detailed
     error"."""
-    topic = kafka_topic()
+    topic = kafka_topic(config=ANY_TIMESTAMP)  # Kafka 4 refuses it by default
     nano_timestamp = 1712345678123456789
     send_at(kafka, topic, ["value"], 0, nano_timestamp)
     df = stream(spark_session, kafka, subscribe=topic, startingOffsets="earliest")

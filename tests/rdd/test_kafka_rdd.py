@@ -24,6 +24,7 @@ from kafka_direct.client.columnar import columnar_cache
 from kafka_direct.client.data_consumer import ConsumerCache, consumer_cache
 from kafka_direct.client.params import executor_params
 from kafka_direct.rdd.kafka_rdd import ReadSettings, count_range, read_range
+from kafka_direct.testing.kafka import ANY_TIMESTAMP
 
 
 def fill(kafka, topic, partitions, per_partition):
@@ -244,7 +245,7 @@ def test_to_df_names_a_record_whose_timestamp_python_cannot_hold(kafka, kafka_to
 
     from kafka_direct.task_errors import carried_error
 
-    topic = kafka_topic()
+    topic = kafka_topic(config=ANY_TIMESTAMP)
     producer = Producer(kafka.params())
     producer.produce(topic, value=b"ok", partition=0)
     producer.produce(topic, value=b"ns", partition=0, timestamp=time.time_ns())
@@ -277,7 +278,7 @@ def test_count_gives_what_the_python_reader_yields_on_random_logs_and_ranges(kaf
     from tests.client.test_columnar_reader import produce_random_log
 
     rng = random.Random(7)
-    topic = kafka_topic(partitions=2)
+    topic = kafka_topic(partitions=2, config=ANY_TIMESTAMP)
     produce_random_log(kafka, topic, 2, rng)
     for partition in range(2):
         kafka.delete_records(topic, partition, rng.randrange(1, 20))
@@ -375,7 +376,7 @@ def test_to_df_reads_arrow_batches_one_partition_per_range_as_the_records_are(
 
     from tests.client.test_columnar_reader import produce_random_log
 
-    topic = kafka_topic(partitions=2)
+    topic = kafka_topic(partitions=2, config=ANY_TIMESTAMP)
     produce_random_log(kafka, topic, 2, random.Random(3), rounds=8)
     bounds = kafka.end_offsets(topic, [0, 1])
     ranges = [OffsetRange(topic, 1, 0, bounds[1][1]), OffsetRange(topic, 0, 0, bounds[0][1]),
@@ -395,7 +396,7 @@ def test_to_df_reads_arrow_batches_one_partition_per_range_as_the_records_are(
 def test_to_df_holds_the_timestamps_sparks_source_holds(kafka, kafka_topic, spark, params):
     # Beyond Python's year 9999, within Spark's microseconds: as Spark's own source.
     far = 253_402_300_800_000  # 10000-01-01
-    topic = kafka_topic()
+    topic = kafka_topic(config=ANY_TIMESTAMP)
     producer = Producer(kafka.params())
     producer.produce(topic, value=b"far", partition=0, timestamp=far)
     assert producer.flush(30) == 0

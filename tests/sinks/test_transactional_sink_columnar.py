@@ -11,6 +11,7 @@ import pytest
 
 from kafka_direct import KafkaUtils, OffsetOutOfRangeError, OffsetRange, TopicPartition
 from kafka_direct.client.columnar import native_status
+from kafka_direct.testing.kafka import ANY_TIMESTAMP
 from offsets import PostgresOffsetStore
 from sinks import TransactionalPostgresSink
 from sinks.transactional_postgres_sink import default_row
@@ -51,7 +52,7 @@ def test_default_rows_from_arrow_equal_the_rows_from_records(spark, kafka, kafka
         pytest.skip(f"no native reader: {native_status()[1]}")
     monkeypatch.setenv("KAFKA_DIRECT_IMPL", impl)
     rng = random.Random(f"{impl}-{isolation}")
-    topic = kafka_topic(partitions=2)
+    topic = kafka_topic(partitions=2, config=ANY_TIMESTAMP)
     produce_random_log(kafka, topic, 2, rng)  # nulls, empty values, headers, transactions
     ends = kafka.end_offsets(topic, range(2))
     params = kafka.params(**{"isolation.level": isolation})

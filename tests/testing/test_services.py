@@ -10,7 +10,8 @@ import time
 import pytest
 
 from kafka_direct import ServiceError
-from kafka_direct.testing import EmbeddedKafka, EmbeddedPostgres
+from kafka_direct.testing import ApacheKafka, EmbeddedKafka, EmbeddedPostgres
+from kafka_direct.testing.kafka import all_stopped
 from kafka_direct.testing.process import ServiceProcess, wait_for
 
 pytestmark = pytest.mark.services  # every test here starts services of its own
@@ -41,15 +42,40 @@ def test_postgres_restart_keeps_committed_data():
             assert os.stat(f"/proc/{postmaster}").st_uid != 0  # never runs as root
 
 
-def test_a_broker_that_cannot_start_raises_with_its_log(kafka):
-    taken = int(kafka.bootstrap_servers.rsplit(":", 1)[1])
-    broker = EmbeddedKafka(port=taken, startup_timeout=20)
+def broker_pid(broker):
+    """The process id of a one-node broker of either kind."""
+    return broker.nodes[0].pid if isinstance(broker, ApacheKafka) else broker._process.process.pid
+
+
+@pytest.mark.parametrize("kind", ["apache", "noida"])
+def test_a_broker_that_cannot_start_raises_with_its_log(kafka, kind):
+    taken = int(kafka.bootstrap_servers.split(",")[0].rsplit(":", 1)[1])
+    broker = (ApacheKafka(port=taken, startup_timeout=60) if kind == "apache"
+              else EmbeddedKafka(port=taken, startup_timeout=20))
     with pytest.raises(ServiceError) as info:
         broker.start()
     broker.close()
-    assert info.value.service.startswith("kafka")
+    assert "kafka" in info.value.service.lower()
     assert "failed to start" in str(info.value)
     assert info.value.log_tail  # what the broker said is in the error
+    if kind == "apache":
+        assert "Address already in use" in info.value.log_tail, info.value.log_tail
+
+
+def test_an_apache_kafka_node_killed_mid_write_restarts_with_what_it_acknowledged(own_kafka):
+    # kill -9: a crash. Kafka recovers its log from disk; what it acknowledged (acks=all,
+    # flushed by the page cache, the process gone) is all there after the restart.
+    if not isinstance(own_kafka, ApacheKafka):
+        pytest.skip("an emulator loses its log to kill -9")
+    own_kafka.create_topic("crash", partitions=1)
+    own_kafka.produce("crash", [b"%d" % i for i in range(500)], acks="all",
+                      enable_idempotence=True)
+    own_kafka.kill()
+    own_kafka.start()
+    assert own_kafka.end_offsets("crash", [0]) == {0: (0, 500)}
+    # The idempotent producer goes on across the restart.
+    own_kafka.produce("crash", [b"after"], enable_idempotence=True)
+    assert own_kafka.end_offsets("crash", [0]) == {0: (0, 501)}
 
 
 def test_tansu_backend_is_a_working_second_opinion():
@@ -60,10 +86,10 @@ def test_tansu_backend_is_a_working_second_opinion():
 
 CHILD = """
 import json, sys, time
-from kafka_direct.testing import EmbeddedKafka, EmbeddedPostgres
-kafka = EmbeddedKafka().start()
+from kafka_direct.testing import ApacheKafka, EmbeddedPostgres
+kafka = ApacheKafka().start()
 pg = EmbeddedPostgres().start()
-print(json.dumps([kafka._process.process.pid, pg._process.process.pid]), flush=True)
+print(json.dumps([kafka.nodes[0].pid, pg._process.process.pid]), flush=True)
 time.sleep(600)
 """
 
@@ -158,13 +184,11 @@ def test_a_death_signal_python_does_not_name_still_starts_the_service(tmp_path):
 def test_a_paused_broker_has_stopped_when_pause_returns(own_kafka):
     # Under load a thread not yet scheduled since SIGSTOP answered a request sent right
     # after it: a test that paused the broker then saw a batch planned from it.
-    from kafka_direct.testing.kafka import _all_stopped
-
-    pid = own_kafka._process.process.pid
+    pid = broker_pid(own_kafka)
     own_kafka.pause()
     try:
-        assert _all_stopped(pid)
+        assert all_stopped(pid)
         assert len(os.listdir(f"/proc/{pid}/task")) >= 1
     finally:
         own_kafka.resume()
-    assert not _all_stopped(pid) or wait_for(lambda: not _all_stopped(pid), 10)
+    assert not all_stopped(pid) or wait_for(lambda: not all_stopped(pid), 10)

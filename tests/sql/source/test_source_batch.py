@@ -8,6 +8,7 @@ from confluent_kafka import Producer
 from kafka_direct import ConfigurationError, DataLossError, RecordError
 from kafka_direct.client.columnar import native_status
 from kafka_direct.task_errors import carried_error
+from kafka_direct.testing.kafka import ANY_TIMESTAMP
 
 #: The executor reader of the test running (both run every test of this module).
 READER = {"name": None}
@@ -132,7 +133,7 @@ def test_a_timestamp_in_nanoseconds_is_a_record_error_naming_the_record(
         spark_session, kafka, kafka_topic):
     # Nanoseconds where Kafka wants milliseconds: times 1000 it overflows Spark's
     # microseconds, and used to come back wrapped around, as the year -99483.
-    topic = kafka_topic()
+    topic = kafka_topic(config=ANY_TIMESTAMP)
     producer = Producer(kafka.params())
     now_ms = int(time.time() * 1000)
     for i in range(4):
@@ -259,8 +260,11 @@ def test_a_token_provider_named_in_the_options_authenticates_driver_and_executor
     topic = kafka_topic(partitions=2)
     kafka.produce(topic, [b"a", b"b"], partition=0)
     calls = tmp_path / "calls"
+    if kafka.sasl_bootstrap_servers is None:
+        pytest.skip("this broker has no SASL_PLAINTEXT listener")
     df = read(spark_session, kafka, subscribe=topic,
-              **{"kafka.security.protocol": "SASL_PLAINTEXT",
+              **{"kafka.bootstrap.servers": kafka.sasl_bootstrap_servers,
+                 "kafka.security.protocol": "SASL_PLAINTEXT",
                  "kafka.sasl.mechanisms": "OAUTHBEARER",
                  "kafka.sasl.oauthbearer.config": str(calls),
                  "kafka.oauth_cb": "tests.client.oauth_tokens:provide"})
@@ -273,7 +277,7 @@ def test_a_token_provider_named_in_the_options_authenticates_driver_and_executor
 
 
 def test_a_query_reads_only_the_columns_it_names(spark_session, kafka, kafka_topic):
-    topic = kafka_topic(partitions=2)
+    topic = kafka_topic(partitions=2, config=ANY_TIMESTAMP)
     produce_numbered(kafka, topic, 2, 30)
     producer = Producer(kafka.params())  # a timestamp Spark cannot hold, in a column not read
     producer.produce(topic, value=b"late", partition=1, timestamp=time.time_ns())

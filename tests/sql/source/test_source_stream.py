@@ -12,6 +12,7 @@ from pyspark.errors import StreamingQueryException
 
 from kafka_direct import DataLossError, RecordError
 from kafka_direct.task_errors import carried_error
+from kafka_direct.testing.kafka import ANY_TIMESTAMP
 
 
 def stream(spark_session, kafka, **options):
@@ -221,7 +222,7 @@ def test_records_deleted_under_a_stopped_query(spark_session, kafka, kafka_topic
 
 def test_a_timestamp_in_nanoseconds_fails_the_query_with_a_record_error(
         spark_session, kafka, kafka_topic, tmp_path):
-    topic = kafka_topic(partitions=2)
+    topic = kafka_topic(partitions=2, config=ANY_TIMESTAMP)
     produce_numbered(kafka, topic, 0, 0, 3)
     producer = Producer(kafka.params())
     producer.produce(topic, value=b"1:0", partition=1, timestamp=time.time_ns())

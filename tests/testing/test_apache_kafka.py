@@ -1,0 +1,179 @@
+"""Apache Kafka started by the harness: its jars, its cache, one node and a cluster of three."""
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from kafka_direct import ConfigurationError, ServiceError
+from kafka_direct.testing import ApacheKafka
+from kafka_direct.testing import kafka_jars as jars_module
+from kafka_direct.testing.broker_choice import broker_choice, kafka_service
+from kafka_direct.testing.kafka_jars import KAFKA_VERSION, kafka_jars
+from kafka_direct.testing.process import wait_for
+
+ROOT = Path(__file__).parents[2]
+
+
+def values(cluster, topic, partition):
+    consumer = Consumer(cluster.params(**{"group.id": "check", "enable.auto.commit": False}))
+    try:
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30,
+                                                 cached=False)
+        consumer.assign([TopicPartition(topic, partition, 0)])
+        seen = []
+        deadline = time.monotonic() + 60
+        while len(seen) < high and time.monotonic() < deadline:
+            seen += [m.value() for m in consumer.consume(500, 1.0) if m.error() is None]
+        return seen
+    finally:
+        consumer.close()
+
+
+def test_the_default_broker_is_apache_kafka_and_other_choices_are_checked(monkeypatch):
+    monkeypatch.delenv("KAFKA_DIRECT_BROKER", raising=False)
+    monkeypatch.delenv("KAFKA_DIRECT_BOOTSTRAP", raising=False)
+    assert broker_choice() == "apache" and isinstance(kafka_service(), ApacheKafka)
+    monkeypatch.setenv("KAFKA_DIRECT_BROKER", "kafka")
+    with pytest.raises(ConfigurationError, match="KAFKA_DIRECT_BROKER must be one of apache"):
+        kafka_service()
+
+
+def test_kafka_home_without_kafka_is_refused_by_name(monkeypatch, tmp_path):
+    monkeypatch.setenv("KAFKA_HOME", str(tmp_path))
+    with pytest.raises(ConfigurationError, match="KAFKA_HOME=.* holds no Apache Kafka jars"):
+        kafka_jars()
+
+
+@pytest.mark.services
+def test_kafka_home_serves_the_jars_offline(monkeypatch, tmp_path):
+    # A distribution's layout (libs/), made of the cached jars: nothing is resolved.
+    cached = kafka_jars()
+    (tmp_path / "libs").mkdir()
+    for jar in cached.glob("*.jar"):
+        (tmp_path / "libs" / jar.name).symlink_to(jar)
+    monkeypatch.setenv("KAFKA_HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("PATH", "/nonexistent")  # no mvn to fall back on
+    assert kafka_jars() == tmp_path / "libs"
+
+
+def test_a_partial_or_changed_cache_entry_is_not_used(monkeypatch, tmp_path):
+    entry = tmp_path / "kafka-direct" / f"apache-kafka-{KAFKA_VERSION}"
+    entry.mkdir(parents=True, mode=0o755)
+    jar = entry / f"kafka_2.13-{KAFKA_VERSION}.jar"
+    jar.write_bytes(b"jar")
+    jar.chmod(0o644)
+    assert not jars_module._complete(entry)  # no manifest: a download that did not finish
+    (entry / "MANIFEST.sha256").write_text("\n".join(jars_module._manifest_lines(entry)) + "\n")
+    (entry / "MANIFEST.sha256").chmod(0o644)
+    assert jars_module._complete(entry)
+    jar.write_bytes(b"jar, cut short or swapped")
+    assert not jars_module._complete(entry)
+
+
+def test_no_way_to_the_jars_is_one_error_naming_the_three(monkeypatch, tmp_path):
+    monkeypatch.delenv("KAFKA_HOME", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("PATH", "/nonexistent")  # neither mvn nor java
+    monkeypatch.setattr(jars_module, "pyspark_home", lambda: None)
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    with pytest.raises(ServiceError) as raised:
+        kafka_jars()
+    message = str(raised.value)
+    for way in ("Maven", "PySpark's Ivy", "KAFKA_HOME", "spark.jars.repositories"):
+        assert way in message, message
+    assert not list(tmp_path.glob("kafka-direct/apache-kafka-*/"))  # nothing half made
+
+
+@pytest.mark.slow  # Ivy takes about 30 s over a repository of 95 modules
+@pytest.mark.services
+def test_pysparks_ivy_resolves_them_honouring_spark_jars_repositories(monkeypatch, tmp_path):
+    # Without mvn: PySpark's Ivy, reading spark.jars.repositories from spark-defaults.conf.
+    # The repository here is the local Maven one (filled by the first resolution), so the
+    # test needs no network; Maven Central comes after it in the chain.
+    m2 = Path.home() / ".m2" / "repository"
+    if not (m2 / "org" / "apache" / "kafka" / "kafka_2.13" / KAFKA_VERSION).is_dir():
+        pytest.skip("the local Maven repository does not hold Apache Kafka")
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "spark-defaults.conf").write_text(
+        f"spark.jars.repositories {m2.as_uri()}\nspark.jars.ivy {tmp_path / 'ivy'}\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(conf))
+    monkeypatch.setattr(jars_module.shutil, "which",
+                        lambda name: None if name == "mvn" else "/usr/bin/" + name
+                        if Path("/usr/bin/" + name).exists() else None)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("KAFKA_HOME", raising=False)
+    folder = kafka_jars()
+    names = {jar.name for jar in folder.glob("*.jar")}
+    assert {f"kafka_2.13-{KAFKA_VERSION}.jar", f"kafka-server-{KAFKA_VERSION}.jar",
+            f"kafka-tools-{KAFKA_VERSION}.jar"} <= names
+    assert (tmp_path / "ivy" / "cache").is_dir()  # spark.jars.ivy was honoured
+    assert jars_module._complete(folder)
+
+
+FIRST_RUN = """
+import sys
+from kafka_direct.testing.kafka_jars import kafka_jars
+print(kafka_jars())
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.services
+def test_two_first_runs_at_once_share_one_download(tmp_path):
+    env = {"XDG_CACHE_HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
+    runs = [subprocess.Popen([sys.executable, "-c", FIRST_RUN], cwd=ROOT, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(2)]
+    outputs = [run.communicate(timeout=900) for run in runs]
+    assert all(run.returncode == 0 for run in runs), outputs
+    folders = {out.strip() for out, _ in outputs}
+    assert len(folders) == 1
+    resolved = sum("resolving Apache Kafka" in err for _, err in outputs)
+    assert resolved == 1, outputs  # the second waited, then used the first one's
+    assert jars_module._complete(Path(folders.pop()))
+    assert not list(tmp_path.glob("kafka-direct/*.partial-*"))
+
+
+@pytest.mark.services
+def test_a_cluster_loses_nothing_acknowledged_when_a_leader_is_killed(kafka_cluster):
+    topic = f"leader-kill-{time.monotonic_ns()}"
+    kafka_cluster.create_topic(topic, partitions=2)
+    assert all(len(isr) == 3 for isr in kafka_cluster.in_sync(topic).values())
+    kafka_cluster.produce(topic, [b"before-%d" % i for i in range(300)], partition=0,
+                          acks="all", enable_idempotence=True)
+    leader = kafka_cluster.leaders(topic)[0]
+    kafka_cluster.kill_broker(leader)
+    try:
+        # Another replica leads within the session timeout; writes go on with two in sync.
+        assert wait_for(lambda: kafka_cluster.leaders(topic)[0] not in (leader, -1), 30)
+        kafka_cluster.produce(topic, [b"after-%d" % i for i in range(300)], partition=0,
+                              acks="all", enable_idempotence=True)
+    finally:
+        kafka_cluster.restart_broker(leader)
+    assert wait_for(lambda: len(kafka_cluster.in_sync(topic)[0]) == 3, 60)
+    kafka_cluster.elect_preferred_leaders(topic, [0, 1])
+    assert wait_for(lambda: kafka_cluster.leaders(topic)[0] == leader, 30)
+    assert values(kafka_cluster, topic, 0) == (
+        [b"before-%d" % i for i in range(300)] + [b"after-%d" % i for i in range(300)])
+
+
+@pytest.mark.services
+def test_a_paused_broker_is_fenced_and_comes_back(kafka_cluster):
+    topic = f"pause-{time.monotonic_ns()}"
+    kafka_cluster.create_topic(topic, partitions=1)
+    leader = kafka_cluster.leaders(topic)[0]
+    kafka_cluster.pause_broker(leader)
+    try:
+        # Past the broker session (4 s): the controller fences it and moves leadership.
+        assert wait_for(lambda: kafka_cluster.leaders(topic)[0] not in (leader, -1), 30)
+        kafka_cluster.produce(topic, [b"x"] * 10, partition=0, acks="all")
+    finally:
+        kafka_cluster.resume_broker(leader)
+    assert wait_for(lambda: len(kafka_cluster.in_sync(topic)[0]) == 3, 60)
+    assert kafka_cluster.end_offsets(topic, [0]) == {0: (0, 10)}
