@@ -179,15 +179,17 @@ class Chaos:
 
     def start(self, rate=200, idle=None):
         self.runs += 1
-        fresh = self.runs % 2 == 0
-        self.counts["fresh checkpoints"] += fresh
-        checkpoint = self.tmp / (f"checkpoint-{self.runs}" if fresh else "checkpoint")
         path = self.tmp / f"run-{self.runs}.out"
         argv = [*CLI, "ingest", "--api", self.api,
                 "--bootstrap-servers", self.cluster.bootstrap_servers,
                 "--topic", self.topic, "--group", self.group, "--schema", self.schema,
                 "--table", "events", "--batch-interval", "0.5",
-                "--max-rate-per-partition", str(rate), "--checkpoint-dir", str(checkpoint)]
+                "--max-rate-per-partition", str(rate)]
+        if self.api == "structured":  # the direct stream keeps no checkpoint of its own
+            fresh = self.runs % 2 == 0
+            self.counts["fresh checkpoints"] += fresh
+            checkpoint = self.tmp / (f"checkpoint-{self.runs}" if fresh else "checkpoint")
+            argv += ["--checkpoint-dir", str(checkpoint)]
         if idle is not None:
             argv += ["--stop-after-idle", str(idle)]
         env = {**os.environ, "KAFKA_DIRECT_PG_DSN": self.database.dsn,
