@@ -280,6 +280,11 @@ class ColumnarDataConsumer(KafkaDataConsumer):
     def _seek(self, offset: int) -> None:
         self._consumer.seek(offset, _SEEK_TIMEOUT_MS)
 
+    def _seek_refused(self, error: Exception) -> bool:
+        from kafka_direct.client import _columnar  # type: ignore[attr-defined]
+
+        return isinstance(error, _columnar.NativeError)
+
     def _watermarks(self, timeout: float = 10.0) -> tuple[int, int]:
         low, high = self._consumer.watermarks(int(timeout * 1000))
         return int(low), int(high)

@@ -109,8 +109,26 @@ class KafkaDataConsumer:
             # prefetched, and a resumed partition would wait about a second before fetching
             # again: seeking starts the fetch at once.
             self._resume()
-            self._seek(fromOffset)
+            self._paused = False
+            try:
+                self._seek(fromOffset)
+            except Exception as error:
+                if not self._seek_refused(error):
+                    raise
+                # librdkafka refuses to seek a partition whose fetch state it has reset
+                # (ERR__STATE, "Erroneous state": its topic was deleted or re-created while
+                # the consumer idled). A new assignment starts the fetch at the offset, and
+                # the read decides as always (data lost, log end below the range...).
+                logger.info("seeking %s-%d to %d was refused (%s); assigning it again",
+                            self.topic, self.partition, fromOffset, error)
+                self._assign(fromOffset)
         self._paused = False
+
+    def _seek_refused(self, error: Exception) -> bool:
+        """Whether ``error`` is the client refusing a seek (not a fault of ours)."""
+        from confluent_kafka import KafkaException
+
+        return isinstance(error, KafkaException)
 
     def _finish(self, untilOffset: int) -> None:
         """After a range: pause the partition, ready to resume at ``untilOffset``."""

@@ -1107,11 +1107,16 @@ def test_ensure_stream_stream_self_join_generates_only_one_offset_in_log(
     assert len(lines) == 3, lines  # version, metadata, one source
 
 
-def one_transaction(kafka, topic, values, commit=True):
-    """A transaction of its own transactional.id (noida-db 0.2.3 can skip a committed
-    transaction of an id that aborted one before, for a consumer starting mid-log)."""
-    producer = Producer(kafka.params(**{"transactional.id": f"tx-{topic}-{time.time_ns()}"}))
+def transactional_producer(kafka, topic):
+    """One transactional producer for all of a test's transactions, as Spark's suite has."""
+    producer = Producer(kafka.params(**{"transactional.id": f"tx-{topic}"}))
     producer.init_transactions(30)
+    return producer
+
+
+def one_transaction(producer, topic, values, commit=True):
+    """A transaction of ``producer``: ``values`` sent, then committed, aborted or (None) left
+    open."""
     producer.begin_transaction()
     for value in values:
         producer.produce(topic, value=str(value).encode(), partition=0)
@@ -1138,25 +1143,26 @@ def test_read_kafka_transactional_messages(spark_session, kafka, kafka_topic, tm
                 startingOffsets="earliest", **{"kafka.isolation.level": isolation,
                                                "kafkaConsumer.pollTimeoutMs": "5000"})
     test = StreamTest(df, tmp_path / "checkpoint").start()
+    producer = transactional_producer(kafka, topic)
     try:
         test.check_answer([])
-        producer = one_transaction(kafka, topic, range(0, 5), commit=None)
+        one_transaction(producer, topic, range(0, 5), commit=None)
         wait_until_offset_appears(kafka, topic, 0, 5)
         # Should not see any uncommitted messages (read_uncommitted: sees them)
         test.check_answer([] if committed else range(0, 5))
         producer.commit_transaction(30)
         wait_until_offset_appears(kafka, topic, 0, 6)
         test.check_answer(range(0, 5))
-        one_transaction(kafka, topic, range(6, 11), commit=False)
+        one_transaction(producer, topic, range(6, 11), commit=False)
         wait_until_offset_appears(kafka, topic, 0, 12)
         aborted = [] if committed else list(range(6, 11))
         test.check_answer([*range(0, 5), *aborted])
-        one_transaction(kafka, topic, range(12, 17))
+        one_transaction(producer, topic, range(12, 17))
         wait_until_offset_appears(kafka, topic, 0, 18)
         test.check_answer([*range(0, 5), *aborted, *range(12, 17)])
-        one_transaction(kafka, topic, ["18"])
-        one_transaction(kafka, topic, ["20"])
-        one_transaction(kafka, topic, ["22", "23"])
+        one_transaction(producer, topic, ["18"])
+        one_transaction(producer, topic, ["20"])
+        one_transaction(producer, topic, ["22", "23"])
         wait_until_offset_appears(kafka, topic, 0, 25)
         test.check_answer([*range(0, 5), *aborted, *range(12, 17), 18, 20, 22, 23])
     finally:
@@ -1171,14 +1177,15 @@ def test_spark_25495_fetched_data_reset_should_reset_all_fields(spark_session, k
     topic = kafka_topic()
     df = stream(spark_session, kafka, subscribe=topic, startingOffsets="earliest",
                 **{"kafka.isolation.level": "read_committed"})
-    one_transaction(kafka, topic, range(0, 4))
+    producer = transactional_producer(kafka, topic)
+    one_transaction(producer, topic, range(0, 4))
     wait_until_offset_appears(kafka, topic, 0, 5)
     seen = {}
 
     def each(batch, batch_id):
         if batch_id == 0:
             # Send more messages before the tasks of the current batch read it.
-            one_transaction(kafka, topic, range(4, 8))
+            one_transaction(producer, topic, range(4, 8))
             wait_until_offset_appears(kafka, topic, 0, 10)
         seen[batch_id] = sorted(values_as_ints(batch))
 

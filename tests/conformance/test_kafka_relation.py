@@ -354,16 +354,19 @@ def test_bad_batch_query_options_without_bootstrap_servers(spark_session):
                 startingOffsets="latest", **{"kafka.bootstrap.servers": "127.0.0.1:1"})
 
 
-def transaction(kafka, topic, values, commit):
-    """One transaction of its own transactional.id (noida-db 0.2.3 can skip a committed
-    transaction of an id that aborted one before, for a consumer starting mid-log)."""
-    producer = Producer(kafka.params(**{"transactional.id": f"tx-{topic}-{time.time_ns()}"}))
+def transactional_producer(kafka, topic):
+    """One transactional producer for all of a test's transactions, as Spark's suite has."""
+    producer = Producer(kafka.params(**{"transactional.id": f"tx-{topic}"}))
     producer.init_transactions(30)
+    return producer
+
+
+def transaction(producer, topic, values):
+    """Begin a transaction and send ``values`` in it; the caller commits or aborts it."""
     producer.begin_transaction()
     for value in values:
         producer.produce(topic, value=str(value).encode(), partition=0)
     assert producer.flush(30) == 0
-    return producer
 
 
 def test_read_kafka_transactional_messages_read_committed(spark_session, kafka, kafka_topic):
@@ -375,17 +378,18 @@ def test_read_kafka_transactional_messages_read_committed(spark_session, kafka, 
                     **{"kafka.isolation.level": "read_committed"}).selectExpr(
             "CAST(value AS STRING)")
 
-    producer = transaction(kafka, topic, range(1, 6), commit=True)
+    producer = transactional_producer(kafka, topic)
+    transaction(producer, topic, range(1, 6))
     # Should not read any messages before they are committed
     assert df().isEmpty()
     producer.commit_transaction(30)
     wait_until_offset_appears(kafka, topic, 0, 6)
     assert string_values(df()) == strings(range(1, 6))
-    producer = transaction(kafka, topic, range(6, 11), commit=False)
+    transaction(producer, topic, range(6, 11))
     producer.abort_transaction(30)
     wait_until_offset_appears(kafka, topic, 0, 12)
     assert string_values(df()) == strings(range(1, 6))
-    producer = transaction(kafka, topic, range(11, 16), commit=True)
+    transaction(producer, topic, range(11, 16))
     producer.commit_transaction(30)
     wait_until_offset_appears(kafka, topic, 0, 18)
     # Should skip aborted messages and read new committed ones.
@@ -402,19 +406,20 @@ def test_read_kafka_transactional_messages_read_uncommitted(spark_session, kafka
                     **{"kafka.isolation.level": "read_uncommitted"}).selectExpr(
             "CAST(value AS STRING)")
 
-    producer = transaction(kafka, topic, range(1, 6), commit=True)
+    producer = transactional_producer(kafka, topic)
+    transaction(producer, topic, range(1, 6))
     wait_until_offset_appears(kafka, topic, 0, 5)
     # "read_uncommitted" should see all messages including uncommitted ones
     assert string_values(df()) == strings(range(1, 6))
     producer.commit_transaction(30)
     wait_until_offset_appears(kafka, topic, 0, 6)
     assert string_values(df()) == strings(range(1, 6))
-    producer = transaction(kafka, topic, range(6, 11), commit=False)
+    transaction(producer, topic, range(6, 11))
     producer.abort_transaction(30)
     wait_until_offset_appears(kafka, topic, 0, 12)
     # "read_uncommitted" should see all messages including uncommitted or aborted ones
     assert string_values(df()) == strings(range(1, 11))
-    producer = transaction(kafka, topic, range(11, 16), commit=True)
+    transaction(producer, topic, range(11, 16))
     producer.commit_transaction(30)
     wait_until_offset_appears(kafka, topic, 0, 18)
     assert string_values(df()) == strings(range(1, 16))

@@ -331,3 +331,28 @@ def test_a_wrong_column_selection_is_a_configuration_error_naming_it(columns, he
 def test_a_comma_separated_selection_is_read_as_names():
     settings = PartitionReadSettings(ReadSettings({}), columns=" value , offset")  # type: ignore[arg-type]
     assert settings.columns == ("value", "offset")
+
+
+def test_a_seek_librdkafka_refuses_assigns_the_partition_again(reader):
+    # A topic deleted and re-created while a cached consumer idled paused: librdkafka
+    # refuses to seek the partition (ERR__STATE, "Local: Erroneous state"). The next range
+    # must still be read, by assigning again, and never end in the raw native error.
+    if reader == "c":
+        _columnar = pytest.importorskip("kafka_direct.client._columnar")
+        refusal = _columnar.NativeError(-172, "Local: Erroneous state")
+    else:
+        from confluent_kafka import KafkaError, KafkaException
+
+        refusal = KafkaException(KafkaError(KafkaError._STATE))
+    log = FakeLog(range(10))
+    cache, fakes = cache_over(log, reader)
+    assert offsets(read_partition(OffsetRange("t", 0, 0, 4), settings(), cache=cache)) == [
+        0, 1, 2, 3]
+
+    def refused(*args):
+        raise refusal
+
+    fakes[0].seek = refused  # the next range continues where this one ended: a seek
+    assert offsets(read_partition(OffsetRange("t", 0, 4, 10), settings(), cache=cache)) == [
+        4, 5, 6, 7, 8, 9]
+    assert fakes[0].assigns == [0, 4]

@@ -88,6 +88,7 @@ def test_transaction_markers_and_aborted_records_are_gaps_not_errors(kafka, kafk
         producer.produce(topic, value=f"committed-{i}".encode(), partition=0)
     producer.commit_transaction(30)
     kafka.produce(topic, [b"plain-2"])
+    kafka.await_stable(topic, [0])  # the markers are written after the commit returns
     (_, high), = kafka.end_offsets(topic, [0]).values()
     rdd = KafkaUtils.createRDD(spark, params, [OffsetRange(topic, 0, 0, high)])
     values = [r.value for r in rdd.collect()]

@@ -168,6 +168,7 @@ def test_aborted_transactions_and_markers_are_gaps_under_read_committed(
         producer.produce(topic, value=f"committed-{i}".encode(), partition=0)
     producer.commit_transaction(30)
     kafka.produce(topic, [b"plain-1"], partition=0)
+    kafka.await_stable(topic, [0])  # the markers are written after the commit returns
     (_, high), = kafka.end_offsets(topic, [0]).values()
     expected = [b"plain-0", b"committed-0", b"committed-1", b"plain-1"]
     committed = read(spark_session, kafka, subscribe=topic)
