@@ -34,12 +34,14 @@ from kafka_direct.testing.process import LocalService, ServiceProcess, free_port
 
 __all__ = [
     "ANY_TIMESTAMP",
+    "COMPACTING",
     "EmbeddedKafka",
     "ExternalKafka",
     "KafkaService",
     "TestcontainersKafka",
     "all_stopped",
     "docker_available",
+    "retaining",
 ]
 
 logger = logging.getLogger(__name__)
@@ -50,6 +52,23 @@ BOOTSTRAP_ENV = "KAFKA_DIRECT_BOOTSTRAP"
 #: refuses one more than an hour ahead of its clock by default (``INVALID_TIMESTAMP``).
 ANY_TIMESTAMP = {"message.timestamp.after.max.ms": str(2**63 - 1),
                  "message.timestamp.before.max.ms": str(2**63 - 1)}
+
+#: Topic settings under which Kafka's log cleaner compacts within a test's time: a segment
+#: rolled every 100 ms, any dirt worth cleaning, tombstones kept 100 ms. (The broker checks
+#: for work every ``log.cleaner.backoff.ms``: half a second on the embedded one.)
+COMPACTING = {"cleanup.policy": "compact", "segment.ms": "100",
+              "min.cleanable.dirty.ratio": "0.001", "min.compaction.lag.ms": "0",
+              "delete.retention.ms": "100", "max.compaction.lag.ms": "100"}
+
+
+def retaining(milliseconds: int) -> dict[str, str]:
+    """Topic settings under which retention deletes records older than ``milliseconds``.
+
+    Segments roll every 100 ms (retention deletes whole segments only, never the active one);
+    the broker checks every ``log.retention.check.interval.ms`` (a second on the embedded one).
+    """
+    return {"retention.ms": str(milliseconds), "segment.ms": "100",
+            "file.delete.delay.ms": "0"}
 
 
 class KafkaService:
@@ -203,6 +222,16 @@ class KafkaService:
         if not wait_for(lambda: self.end_offsets(topic, wanted, committed=True)
                         == self.end_offsets(topic, wanted), timeout):
             raise ServiceError(f"a transaction in {topic} stayed open for {timeout:.0f} s",
+                               service="kafka", log_tail="")
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic and wait until metadata no longer shows it."""
+        from kafka_direct.testing.process import wait_for
+
+        admin = self.admin()
+        admin.delete_topics([name], operation_timeout=30)[name].result(30)
+        if not wait_for(lambda: name not in admin.list_topics(timeout=5).topics, 30):
+            raise ServiceError(f"topic {name} still shows after its deletion",
                                service="kafka", log_tail="")
 
     def delete_records(self, topic: str, partition: int, before_offset: int) -> None:

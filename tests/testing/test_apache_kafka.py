@@ -140,6 +140,7 @@ def test_two_first_runs_at_once_share_one_download(tmp_path):
     assert not list(tmp_path.glob("kafka-direct/*.partial-*"))
 
 
+@pytest.mark.slow  # the default run kills a leader in tests/app/test_cluster_faults.py
 @pytest.mark.services
 def test_a_cluster_loses_nothing_acknowledged_when_a_leader_is_killed(kafka_cluster):
     topic = f"leader-kill-{time.monotonic_ns()}"
@@ -163,6 +164,7 @@ def test_a_cluster_loses_nothing_acknowledged_when_a_leader_is_killed(kafka_clus
         [b"before-%d" % i for i in range(300)] + [b"after-%d" % i for i in range(300)])
 
 
+@pytest.mark.slow
 @pytest.mark.services
 def test_a_paused_broker_is_fenced_and_comes_back(kafka_cluster):
     topic = f"pause-{time.monotonic_ns()}"
