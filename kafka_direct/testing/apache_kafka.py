@@ -461,20 +461,38 @@ class ApacheKafka(KafkaService):
         described = AdminClient(self.params()).list_topics(topic, timeout=10).topics[topic]
         return {p: list(meta.isrs) for p, meta in described.partitions.items()}
 
-    def elect_preferred_leaders(self, topic: str, partitions: Iterable[int]) -> None:
-        """Move leadership back to each partition's preferred replica (the Admin API)."""
+    def elect_preferred_leaders(self, topic: str, partitions: Iterable[int],
+                                timeout: float = 60.0) -> None:
+        """Move leadership back to each partition's preferred replica (the Admin API).
+
+        A preferred replica that is not in sync yet (a node just started again, catching
+        up) cannot lead: the election is asked again until it can, or ``timeout`` passes.
+
+        Raises:
+            ServiceError: An election failed for another reason, or did not happen in time.
+        """
         from confluent_kafka import ElectionType, TopicPartition
         from confluent_kafka.admin import AdminClient
 
         admin = AdminClient(self.params())
-        future = admin.elect_leaders(ElectionType.PREFERRED,
-                                     [TopicPartition(topic, p) for p in partitions])
-        for tp, error in future.result(30).items():
-            # ELECTION_NOT_NEEDED: it already leads. Anything else is the fault of the test.
-            if error is not None and "ELECTION_NOT_NEEDED" not in str(error):
-                raise ServiceError(f"electing the preferred leader of {tp.topic} "
-                                   f"[{tp.partition}] failed: {error}", service="kafka",
-                                   log_tail="")
+        pending = [TopicPartition(topic, p) for p in partitions]
+        deadline = time.monotonic() + timeout
+        while pending:
+            future = admin.elect_leaders(ElectionType.PREFERRED, pending)
+            waiting = []
+            for tp, error in future.result(30).items():
+                # ELECTION_NOT_NEEDED: it already leads.
+                if error is None or "ELECTION_NOT_NEEDED" in str(error):
+                    continue
+                if "PREFERRED_LEADER_NOT_AVAILABLE" not in str(error) or (
+                        time.monotonic() > deadline):
+                    raise ServiceError(f"electing the preferred leader of {tp.topic} "
+                                       f"[{tp.partition}] failed: {error}", service="kafka",
+                                       log_tail="")
+                waiting.append(TopicPartition(tp.topic, tp.partition))
+            pending = waiting
+            if pending:
+                time.sleep(0.5)
 
     def run_tool(self, main_class: str, *args: str,
                  timeout: float = 120.0) -> subprocess.CompletedProcess[str]:

@@ -67,7 +67,7 @@ class Writer(threading.Thread):
                                          "linger.ms": 5, "message.timeout.ms": 120000})
         if self.transactional:
             config["transactional.id"] = self.transactional_id
-            config["transaction.timeout.ms"] = 60000
+            config["transaction.timeout.ms"] = 120000  # at least message.timeout.ms
             producer = Producer(config)
             self._retry(lambda: producer.init_transactions(30))
             return producer
