@@ -44,7 +44,7 @@ from kafka_direct.testing.kafka_jars import kafka_jars
 from kafka_direct.testing.process import LocalService, ServiceProcess, free_port, log_tail
 from kafka_direct.testing.spark_home import cache_directory, close_cache
 
-__all__ = ["ApacheKafka", "KafkaNode"]
+__all__ = ["ApacheKafka", "KafkaNode", "bootstrap_snapshot"]
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ def _random_id() -> str:
 
 
 @functools.cache
-def _bootstrap_snapshot(jars: Path) -> bytes:
+def bootstrap_snapshot(jars: Path) -> bytes:
     """The bootstrap snapshot ``kafka-storage format`` writes for this release (cached)."""
     digest = hashlib.sha256(str(jars.resolve()).encode()).hexdigest()[:16]
     versions = [*sorted(p.name for p in jars.glob("kafka-server-*.jar")), digest]
@@ -172,7 +172,7 @@ class KafkaNode(LocalService):
             return
         metadata = data / "__cluster_metadata-0"
         metadata.mkdir(parents=True, exist_ok=True)
-        (metadata / _CHECKPOINT).write_bytes(_bootstrap_snapshot(self.jars))
+        (metadata / _CHECKPOINT).write_bytes(bootstrap_snapshot(self.jars))
         (data / "meta.properties").write_text(
             f"version=1\ncluster.id={cluster_id}\nnode.id={self.node_id}\n"
             f"directory.id={_random_id()}\n")

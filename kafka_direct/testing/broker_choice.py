@@ -14,6 +14,7 @@ when the session's broker is an external one).
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from kafka_direct.errors import ConfigurationError
@@ -26,7 +27,8 @@ from kafka_direct.testing.kafka import (
     TestcontainersKafka,
 )
 
-__all__ = ["BROKERS", "BROKER_ENV", "broker_choice", "kafka_service", "local_kafka"]
+__all__ = ["BROKERS", "BROKER_ENV", "broker_choice", "kafka_service", "local_kafka", "main",
+           "prepare"]
 
 BROKER_ENV = "KAFKA_DIRECT_BROKER"
 #: The values ``KAFKA_DIRECT_BROKER`` takes; the first is the default.
@@ -83,3 +85,47 @@ def local_kafka(brokers: int = 1, data_dir: str | Path | None = None,
                 f"{BROKER_ENV}=apache")
         return EmbeddedKafka(choice, data_dir=data_dir, port=port)
     return ApacheKafka(brokers, data_dir=data_dir, port=port)
+
+
+def prepare() -> str | None:
+    """Get the chosen broker ready to start: Apache Kafka's jars resolved and cached.
+
+    Returns:
+        The folder of Kafka's jars, or None when the broker chosen needs none (an external
+        one, an emulator, testcontainers).
+
+    Raises:
+        ConfigurationError: ``KAFKA_DIRECT_BROKER`` or ``KAFKA_HOME`` is wrong.
+        ServiceError: The jars could not be resolved (the message names the three ways).
+    """
+    from kafka_direct.testing.apache_kafka import bootstrap_snapshot
+    from kafka_direct.testing.kafka_jars import kafka_jars
+
+    if broker_choice() != "apache" or os.environ.get(BOOTSTRAP_ENV):
+        return None
+    jars = kafka_jars()
+    bootstrap_snapshot(jars)  # the storage format's snapshot, made once per release
+    return str(jars)
+
+
+def main() -> int:
+    """The set-up ``./run`` does before the tests, the ingest job and the demo.
+
+    Resolves and caches Apache Kafka's jars when it is the broker chosen (the first time:
+    about 60 MB from Maven Central, its progress on the error output). Exit code 2 for a
+    wrong setting, 1 when the jars cannot be had, naming the ways to get them.
+    """
+    from kafka_direct.errors import ServiceError
+
+    try:
+        folder = prepare()
+    except ConfigurationError as error:
+        print(f"kafka-direct: {error}", file=sys.stderr)
+        return 2
+    except ServiceError as error:
+        print(f"kafka-direct: {error}", file=sys.stderr)
+        return 1
+    if folder is not None:
+        print(folder)
+    return 0
+
