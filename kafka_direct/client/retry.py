@@ -24,12 +24,19 @@ class Retrier:
     """Runs a driver-side Kafka question up to ``maxRetries + 1`` times.
 
     Our own errors (a ``KafkaDirectError``: a decision, not a glitch) are never retried.
+    Answers Kafka gives while a partition's leadership moves (a broker failed or was fenced,
+    an election ran: "not leader", "leader not available", "leader high watermark not caught
+    up", a fenced or unknown leader epoch) are waited out for up to ``leadershipTimeoutMs``
+    whatever ``maxRetries`` says, as the Java consumer waits them out until its
+    ``default.api.timeout.ms`` (60 s): a broker's failure is a pause, not a stop.
 
     Attributes:
         maxRetries: Retries after the first attempt (>= 0).
         backoffMs: Pause between attempts in milliseconds (>= 0).
         servers: The bootstrap servers, named in the final error.
         sleep: Pauses for seconds (injectable for tests).
+        leadershipTimeoutMs: How long a moving leadership is waited out (>= 0).
+        clock: Seconds, monotonic (injectable for tests).
 
     Raises:
         ConfigurationError: ``maxRetries`` or ``backoffMs`` negative or not an int.
@@ -39,10 +46,13 @@ class Retrier:
     backoffMs: int = 200
     servers: str = ""
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
+    leadershipTimeoutMs: int = 60_000
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False)
 
     def __post_init__(self) -> None:
         parse_int("spark.streaming.kafka.maxRetries", self.maxRetries, 0)
         parse_int("spark.streaming.kafka.retryBackoffMs", self.backoffMs, 0)
+        parse_int("leadershipTimeoutMs", self.leadershipTimeoutMs, 0)
 
     def __call__(self, what: str, action: Callable[[], T]) -> T:
         """``action()``, retried on failure.
@@ -58,12 +68,26 @@ class Retrier:
         """
         attempts = self.maxRetries + 1
         attempt = 1
+        settling: float | None = None  # when leadership was first seen moving
         while True:
             try:
                 return action()
             except KafkaDirectError:
                 raise
             except Exception as error:
+                if _leadership_moving(error):
+                    now = self.clock()
+                    settling = now if settling is None else settling
+                    if now - settling < self.leadershipTimeoutMs / 1000.0:
+                        logger.info("%s: leadership is moving, asking again in %d ms: %s",
+                                    what, max(self.backoffMs, 100), error)
+                        self.sleep(max(self.backoffMs, 100) / 1000.0)
+                        continue
+                    raise KafkaUnavailableError(
+                        f"{what} failed: a partition's leadership did not settle within "
+                        f"{self.leadershipTimeoutMs} ms, last with: {error}. Is Kafka at "
+                        f"{self.servers} up and its brokers in sync?",
+                        attempts=attempt) from error
                 if _invalid_argument(error):
                     # librdkafka refused the question or the configuration: asking again
                     # gets the same answer, and Kafka being down is not why.
@@ -80,6 +104,23 @@ class Retrier:
                                attempt, attempts, self.backoffMs, error)
                 self.sleep(self.backoffMs / 1000.0)
                 attempt += 1
+
+
+def _leadership_moving(error: Exception) -> bool:
+    """Whether ``error`` is an answer Kafka gives while a partition's leadership moves."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    from kafka_direct.client.offset_answers import UnansweredError
+
+    moving = {KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION,
+              KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.FENCED_LEADER_EPOCH,
+              KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.REPLICA_NOT_AVAILABLE}
+    if isinstance(error, UnansweredError):
+        return error.code in moving
+    if isinstance(error, KafkaException) and error.args:
+        code = getattr(error.args[0], "code", None)
+        return callable(code) and code() in moving
+    return False
 
 
 def _invalid_argument(error: Exception) -> bool:

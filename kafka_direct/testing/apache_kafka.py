@@ -42,7 +42,7 @@ from kafka_direct.errors import ServiceError
 from kafka_direct.testing.kafka import KafkaService, all_stopped
 from kafka_direct.testing.kafka_jars import kafka_jars
 from kafka_direct.testing.process import LocalService, ServiceProcess, free_port, log_tail
-from kafka_direct.testing.spark_home import cache_directory, close_cache
+from kafka_direct.testing.spark_home import cache_directory, close_cache, closed
 
 __all__ = ["ApacheKafka", "KafkaNode", "bootstrap_snapshot"]
 
@@ -94,8 +94,12 @@ def bootstrap_snapshot(jars: Path) -> bytes:
     name = hashlib.sha256("/".join(versions).encode()).hexdigest()[:24]
     cache = cache_directory() / "apache-kafka-bootstrap"
     cached = cache / f"{name}.checkpoint"
+    # Trusted only in a folder of the user's own that nobody else may write to (the
+    # snapshot is the first thing every node reads), as the jars' cache is.
+    usable = cache.is_absolute()
     with contextlib.suppress(OSError):
-        if cached.is_file() and not cached.is_symlink() and cached.stat().st_uid == os.getuid():
+        if usable and closed(cache.parent, directory=True) and closed(
+                cache, directory=True) and closed(cached):
             return cached.read_bytes()
     with tempfile.TemporaryDirectory(prefix="kafka-direct-format-") as work:
         properties = Path(work) / "format.properties"
@@ -114,12 +118,17 @@ def bootstrap_snapshot(jars: Path) -> bytes:
                                f"{done.returncode}):\n{output}", service="kafka",
                                log_tail=output)
         data = snapshot.read_bytes()
-    with contextlib.suppress(OSError):
-        close_cache(cache.parent)
-        cache.mkdir(mode=0o755, exist_ok=True)
-        partial = cache / f".{name}.{os.getpid()}"
-        partial.write_bytes(data)
-        partial.rename(cached)
+    if usable:
+        with contextlib.suppress(OSError):
+            close_cache(cache.parent)
+            cache.mkdir(mode=0o755, exist_ok=True)
+            if closed(cache.parent, directory=True) and closed(cache, directory=True):
+                partial = cache / f".{name}.{os.getpid()}.{time.monotonic_ns()}"
+                fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                             0o644)
+                with open(fd, "wb") as out:
+                    out.write(data)
+                partial.rename(cached)
     return data
 
 
@@ -273,11 +282,18 @@ class ApacheKafka(KafkaService):
         self._heap_mb = heap_mb
         self._startup_timeout = startup_timeout
         self._cluster_id = _random_id()
-        ports = [port or free_port()] + [free_port() for _ in range(brokers - 1)]
-        controllers = [free_port() for _ in range(brokers)]
+        # Distinct ports: two free_port() answers may name the same free port.
+        taken = {port} if port else set()
+        picked: list[int] = []
+        while len(picked) < 3 * brokers - (1 if port else 0):
+            candidate = free_port()
+            if candidate not in taken:
+                taken.add(candidate)
+                picked.append(candidate)
+        ports = ([port] if port else [picked.pop()]) + [picked.pop() for _ in range(brokers - 1)]
         self._ports = ports
-        self._controller_ports = controllers
-        self._sasl_ports = [free_port() for _ in range(brokers)]
+        self._controller_ports = [picked.pop() for _ in range(brokers)]
+        self._sasl_ports = [picked.pop() for _ in range(brokers)]
         self.bootstrap_servers = ",".join(f"127.0.0.1:{p}" for p in ports)
         self.sasl_bootstrap_servers = ",".join(f"127.0.0.1:{p}" for p in self._sasl_ports)
         self.nodes: list[KafkaNode] = []
@@ -386,6 +402,7 @@ class ApacheKafka(KafkaService):
         # all signalled before any is waited for: a node waits on its peers while stopping.
         for node in reversed(self.nodes):
             if node.alive():
+                node.resume()  # a paused node cannot shut down: it would be killed
                 node.send_signal(signal.SIGTERM)
         for node in reversed(self.nodes):
             node.stop()
@@ -395,6 +412,13 @@ class ApacheKafka(KafkaService):
         self.stop()
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> ApacheKafka:
+        try:
+            return self.start()
+        except BaseException:
+            self.close()  # __exit__ does not run when __enter__ raises
+            raise
 
     def __exit__(self, *exc: object) -> None:
         self.close()

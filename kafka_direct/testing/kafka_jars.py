@@ -30,14 +30,16 @@ import hashlib
 import logging
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
 from kafka_direct.errors import ConfigurationError, ServiceError
+from kafka_direct.redaction import redact_text
+from kafka_direct.testing.process import ServiceProcess
 from kafka_direct.testing.spark_home import cache_directory, close_cache, closed, pyspark_home
 
 __all__ = ["HOME_ENV", "KAFKA_VERSION", "VERSION_ENV", "artifacts", "kafka_jars"]
@@ -96,20 +98,30 @@ def _manifest_lines(folder: Path) -> list[str]:
     return lines
 
 
-def _complete(entry: Path) -> bool:
-    """Whether ``entry`` is a whole cache entry of ours: manifest there, every jar as listed.
+def _complete(entry: Path, version: str) -> bool:
+    """Whether ``entry`` is a whole cache entry of ours: its jars exactly the manifest's.
 
-    Sizes are compared on each use (cheap); the hashes were taken when the entry was made
-    from jars whose repository checksums the resolver had checked.
+    The entry, its folder, the manifest and every jar must be the user's, not links and
+    closed to others' writes (nobody else may swap them between this check and the JVM's
+    reading), the manifest must name the broker's jar, and the jars there must be exactly
+    the ones it lists, at their sizes (the JVM loads every jar in the folder). Sizes are
+    compared on each use (cheap); the hashes were taken when the entry was made, from jars
+    whose repository checksums the resolver had checked.
     """
     try:
-        if not (closed(entry, directory=True) and closed(entry / _MANIFEST)):
+        if not (closed(entry.parent, directory=True) and closed(entry, directory=True)
+                and closed(entry / _MANIFEST)):
             return False
+        listed = {}
         for line in (entry / _MANIFEST).read_text().splitlines():
             _digest, size, name = line.split(" ", 2)
-            if not closed(entry / name) or (entry / name).stat().st_size != int(size):
-                return False
-        return True
+            listed[name] = int(size)
+        if f"kafka_2.13-{version}.jar" not in listed:
+            return False
+        if {jar.name for jar in entry.glob("*.jar")} != set(listed):
+            return False
+        return all(closed(entry / name) and (entry / name).stat().st_size == size
+                   for name, size in listed.items())
     except (OSError, ValueError):
         return False
 
@@ -125,22 +137,41 @@ def _locked(path: Path) -> Iterator[None]:
 
 
 def _run(argv: list[str], cwd: Path, what: str) -> tuple[bool, str]:
-    """Run a resolver, its output shown as progress on stderr; (succeeded, its last lines)."""
+    """Run a resolver, its output shown as progress on stderr; (succeeded, its last lines).
+
+    It dies with this process (the parent-death signal) and is killed past
+    :data:`_RESOLVE_TIMEOUT`. Repository addresses with a user and password are redacted in
+    what is shown and returned.
+    """
     log = cwd / "resolve.log"
+    process = ServiceProcess(what, argv, log)
     try:
-        with open(log, "wb") as out:
-            process = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL,
-                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-            for line in process.stdout or ():
-                out.write(line)
-                text = line.decode(errors="replace").rstrip()
-                if "Downloaded" in text or "downloading" in text or "ERROR" in text:
-                    print(f"  {what}: {text.strip()[:160]}", file=sys.stderr, flush=True)
-            code = process.wait(_RESOLVE_TIMEOUT)
-    except (OSError, subprocess.SubprocessError) as error:
+        process.start()
+    except OSError as error:
         return False, f"{what} could not run: {error}"
+    shown = 0
+    deadline = time.monotonic() + _RESOLVE_TIMEOUT
+    try:
+        while True:
+            running = process.alive()
+            lines = log.read_bytes().splitlines()
+            for line in lines[shown:len(lines) - (1 if running else 0)]:
+                text = redact_text(line.decode(errors="replace").strip())
+                if "Downloaded" in text or "downloading" in text or "ERROR" in text:
+                    print(f"  {what}: {text[:160]}", file=sys.stderr, flush=True)
+            shown = max(shown, len(lines) - (1 if running else 0))
+            if not running:
+                break
+            if time.monotonic() > deadline:
+                process.kill()
+                return False, f"{what} did not finish within {_RESOLVE_TIMEOUT:.0f} s"
+            time.sleep(0.2)
+        code = process.process.poll() if process.process is not None else None
+    finally:
+        if process.alive():
+            process.kill()
     tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
-    return code == 0, tail
+    return code == 0, redact_text(tail)
 
 
 def _pom(version: str) -> str:
@@ -223,8 +254,24 @@ def _with_ivy(version: str, work: Path, jars: Path,
                 work, "ivy")
 
 
+def _sweep(entry: Path) -> None:
+    """Remove what earlier resolutions left: killed ones' partial folders, replaced entries.
+
+    Called under the lock, so no resolution of this version is running. A replaced entry
+    a running broker may still read from is kept an hour.
+    """
+    for left in entry.parent.glob(f"{entry.name}.*"):
+        with contextlib.suppress(OSError):
+            info = left.lstat()
+            old = time.time() - info.st_mtime > 3600
+            if info.st_uid == os.getuid() and left.is_dir() and not left.is_symlink() and (
+                    ".partial-" in left.name or old):
+                shutil.rmtree(left, ignore_errors=True)
+
+
 def _resolve(version: str, entry: Path) -> None:
     """Resolve ``version``'s jars into ``entry`` (made by one rename when complete)."""
+    _sweep(entry)
     print(f"kafka-direct: resolving Apache Kafka {version} from Maven Central into {entry} "
           f"(about 60 MB, once per version)", file=sys.stderr, flush=True)
     work = Path(tempfile.mkdtemp(prefix=f"{entry.name}.partial-", dir=entry.parent))
@@ -253,8 +300,12 @@ def _resolve(version: str, entry: Path) -> None:
         for jar in jars.glob("*.jar"):
             jar.chmod(0o644)
         (jars / _MANIFEST).write_text("\n".join(_manifest_lines(jars)) + "\n")
+        (jars / _MANIFEST).chmod(0o644)  # whatever the umask: closed to others' writes
         jars.chmod(0o755)
-        shutil.rmtree(entry, ignore_errors=True)
+        if entry.exists() or entry.is_symlink():
+            # Set aside, not deleted: a broker started from it may still be loading classes.
+            entry.rename(entry.with_name(f"{entry.name}.replaced-{os.getpid()}-"
+                                         f"{time.monotonic_ns()}"))
         jars.rename(entry)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -272,7 +323,11 @@ def kafka_jars(version: str | None = None) -> Path:
     """
     home = os.environ.get(HOME_ENV, "").strip()
     if home:
-        return _home_jars(home)
+        found = _home_jars(home)
+        if version and not any(found.glob(f"kafka_2.13-{version}.jar")):
+            logger.warning("%s=%s does not hold Apache Kafka %s; running the release it "
+                           "holds", HOME_ENV, home, version)
+        return found
     version = version or kafka_version()
     cache = cache_directory()
     if not cache.is_absolute():
@@ -280,10 +335,16 @@ def kafka_jars(version: str | None = None) -> Path:
             f"the cache directory {cache} is relative: set XDG_CACHE_HOME to an absolute "
             f"path, or {HOME_ENV} to a Kafka distribution")
     entry = cache / f"apache-kafka-{version}"
-    if _complete(entry):
+    if _complete(entry, version):
         return entry
     close_cache(cache)
+    if not closed(cache, directory=True):
+        raise ConfigurationError(
+            f"the cache directory {cache} is not yours, is a link, or others may write to "
+            f"it: Kafka's jars are not kept there. Close it (chmod go-w), or set "
+            f"XDG_CACHE_HOME to a directory of your own, or {HOME_ENV} to a Kafka "
+            f"distribution")
     with _locked(cache / f".apache-kafka-{version}.lock"):
-        if not _complete(entry):  # another first run may have made it while we waited
+        if not _complete(entry, version):  # another first run may have made it meanwhile
             _resolve(version, entry)
     return entry

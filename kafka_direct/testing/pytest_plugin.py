@@ -62,6 +62,7 @@ def kafka() -> Iterator[KafkaService]:
     try:
         service.start()
     except ServiceError as error:
+        getattr(service, "close", service.stop)()  # what a failed start made goes too
         if isinstance(service, TestcontainersKafka):
             pytest.skip(f"testcontainers Kafka unavailable: {error}")
         raise
@@ -78,10 +79,8 @@ def kafka_cluster() -> Iterator[ApacheKafka]:
     can be killed, restarted and paused (:class:`ApacheKafka`'s fault helpers). A test that
     leaves a node down or paused brings it back before it ends.
     """
-    cluster = ApacheKafka(brokers=3)
-    cluster.start()
-    yield cluster
-    cluster.close()
+    with ApacheKafka(brokers=3) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,9 @@ single broker down loses nothing acknowledged.
 At the end the producers stop, one run goes to completion, and the table must equal the log
 as a read_committed consumer reads it: every committed record once, no aborted one, no gap,
 and the stored offsets at the log end. A run may also stop on its own with a typed error
-(exit code 3: a broker unreachable past the job's patience); it is started again.
+(exit code 1 and ``kafka-direct ingest stopped: <error>``: PostgreSQL or Kafka unreachable
+past the job's patience); it is started again. The log itself is checked against what the
+writer was told: every acknowledged record there once, in order, no aborted one visible.
 
 The default run keeps one short sequence per API; ``-m slow`` runs the long ones.
 """
@@ -30,8 +32,9 @@ from pathlib import Path
 
 import psycopg2
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+import kafka_direct.errors
 from kafka_direct.app.structured_ingest import stored_offsets
 from kafka_direct.testing import EmbeddedPostgres
 
@@ -60,6 +63,9 @@ class Writer(threading.Thread):
         self.committed = 0
         self.aborted = 0
         self.errors = []
+        self.crashed = None
+        #: Sequences a committed transaction (or, idempotent, an acknowledgement) holds.
+        self.acknowledged = []
         self.transactional_id = f"writer-{uuid.uuid4().hex[:8]}"
 
     def producer(self):
@@ -84,15 +90,24 @@ class Writer(threading.Thread):
         return None
 
     def run(self):
+        try:
+            self._write()
+        except BaseException as error:  # the test fails on it, never passes over it
+            self.crashed = repr(error)
+
+    def _write(self):
         producer = self.producer()
         failed = []
+        purged = {KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT}
 
         def delivered(error, _message):
-            if error is not None:
+            # An abort purges what was not sent yet: those were never to be in the log.
+            if error is not None and not (self.transactional and error.code() in purged):
                 failed.append(error)
 
         while not self.stopping.is_set():
             started = time.monotonic()
+            first = self.sequence
             try:
                 if self.transactional:
                     producer.begin_transaction()
@@ -103,13 +118,16 @@ class Writer(threading.Thread):
                     self.sequence += 1
                 if self.transactional:
                     if self.sequence // self.batch % 4 == 0:
+                        producer.flush(60)  # sent first: the log holds aborted records
                         self._retry(lambda p=producer: p.abort_transaction(60))
                         self.aborted += 1
                     else:
                         self._retry(lambda p=producer: p.commit_transaction(60))
                         self.committed += 1
+                        self.acknowledged.append((first, self.sequence))
                 else:
                     producer.poll(0)
+                    self.acknowledged.append((first, self.sequence))
             except KafkaException as error:
                 kafka_error = error.args[0]
                 self.errors.append(str(kafka_error))
@@ -129,6 +147,11 @@ class Writer(threading.Thread):
         remaining = producer.flush(120)
         if remaining or failed:
             self.errors.append(f"{remaining} undelivered, {len(failed)} failed: {failed[:3]}")
+
+    def expected(self, partition):
+        """The values the log must hold, in order, for ``partition``."""
+        return [f"{partition}:{n}".encode() for first, end in self.acknowledged
+                for n in range(first, end)]
 
     def stop(self):
         self.stopping.set()
@@ -212,14 +235,21 @@ class Chaos:
             time.sleep(0.05)
 
     def ended(self, process):
-        """Whether the run has ended; a typed stop (exit code 3) is counted, any other fails."""
+        """Whether the run has ended; a typed stop is counted, anything else fails."""
         code = process.poll()
         if code is None:
             return False
-        text = process.path.read_text()
-        assert code == 3, f"exit code {code}:\n{text[-4000:]}"
-        self.counts["typed stops"] += 1
+        self.typed_stop(code, process.path.read_text())
         return True
+
+    def typed_stop(self, code, text):
+        """A run that stopped on its own: exit code 1 and one line naming a typed error."""
+        stopped = [line for line in text.splitlines()
+                   if line.startswith("kafka-direct ingest stopped: ")]
+        assert code == 1 and stopped, f"exit code {code}:\n{text[-4000:]}"
+        name = stopped[-1].split(": ", 2)[1]
+        assert name.endswith("Error") and name in dir(kafka_direct.errors), stopped[-1]
+        self.counts["typed stops"] += 1
 
     def broker_fault(self, kind):
         leaders = self.cluster.leaders(self.topic)
@@ -274,8 +304,7 @@ class Chaos:
             text = process.path.read_text()
             if code == 0:
                 return text
-            assert code == 3, text[-4000:]
-            self.counts["typed stops"] += 1
+            self.typed_stop(code, text)
         raise AssertionError(f"the job did not finish: {text[-4000:]}")
 
     def check(self):
@@ -291,6 +320,9 @@ class Chaos:
         if self.api == "structured":
             stored = {tp.partition: offset for tp, offset in stored_offsets(
                 self.database.dsn, self.schema, self.group).items()}
+        for partition in range(PARTITIONS):  # Kafka kept what it acknowledged, once, in order
+            held = [value for (p, _), value in sorted(log.items()) if p == partition]
+            assert held == self.writer.expected(partition), f"the log of partition {partition}"
         table = {}
         duplicates = 0
         for partition, offset, value in rows:
@@ -309,7 +341,7 @@ def run_chaos(cluster, database, schema, api, tmp_path, seed, rounds, transactio
               kinds):
     rng = random.Random(seed)
     chaos = Chaos(cluster, database, schema, api, tmp_path, rng)
-    writer = Writer(cluster, chaos.topic, transactional)
+    writer = chaos.writer = Writer(cluster, chaos.topic, transactional)
     writer.start()
     try:
         for index in range(rounds):
@@ -323,6 +355,7 @@ def run_chaos(cluster, database, schema, api, tmp_path, seed, rounds, transactio
             node.resume()
             if not node.alive():
                 cluster.restart_broker(node.node_id)
+    assert writer.crashed is None, writer.crashed
     assert writer.sequence > 0 and not [e for e in writer.errors if "undelivered" in e], \
         writer.errors
     summary = chaos.finish()

@@ -208,3 +208,58 @@ def test_a_timed_out_consumer_request_names_the_question():
     assert not isinstance(info.value, KafkaDirectError)
     assert "2 partition(s)" in str(info.value) and "t-0" in str(info.value)
     assert "no answer" in str(info.value)
+
+
+class _Clock:
+    """A clock that the retrier's sleeps move forward."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+@pytest.mark.parametrize("code", [KafkaError.OFFSET_NOT_AVAILABLE,
+                                  KafkaError.NOT_LEADER_FOR_PARTITION,
+                                  KafkaError.LEADER_NOT_AVAILABLE,
+                                  KafkaError.FENCED_LEADER_EPOCH])
+def test_leadership_moving_is_waited_out_beyond_max_retries(code):
+    # A broker failed and another replica takes over: for a moment Kafka answers "not
+    # leader" or "leader high watermark not caught up". The Java consumer waits that out
+    # (up to its API timeout, 60 s): so does the driver, whatever maxRetries says.
+    clock = _Clock()
+    answers = iter([code] * 20 + [7])
+
+    def ask():
+        answer = next(answers)
+        if answer != 7:
+            raise KafkaException(KafkaError(answer))
+        return answer
+
+    retry = Retrier(1, 200, "b:9092", sleep=clock.sleep, clock=lambda: clock.now)
+    assert retry("reading end offsets", ask) == 7
+    assert clock.now == pytest.approx(4.0)
+
+
+def test_leadership_that_never_settles_ends_as_kafka_unavailable_after_the_timeout():
+    clock = _Clock()
+
+    def ask():
+        raise KafkaException(KafkaError(KafkaError.OFFSET_NOT_AVAILABLE))
+
+    retry = Retrier(1, 200, "b:9092", sleep=clock.sleep, clock=lambda: clock.now)
+    with pytest.raises(KafkaUnavailableError, match="OFFSET_NOT_AVAILABLE"):
+        retry("reading end offsets", ask)
+    assert 60.0 <= clock.now <= 60.5
+
+
+def test_other_failures_keep_to_max_retries():
+    clock = _Clock()
+
+    def ask():
+        raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+
+    retry = Retrier(1, 200, "b:9092", sleep=clock.sleep, clock=lambda: clock.now)
+    with pytest.raises(KafkaUnavailableError, match="failed 2 times"):
+        retry("reading end offsets", ask)

@@ -1,5 +1,6 @@
 """Apache Kafka started by the harness: its jars, its cache, one node and a cluster of three."""
 
+import os
 import subprocess
 import sys
 import time
@@ -61,18 +62,59 @@ def test_kafka_home_serves_the_jars_offline(monkeypatch, tmp_path):
     assert kafka_jars() == tmp_path / "libs"
 
 
-def test_a_partial_or_changed_cache_entry_is_not_used(monkeypatch, tmp_path):
-    entry = tmp_path / "kafka-direct" / f"apache-kafka-{KAFKA_VERSION}"
-    entry.mkdir(parents=True, mode=0o755)
+def fake_maven(version, work, jars):
+    """A resolver that 'downloads' the broker's jar and one dependency."""
+    for name in (f"kafka_2.13-{version}.jar", "dependency-1.0.jar"):
+        (jars / name).write_bytes(b"jar " + name.encode())
+    return True, "done"
+
+
+def test_a_cache_entry_is_used_whole_or_not_at_all(monkeypatch, tmp_path):
+    monkeypatch.delenv("KAFKA_HOME", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(jars_module, "_with_maven", fake_maven)
+    old = os.umask(0o002)  # a user's own group may write: the entry must still be closed
+    try:
+        entry = kafka_jars()
+    finally:
+        os.umask(old)
+    assert jars_module._complete(entry, KAFKA_VERSION)
+    assert kafka_jars() == entry  # complete: not resolved again
+    manifest = entry / "MANIFEST.sha256"
     jar = entry / f"kafka_2.13-{KAFKA_VERSION}.jar"
-    jar.write_bytes(b"jar")
-    jar.chmod(0o644)
-    assert not jars_module._complete(entry)  # no manifest: a download that did not finish
-    (entry / "MANIFEST.sha256").write_text("\n".join(jars_module._manifest_lines(entry)) + "\n")
-    (entry / "MANIFEST.sha256").chmod(0o644)
-    assert jars_module._complete(entry)
+    extra = entry / "planted.jar"
+    extra.write_bytes(b"x")  # the JVM would load it: a jar the manifest does not list
+    assert not jars_module._complete(entry, KAFKA_VERSION)
+    extra.unlink()
     jar.write_bytes(b"jar, cut short or swapped")
-    assert not jars_module._complete(entry)
+    assert not jars_module._complete(entry, KAFKA_VERSION)
+    jar.unlink()
+    assert not jars_module._complete(entry, KAFKA_VERSION)
+    manifest.write_text("")  # an empty manifest names no broker
+    assert not jars_module._complete(entry, KAFKA_VERSION)
+    # Resolved again: the damaged entry is set aside, not deleted under a running broker.
+    assert jars_module._complete(kafka_jars(), KAFKA_VERSION)
+    assert len(list(tmp_path.glob(f"kafka-direct/apache-kafka-{KAFKA_VERSION}.replaced-*"))) == 1
+
+
+def test_a_cache_others_may_write_to_is_refused(monkeypatch, tmp_path):
+    monkeypatch.delenv("KAFKA_HOME", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(jars_module, "_with_maven", fake_maven)
+    monkeypatch.setattr(jars_module, "close_cache", lambda directory: None)
+    (tmp_path / "kafka-direct").mkdir()
+    (tmp_path / "kafka-direct").chmod(0o777)
+    with pytest.raises(ConfigurationError, match="others may write to it"):
+        kafka_jars()
+
+
+@pytest.mark.services  # the resolver is a process of its own
+def test_a_stalled_resolver_is_killed_at_its_deadline(monkeypatch, tmp_path):
+    monkeypatch.setattr(jars_module, "_RESOLVE_TIMEOUT", 1.0)
+    start = time.monotonic()
+    ok, said = jars_module._run(["sleep", "30"], tmp_path, "a stalled resolver")
+    assert not ok and "did not finish within 1 s" in said
+    assert time.monotonic() - start < 10
 
 
 def test_no_way_to_the_jars_is_one_error_naming_the_three(monkeypatch, tmp_path):
@@ -113,7 +155,7 @@ def test_pysparks_ivy_resolves_them_honouring_spark_jars_repositories(monkeypatc
     assert {f"kafka_2.13-{KAFKA_VERSION}.jar", f"kafka-server-{KAFKA_VERSION}.jar",
             f"kafka-tools-{KAFKA_VERSION}.jar"} <= names
     assert (tmp_path / "ivy" / "cache").is_dir()  # spark.jars.ivy was honoured
-    assert jars_module._complete(folder)
+    assert jars_module._complete(folder, KAFKA_VERSION)
 
 
 FIRST_RUN = """
@@ -136,7 +178,7 @@ def test_two_first_runs_at_once_share_one_download(tmp_path):
     assert len(folders) == 1
     resolved = sum("resolving Apache Kafka" in err for _, err in outputs)
     assert resolved == 1, outputs  # the second waited, then used the first one's
-    assert jars_module._complete(Path(folders.pop()))
+    assert jars_module._complete(Path(folders.pop()), KAFKA_VERSION)
     assert not list(tmp_path.glob("kafka-direct/*.partial-*"))
 
 
