@@ -24,9 +24,9 @@ class Retrier:
     """Runs a driver-side Kafka question up to ``maxRetries + 1`` times.
 
     Our own errors (a ``KafkaDirectError``: a decision, not a glitch) are never retried.
-    Answers Kafka gives while a partition's leadership moves (a broker failed or was fenced,
-    an election ran: "not leader", "leader not available", "leader high watermark not caught
-    up", a fenced or unknown leader epoch) are waited out for up to ``leadershipTimeoutMs``
+    Answers a partition's leader gives while its leadership moves (a broker failed or was
+    fenced, an election ran: "not leader", "leader high watermark not caught up", a fenced
+    or unknown leader epoch) are waited out for up to ``leadershipTimeoutMs``
     whatever ``maxRetries`` says, as the Java consumer waits them out until its
     ``default.api.timeout.ms`` (60 s): a broker's failure is a pause, not a stop.
 
@@ -112,9 +112,11 @@ def _leadership_moving(error: Exception) -> bool:
 
     from kafka_direct.client.offset_answers import UnansweredError
 
-    moving = {KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION,
-              KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.FENCED_LEADER_EPOCH,
-              KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.REPLICA_NOT_AVAILABLE}
+    # Answers only a live partition's leader gives. Not LEADER_NOT_AVAILABLE: librdkafka
+    # answers it from its metadata cache for a topic being deleted too, where waiting would
+    # only hold up the finding that the topic is gone.
+    moving = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.OFFSET_NOT_AVAILABLE,
+              KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH}
     if isinstance(error, UnansweredError):
         return error.code in moving
     if isinstance(error, KafkaException) and error.args:
