@@ -280,10 +280,13 @@ class ColumnarDataConsumer(KafkaDataConsumer):
     def _seek(self, offset: int) -> None:
         self._consumer.seek(offset, _SEEK_TIMEOUT_MS)
 
-    def _seek_refused(self, error: Exception) -> bool:
+    def _seek_code(self, error: Exception) -> int | None:
         from kafka_direct.client import _columnar  # type: ignore[attr-defined]
 
-        return isinstance(error, _columnar.NativeError)
+        if isinstance(error, _columnar.NativeError) and error.args and isinstance(
+                error.args[0], int):
+            return int(error.args[0])
+        return None
 
     def _watermarks(self, timeout: float = 10.0) -> tuple[int, int]:
         low, high = self._consumer.watermarks(int(timeout * 1000))

@@ -38,6 +38,11 @@ __all__ = ["ConsumerCache", "KafkaDataConsumer", "consumer_cache"]
 
 logger = logging.getLogger(__name__)
 
+#: librdkafka's refusals of a seek that a new assignment answers: the partition's fetch
+#: state was reset (ERR__STATE), it is not known yet (ERR__UNKNOWN_PARTITION), the seek
+#: timed out waiting for the fetcher (ERR__TIMED_OUT).
+_SEEK_REFUSALS = frozenset({-172, -190, -185})
+
 ConsumerFactory = Callable[[dict[str, Any]], Any]
 
 #: How long one ``consume`` call may wait before the loop checks the consumer position.
@@ -111,24 +116,33 @@ class KafkaDataConsumer:
             self._resume()
             self._paused = False
             try:
-                self._seek(fromOffset)
-            except Exception as error:
-                if not self._seek_refused(error):
-                    raise
-                # librdkafka refuses to seek a partition whose fetch state it has reset
-                # (ERR__STATE, "Erroneous state": its topic was deleted or re-created while
-                # the consumer idled). A new assignment starts the fetch at the offset, and
-                # the read decides as always (data lost, log end below the range...).
-                logger.info("seeking %s-%d to %d was refused (%s); assigning it again",
-                            self.topic, self.partition, fromOffset, error)
-                self._assign(fromOffset)
+                try:
+                    self._seek(fromOffset)
+                except Exception as error:
+                    if self._seek_code(error) not in _SEEK_REFUSALS:
+                        raise
+                    # librdkafka refuses to seek a partition whose fetch state it has reset
+                    # (ERR__STATE, "Erroneous state": its topic was deleted or re-created
+                    # while the consumer idled). A new assignment starts the fetch at the
+                    # offset, and the read decides as always (data lost, log end below...).
+                    logger.info("seeking %s-%d to %d was refused (%s); assigning it again",
+                                self.topic, self.partition, fromOffset, error)
+                    self._assign(fromOffset)
+            except BaseException:
+                # Where the consumer stands is unknown now: the next range assigns afresh
+                # instead of trusting a position it may not have.
+                self._next = None
+                raise
         self._paused = False
 
-    def _seek_refused(self, error: Exception) -> bool:
-        """Whether ``error`` is the client refusing a seek (not a fault of ours)."""
+    def _seek_code(self, error: Exception) -> int | None:
+        """The librdkafka error code of a failed seek (None: not the client's refusal)."""
         from confluent_kafka import KafkaException
 
-        return isinstance(error, KafkaException)
+        if isinstance(error, KafkaException) and error.args:
+            code = getattr(error.args[0], "code", None)
+            return code() if callable(code) else None
+        return None
 
     def _finish(self, untilOffset: int) -> None:
         """After a range: pause the partition, ready to resume at ``untilOffset``."""

@@ -68,26 +68,32 @@ class Retrier:
         """
         attempts = self.maxRetries + 1
         attempt = 1
+        asked = 0  # every call, leadership waits included
         settling: float | None = None  # when leadership was first seen moving
         while True:
             try:
+                asked += 1
                 return action()
             except KafkaDirectError:
                 raise
             except Exception as error:
                 if _leadership_moving(error):
                     now = self.clock()
-                    settling = now if settling is None else settling
-                    if now - settling < self.leadershipTimeoutMs / 1000.0:
-                        logger.info("%s: leadership is moving, asking again in %d ms: %s",
-                                    what, max(self.backoffMs, 100), error)
-                        self.sleep(max(self.backoffMs, 100) / 1000.0)
+                    pause = max(self.backoffMs, 100) / 1000.0
+                    if settling is None:
+                        settling = now
+                        logger.info("%s: a partition's leadership is moving; asking again "
+                                    "until it settles (up to %d ms): %s", what,
+                                    self.leadershipTimeoutMs, redact_text(str(error)))
+                    left = self.leadershipTimeoutMs / 1000.0 - (now - settling)
+                    if left > 0:
+                        self.sleep(min(pause, left))
                         continue
                     raise KafkaUnavailableError(
                         f"{what} failed: a partition's leadership did not settle within "
-                        f"{self.leadershipTimeoutMs} ms, last with: {error}. Is Kafka at "
-                        f"{self.servers} up and its brokers in sync?",
-                        attempts=attempt) from error
+                        f"{self.leadershipTimeoutMs} ms ({asked} attempts), last with: "
+                        f"{redact_text(str(error))}. Is Kafka at {self.servers} up and its "
+                        "brokers in sync?", attempts=asked) from error
                 if _invalid_argument(error):
                     # librdkafka refused the question or the configuration: asking again
                     # gets the same answer, and Kafka being down is not why.

@@ -222,3 +222,21 @@ def test_read_range_builds_records_and_discards_a_consumer_left_mid_range():
     next(partial)
     partial.close()  # like take(1)
     assert len(cache) == 0 and made[0].closed
+
+
+def test_a_consumer_whose_restart_failed_assigns_afresh_on_its_next_range():
+    # The seek of a resumed partition failing mid-way leaves librdkafka's position unknown:
+    # a caller that keeps the consumer must not have its next range trust the old one.
+    consumer, fakes = reader(FakeLog(range(30)))
+    assert offsets(consumer, 0, 10) == list(range(10))
+    fake = fakes[0]
+
+    def broken(tp):
+        fake.pointer = 25  # somewhere else, as a half-done client call may leave it
+        raise RuntimeError("the client failed mid-way")
+
+    fake.seek = broken
+    with pytest.raises(RuntimeError, match="failed mid-way"):
+        offsets(consumer, 10, 20)
+    assert offsets(consumer, 10, 20) == list(range(10, 20))
+    assert fake.assigns == [0, 10]

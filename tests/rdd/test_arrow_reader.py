@@ -356,3 +356,4 @@ def test_a_seek_librdkafka_refuses_assigns_the_partition_again(reader):
     assert offsets(read_partition(OffsetRange("t", 0, 4, 10), settings(), cache=cache)) == [
         4, 5, 6, 7, 8, 9]
     assert fakes[0].assigns == [0, 4]
+
