@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -22,6 +23,9 @@ from kafka_direct.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafka_direct.redaction import redact_text
+
+#: How long a created topic may take to show in metadata.
+_CREATED_TIMEOUT_S = 30.0
 
 __all__ = ["LEGAL_TOPIC", "KafkaCluster", "check_topic_name"]
 
@@ -142,6 +146,20 @@ class KafkaCluster:
                 future.result(30)
             except KafkaException as error:
                 raise self._fail(f"creating topic {name!r}", error) from error
+        # Kafka answers CreateTopics before every broker's metadata shows the topic: what
+        # comes next (starting offsets checked against partition counts, the stream's first
+        # listing) must see it whole.
+        deadline = time.monotonic() + _CREATED_TIMEOUT_S
+        while True:
+            counts = self.topics()
+            if all(counts.get(name, 0) >= partitions for name in wanted):
+                break
+            if time.monotonic() > deadline:
+                raise KafkaUnavailableError(
+                    f"topics {wanted} were created on {self.bootstrap_servers} but its "
+                    f"metadata did not show them within {_CREATED_TIMEOUT_S:.0f} s",
+                    attempts=1)
+            time.sleep(0.05)
         logger.info("created topics %s with %d partitions", wanted, partitions)
         return wanted
 
