@@ -64,8 +64,9 @@ COMPACTING = {"cleanup.policy": "compact", "segment.ms": "100",
 def retaining(milliseconds: int) -> dict[str, str]:
     """Topic settings under which retention deletes records older than ``milliseconds``.
 
-    Segments roll every 100 ms (retention deletes whole segments only, never the active one);
-    the broker checks every ``log.retention.check.interval.ms`` (a second on the embedded one).
+    Retention goes by the records' timestamps and deletes whole segments, rolled every 100 ms
+    here; an active segment whose records have all expired is rolled and deleted too. The
+    broker checks every ``log.retention.check.interval.ms`` (a second on the embedded one).
     """
     return {"retention.ms": str(milliseconds), "segment.ms": "100",
             "file.delete.delay.ms": "0"}

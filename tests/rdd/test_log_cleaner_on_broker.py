@@ -14,7 +14,7 @@ from confluent_kafka import Producer
 from kafka_direct import DataLossError, KafkaUtils, OffsetRange
 from kafka_direct.task_errors import carried_error
 from kafka_direct.testing import EmbeddedKafka
-from kafka_direct.testing.kafka import COMPACTING, retaining
+from kafka_direct.testing.kafka import ANY_TIMESTAMP, COMPACTING, retaining
 from kafka_direct.testing.process import wait_for
 
 
@@ -25,14 +25,14 @@ def broker(kafka):
     return kafka
 
 
-def produce_rounds(kafka, topic, rounds, per_round, pause=0.15, prefix="k"):
+def produce_rounds(kafka, topic, rounds, per_round, pause=0.15, prefix="k", timestamp=0):
     """``rounds`` batches of keys k0..k9, a pause between them so that segments roll."""
     producer = Producer(kafka.params(**{"linger.ms": 0}))
     produced = []
     for round_ in range(rounds):
         for i in range(per_round):
             key, value = f"{prefix}{i % 10}".encode(), f"{round_}:{i}".encode()
-            producer.produce(topic, key=key, value=value, partition=0)
+            producer.produce(topic, key=key, value=value, partition=0, timestamp=timestamp)
             produced.append((key, value))
         assert producer.flush(30) == 0
         time.sleep(pause)
@@ -69,10 +69,13 @@ def test_a_range_read_while_the_log_cleaner_compacts_it(broker, kafka_topic, spa
 
 def test_retention_deleting_segments_under_a_slow_reader_is_data_loss(broker, kafka_topic,
                                                                       spark, params):
-    topic = kafka_topic(config=retaining(1000))
+    topic = kafka_topic(config={**retaining(1000), **ANY_TIMESTAMP})
     produce_rounds(broker, topic, rounds=5, per_round=20)  # old segments, rolled
-    # The newest records open the active segment, which retention never deletes.
-    produce_rounds(broker, topic, rounds=1, per_round=20, pause=0, prefix="new")
+    # The newest records are stamped an hour ahead: retention, which goes by the records'
+    # timestamps, keeps them whatever the test's pace (an expired active segment goes too).
+    ahead = int(time.time() * 1000) + 3_600_000
+    produce_rounds(broker, topic, rounds=1, per_round=20, pause=0, prefix="new",
+                   timestamp=ahead)
     (_, high), = broker.end_offsets(topic, [0]).values()
     planned = OffsetRange(topic, 0, 0, high)
     strict = KafkaUtils.createRDD(spark, params, [planned])
@@ -80,7 +83,7 @@ def test_retention_deleting_segments_under_a_slow_reader_is_data_loss(broker, ka
     # The reader is slow: retention deletes the oldest segments before it reads.
     assert wait_for(lambda: broker.end_offsets(topic, [0])[0][0] > 0, 60), "nothing deleted"
     (low, _), = broker.end_offsets(topic, [0]).values()
-    assert low <= 100  # the active segment stayed
+    assert low <= 100  # the newest records stayed
     with pytest.raises(Exception) as raised:
         strict.collect()
     error = carried_error(raised.value)
