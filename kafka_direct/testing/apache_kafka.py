@@ -7,11 +7,7 @@ parent-death signal, so a killed test run leaves none behind. The JVM is sized f
 (a small heap, the serial collector, the first JIT tier): a node starts in a few seconds and
 a suite can afford several.
 
-Storage is formatted as ``kafka-storage format`` does, without a JVM per node: the bootstrap
-snapshot (the metadata features of the release, the same for every node) is made once per
-release and cached, and each node's ``meta.properties`` (cluster id, node id, directory id)
-is written here. The quorum is static (``controller.quorum.voters``), so the snapshot holds
-no node's identity.
+Storage is formatted by :mod:`kafka_direct.testing.kafka_storage`, without a JVM per node.
 
 The cluster (``brokers=3``) has replication factor 3, ``min.insync.replicas=2`` and unclean
 leader election off, as production clusters do; its fault helpers act on the real processes:
@@ -22,38 +18,27 @@ leader election off, as production clusters do; its fault helpers act on the rea
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import functools
-import hashlib
 import logging
-import os
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
-import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from kafka_direct.errors import ServiceError
-from kafka_direct.testing.kafka import KafkaService, all_stopped
+from kafka_direct.testing.kafka import KafkaService
 from kafka_direct.testing.kafka_jars import kafka_jars
+from kafka_direct.testing.kafka_storage import JVM_OPTIONS, format_log_dir, java, random_id
 from kafka_direct.testing.process import LocalService, ServiceProcess, free_port, log_tail
-from kafka_direct.testing.spark_home import cache_directory, close_cache, closed
 
-__all__ = ["ApacheKafka", "KafkaNode", "bootstrap_snapshot"]
+__all__ = ["ApacheKafka", "KafkaNode"]
 
 logger = logging.getLogger(__name__)
 
 _STARTED = b"Kafka Server started"
-_CHECKPOINT = "00000000000000000000-0000000000.checkpoint"
-
-#: JVM options for a test broker: quick to start, small, and it dies on running out of heap.
-_JVM_OPTIONS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:+ExitOnOutOfMemoryError",
-                "-Djava.awt.headless=true", "-Dsun.net.inetaddr.ttl=5")
 
 _LOG4J = """\
 status = error
@@ -68,68 +53,6 @@ logger.server.level = INFO
 logger.cleaner.name = kafka.log.LogCleaner
 logger.cleaner.level = INFO
 """
-
-
-def _java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
-    if not java or not os.access(java, os.X_OK):
-        raise ServiceError("Apache Kafka needs Java 17 or newer: no java on PATH or in "
-                           "JAVA_HOME", service="kafka", log_tail="")
-    return java
-
-
-def _random_id() -> str:
-    """A Kafka ``Uuid`` in its base64 form (never one of the reserved low values)."""
-    raw = bytearray(uuid.uuid4().bytes)
-    raw[0] |= 0x40
-    return base64.urlsafe_b64encode(bytes(raw)).rstrip(b"=").decode()
-
-
-@functools.cache
-def bootstrap_snapshot(jars: Path) -> bytes:
-    """The bootstrap snapshot ``kafka-storage format`` writes for this release (cached)."""
-    digest = hashlib.sha256(str(jars.resolve()).encode()).hexdigest()[:16]
-    versions = [*sorted(p.name for p in jars.glob("kafka-server-*.jar")), digest]
-    name = hashlib.sha256("/".join(versions).encode()).hexdigest()[:24]
-    cache = cache_directory() / "apache-kafka-bootstrap"
-    cached = cache / f"{name}.checkpoint"
-    # Trusted only in a folder of the user's own that nobody else may write to (the
-    # snapshot is the first thing every node reads), as the jars' cache is.
-    usable = cache.is_absolute()
-    with contextlib.suppress(OSError):
-        if usable and closed(cache.parent, directory=True) and closed(
-                cache, directory=True) and closed(cached):
-            return cached.read_bytes()
-    with tempfile.TemporaryDirectory(prefix="kafka-direct-format-") as work:
-        properties = Path(work) / "format.properties"
-        properties.write_text(
-            "process.roles=broker,controller\nnode.id=1\n"
-            "controller.quorum.voters=1@127.0.0.1:9093\ncontroller.listener.names=CONTROLLER\n"
-            "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093\n"
-            f"log.dirs={work}/data\n")
-        argv = [_java(), *_JVM_OPTIONS, "-cp", f"{jars}/*", "kafka.tools.StorageTool",
-                "format", "--cluster-id", _random_id(), "--config", str(properties)]
-        done = subprocess.run(argv, capture_output=True, timeout=120, check=False)
-        snapshot = Path(work) / "data" / "__cluster_metadata-0" / _CHECKPOINT
-        if done.returncode != 0 or not snapshot.is_file():
-            output = (done.stdout + done.stderr).decode(errors="replace")[-2000:]
-            raise ServiceError(f"formatting Apache Kafka's storage failed (exit code "
-                               f"{done.returncode}):\n{output}", service="kafka",
-                               log_tail=output)
-        data = snapshot.read_bytes()
-    if usable:
-        with contextlib.suppress(OSError):
-            close_cache(cache.parent)
-            cache.mkdir(mode=0o755, exist_ok=True)
-            if closed(cache.parent, directory=True) and closed(cache, directory=True):
-                partial = cache / f".{name}.{os.getpid()}.{time.monotonic_ns()}"
-                fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
-                             0o644)
-                with open(fd, "wb") as out:
-                    out.write(data)
-                partial.rename(cached)
-    return data
 
 
 class KafkaNode(LocalService):
@@ -175,27 +98,16 @@ class KafkaNode(LocalService):
         """Whether its process runs (paused counts as running)."""
         return self._process is not None and self._process.alive()
 
-    def _format(self, cluster_id: str) -> None:
-        data = self.directory / "data"
-        if (data / "meta.properties").exists():
-            return
-        metadata = data / "__cluster_metadata-0"
-        metadata.mkdir(parents=True, exist_ok=True)
-        (metadata / _CHECKPOINT).write_bytes(bootstrap_snapshot(self.jars))
-        (data / "meta.properties").write_text(
-            f"version=1\ncluster.id={cluster_id}\nnode.id={self.node_id}\n"
-            f"directory.id={_random_id()}\n")
-
     def launch(self, cluster_id: str) -> None:
         """Start the process (formatting its storage the first time); :meth:`await_started`."""
         if self.alive():
             return
-        self._format(cluster_id)
+        format_log_dir(self.directory / "data", self.jars, cluster_id, self.node_id)
         settings = dict(self.settings, **{"log.dirs": str(self.directory / "data")})
         (self.directory / "server.properties").write_text(
             "".join(f"{key}={value}\n" for key, value in settings.items()))
         (self.directory / "log4j2.properties").write_text(_LOG4J)
-        argv = [_java(), f"-Xmx{self.heap_mb}m", "-Xms64m", *_JVM_OPTIONS,
+        argv = [java(), f"-Xmx{self.heap_mb}m", "-Xms64m", *JVM_OPTIONS,
                 f"-Dlog4j2.configurationFile={self.directory / 'log4j2.properties'}",
                 f"-Dkafka.logs.dir={self.directory}", "-cp", f"{self.jars}/*", "kafka.Kafka",
                 str(self.directory / "server.properties")]
@@ -224,22 +136,6 @@ class KafkaNode(LocalService):
         if self._process is not None:
             self._process.kill()
             self._process = None
-
-    def pause(self, timeout: float = 10.0) -> None:
-        """SIGSTOP; returns once every thread of the JVM has stopped."""
-        pid = self.pid
-        if pid is None:
-            return
-        os.kill(pid, signal.SIGSTOP)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and not all_stopped(pid):
-            time.sleep(0.001)
-
-    def resume(self) -> None:
-        """SIGCONT."""
-        pid = self.pid
-        if pid is not None:
-            os.kill(pid, signal.SIGCONT)
 
     def log_tail(self, lines: int = 40) -> str:
         """The end of its log."""
@@ -281,7 +177,7 @@ class ApacheKafka(KafkaService):
         self._config = dict(config or {})
         self._heap_mb = heap_mb
         self._startup_timeout = startup_timeout
-        self._cluster_id = _random_id()
+        self._cluster_id = random_id()
         # Distinct ports: two free_port() answers may name the same free port.
         taken = {port} if port else set()
         picked: list[int] = []
@@ -532,7 +428,7 @@ class ApacheKafka(KafkaService):
         jars = self.nodes[0].jars
         (self.data_dir / "tools-log4j2.properties").write_text(
             _LOG4J.replace("rootLogger.level = WARN", "rootLogger.level = ERROR"))
-        argv = [_java(), "-Xmx256m", *_JVM_OPTIONS,
+        argv = [java(), "-Xmx256m", *JVM_OPTIONS,
                 f"-Dlog4j2.configurationFile={self.data_dir / 'tools-log4j2.properties'}",
                 "-cp", f"{jars}/*", main_class, *args]
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,

@@ -98,8 +98,8 @@ def prepare() -> str | None:
         ConfigurationError: ``KAFKA_DIRECT_BROKER`` or ``KAFKA_HOME`` is wrong.
         ServiceError: The jars could not be resolved (the message names the three ways).
     """
-    from kafka_direct.testing.apache_kafka import bootstrap_snapshot
     from kafka_direct.testing.kafka_jars import kafka_jars
+    from kafka_direct.testing.kafka_storage import bootstrap_snapshot
 
     if broker_choice() != "apache" or os.environ.get(BOOTSTRAP_ENV):
         return None

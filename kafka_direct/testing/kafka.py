@@ -21,16 +21,14 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
-import signal
 import stat
 import tempfile
-import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError, ServiceError
-from kafka_direct.testing.process import LocalService, ServiceProcess, free_port
+from kafka_direct.testing.process import LocalService, ServiceProcess, all_stopped, free_port
 
 __all__ = [
     "ANY_TIMESTAMP",
@@ -338,37 +336,6 @@ class EmbeddedKafka(LocalService, KafkaService):
         if self._process is not None:
             self._process.kill()
             self._process = None
-
-    def pause(self, timeout: float = 10.0) -> None:
-        """Freeze the broker (SIGSTOP): connections stay open but nothing answers.
-
-        Returns once every thread of the broker has stopped: on a loaded machine a thread
-        that has not been scheduled since the signal could still answer a request sent
-        right after it (seen: a batch planned after the pause read the log end).
-        """
-        self.send_signal(signal.SIGSTOP)
-        process = self._process.process if self._process is not None else None
-        if process is None:
-            return
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and not all_stopped(process.pid):
-            time.sleep(0.001)
-
-    def resume(self) -> None:
-        """Let a paused broker run again (SIGCONT)."""
-        self.send_signal(signal.SIGCONT)
-
-
-def all_stopped(pid: int) -> bool:
-    """Whether every thread of ``pid`` is stopped (or it is gone, or /proc cannot say)."""
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/stat") as status:
-                if status.read().rsplit(")", 1)[1].split()[0] not in ("T", "t", "Z", "X"):
-                    return False
-    except OSError:
-        return True
-    return True
 
 
 class ExternalKafka(KafkaService):

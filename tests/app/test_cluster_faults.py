@@ -369,17 +369,12 @@ def run_chaos(cluster, database, schema, api, tmp_path, seed, rounds, transactio
 
 
 @pytest.fixture
-def own_postgres(tmp_path_factory):
-    import shutil
-    import tempfile
-
-    directory = Path(tempfile.mkdtemp(prefix="kafka-direct-pg-chaos-"))
-    with EmbeddedPostgres(data_dir=directory / "pg") as database:
+def own_postgres(scratch):
+    with EmbeddedPostgres(data_dir=scratch / "pg") as database:
         with database.connect() as connection, connection.cursor() as cursor:
             cursor.execute("CREATE SCHEMA chaos")
         connection.close()
         yield database
-    shutil.rmtree(directory, ignore_errors=True)
 
 
 BROKER_FAULTS = ["kill leader", "pause", "kill follower", "leader move"]
