@@ -11,12 +11,13 @@ from confluent_kafka import Consumer, TopicPartition
 
 from kafka_direct import ConfigurationError, ServiceError
 from kafka_direct.testing import ApacheKafka
-from kafka_direct.testing import kafka_jars as jars_module
+from kafka_direct.testing import maven as jars_module
 from kafka_direct.testing.broker_choice import broker_choice, kafka_service
 from kafka_direct.testing.kafka_jars import KAFKA_VERSION, kafka_jars
 from kafka_direct.testing.process import wait_for
 
 ROOT = Path(__file__).parents[2]
+MARKER = f"kafka_2.13-{KAFKA_VERSION}.jar"
 
 
 def values(cluster, topic, partition):
@@ -62,9 +63,9 @@ def test_kafka_home_serves_the_jars_offline(monkeypatch, tmp_path):
     assert kafka_jars() == tmp_path / "libs"
 
 
-def fake_maven(version, work, jars):
-    """A resolver that 'downloads' the broker's jar and one dependency."""
-    for name in (f"kafka_2.13-{version}.jar", "dependency-1.0.jar"):
+def fake_maven(jar_set, work, jars):
+    """A resolver that 'downloads' the set's marker jar and one dependency."""
+    for name in (jar_set.marker, "dependency-1.0.jar"):
         (jars / name).write_bytes(b"jar " + name.encode())
     return True, "done"
 
@@ -78,22 +79,22 @@ def test_a_cache_entry_is_used_whole_or_not_at_all(monkeypatch, tmp_path):
         entry = kafka_jars()
     finally:
         os.umask(old)
-    assert jars_module._complete(entry, KAFKA_VERSION)
+    assert jars_module._complete(entry, MARKER)
     assert kafka_jars() == entry  # complete: not resolved again
     manifest = entry / "MANIFEST.sha256"
     jar = entry / f"kafka_2.13-{KAFKA_VERSION}.jar"
     extra = entry / "planted.jar"
     extra.write_bytes(b"x")  # the JVM would load it: a jar the manifest does not list
-    assert not jars_module._complete(entry, KAFKA_VERSION)
+    assert not jars_module._complete(entry, MARKER)
     extra.unlink()
     jar.write_bytes(b"jar, cut short or swapped")
-    assert not jars_module._complete(entry, KAFKA_VERSION)
+    assert not jars_module._complete(entry, MARKER)
     jar.unlink()
-    assert not jars_module._complete(entry, KAFKA_VERSION)
+    assert not jars_module._complete(entry, MARKER)
     manifest.write_text("")  # an empty manifest names no broker
-    assert not jars_module._complete(entry, KAFKA_VERSION)
+    assert not jars_module._complete(entry, MARKER)
     # Resolved again: the damaged entry is set aside, not deleted under a running broker.
-    assert jars_module._complete(kafka_jars(), KAFKA_VERSION)
+    assert jars_module._complete(kafka_jars(), MARKER)
     assert len(list(tmp_path.glob(f"kafka-direct/apache-kafka-{KAFKA_VERSION}.replaced-*"))) == 1
 
 
@@ -155,7 +156,7 @@ def test_pysparks_ivy_resolves_them_honouring_spark_jars_repositories(monkeypatc
     assert {f"kafka_2.13-{KAFKA_VERSION}.jar", f"kafka-server-{KAFKA_VERSION}.jar",
             f"kafka-tools-{KAFKA_VERSION}.jar"} <= names
     assert (tmp_path / "ivy" / "cache").is_dir()  # spark.jars.ivy was honoured
-    assert jars_module._complete(folder, KAFKA_VERSION)
+    assert jars_module._complete(folder, MARKER)
 
 
 FIRST_RUN = """
@@ -178,7 +179,7 @@ def test_two_first_runs_at_once_share_one_download(tmp_path):
     assert len(folders) == 1
     resolved = sum("resolving Apache Kafka" in err for _, err in outputs)
     assert resolved == 1, outputs  # the second waited, then used the first one's
-    assert jars_module._complete(Path(folders.pop()), KAFKA_VERSION)
+    assert jars_module._complete(Path(folders.pop()), MARKER)
     assert not list(tmp_path.glob("kafka-direct/*.partial-*"))
 
 
@@ -221,3 +222,50 @@ def test_a_paused_broker_is_fenced_and_comes_back(kafka_cluster):
         kafka_cluster.resume_broker(leader)
     assert wait_for(lambda: len(kafka_cluster.in_sync(topic)[0]) == 3, 60)
     assert kafka_cluster.end_offsets(topic, [0]) == {0: (0, 10)}
+
+
+@pytest.mark.services  # Maven is a process of its own; the artifact is in its local repository
+def test_maven_resolves_a_set_with_its_dependencies_and_unpacks_plugin_archives(
+        monkeypatch, tmp_path):
+    # PySpark's Ivy is out of reach: only Maven can make these entries.
+    import shutil as shell
+
+    if shell.which("mvn") is None:
+        pytest.skip("mvn is not on PATH")
+    monkeypatch.setattr(jars_module, "pyspark_home", lambda: None)
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)  # not the generated project's folder
+    from kafka_direct.testing.jvm_peers import POSTGRES_JDBC_VERSION, postgres_jdbc_driver
+
+    driver = postgres_jdbc_driver()
+    assert driver.name == f"postgresql-{POSTGRES_JDBC_VERSION}.jar" and driver.is_file()
+    assert jars_module._complete(driver.parent, driver.name)
+    # An archive (a Connect plugin) becomes the jars it holds, nothing else.
+    archive = tmp_path / "plugin.tar.gz"
+    import io
+    import tarfile
+
+    with tarfile.open(archive, "w:gz") as packed:
+        for name in ("plugin/connector-1.0.jar", "plugin/README.md", "../escape.jar"):
+            data = b"x" * 10
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            packed.addfile(info, io.BytesIO(data))
+    folder = tmp_path / "unpacked"
+    folder.mkdir()
+    shell.copy(archive, folder / archive.name)
+    jars_module._unpack(folder)
+    assert sorted(path.name for path in folder.iterdir()) == ["connector-1.0.jar", "escape.jar"]
+    assert not (tmp_path / "escape.jar").exists()
+
+
+def test_a_jar_set_is_checked_when_made():
+    from kafka_direct.testing.maven import JarSet
+
+    with pytest.raises(ConfigurationError, match="not a Maven coordinate"):
+        JarSet("x-1", "X", ("org.example:x",), marker="x-1.jar")
+    with pytest.raises(ConfigurationError, match="plain folder name"):
+        JarSet("../x", "X", ("org.example:x:1",), marker="x-1.jar")
+    with pytest.raises(ConfigurationError, match="names no coordinates"):
+        JarSet("x-1", "X", (), marker="x-1.jar")
