@@ -25,9 +25,16 @@ from kafka_direct.errors import ConfigurationError
 from kafka_direct.testing.kafka_jars import KAFKA_VERSION
 from kafka_direct.testing.maven import JarSet, resolve_jars
 
-__all__ = ["DEBEZIUM_VERSION", "POSTGRES_JDBC_VERSION", "SPARK_KAFKA_RELEASES",
-           "debezium_jdbc_sink", "kafka_connect_jars", "postgres_jdbc_driver",
-           "spark_kafka_jars", "spark_jars_option"]
+__all__ = [
+    "DEBEZIUM_VERSION",
+    "POSTGRES_JDBC_VERSION",
+    "SPARK_KAFKA_RELEASES",
+    "debezium_jdbc_sink",
+    "kafka_connect_jars",
+    "postgres_jdbc_driver",
+    "spark_jars_option",
+    "spark_kafka_jars",
+]
 
 #: Debezium's release of its JDBC sink: 3.6.1.Final's jar is not on Maven Central, so the
 #: newest whole one.
