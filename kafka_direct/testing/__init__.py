@@ -9,6 +9,9 @@ Use them as context managers::
 or as pytest fixtures (``kafka``, ``kafka_cluster``, ``postgres``, ``spark``,
 ``spark_connect``, ``connect_session``, ``kafka_topic``, ``pg_schema``), registered by
 the ``kafka_direct`` pytest plugin that installing kafka-direct enables.
+
+:class:`KafkaConnect` runs a Kafka Connect standalone worker beside them, with connector
+plugins such as Debezium's JDBC sink: the benchmarks' JVM peers.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from kafka_direct.testing.kafka import (
     KafkaService,
     TestcontainersKafka,
 )
+from kafka_direct.testing.kafka_connect import KafkaConnect
 from kafka_direct.testing.postgres import (
     EmbeddedPostgres,
     ExternalPostgres,
@@ -37,6 +41,7 @@ __all__ = [
     "EmbeddedPostgres",
     "ExternalKafka",
     "ExternalPostgres",
+    "KafkaConnect",
     "KafkaService",
     "PostgresService",
     "SparkConnectServer",
