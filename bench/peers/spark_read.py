@@ -155,6 +155,10 @@ def main() -> None:
     parser.add_argument("--records", type=int, required=True, help="records in the topic")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--work", default=None, help="scratch folder (checkpoints)")
+    parser.add_argument("--warmup", type=int, default=0,
+                        help="whole reads of the topic before the measured one, in the same "
+                             "session (0: the measured read is the session's first, cold "
+                             "JIT and Python workers)")
     args = parser.parse_args()
     if args.work:
         os.makedirs(args.work, exist_ok=True)
@@ -170,6 +174,7 @@ def main() -> None:
         session_ready = time.time()
         settings.update({"impl": args.impl, "pyspark": spark_support.spark_version(),
                          "session": conf, "jvm_connector": args.impl == "kafka"})
+        settings["warmup_reads"] = args.warmup
         if args.mode == "rdd":
             if args.impl == "kafka":
                 settings["kafka_params"] = spark_support.JVM_CONSUMER_TUNING
@@ -177,16 +182,19 @@ def main() -> None:
                 settings["counted_by"] = "sample(false, 1.0).count()"
             else:
                 settings["counted_by"] = "count()"
+            for _ in range(args.warmup):
+                read_rdd(spark, args, settings)
             read, start, end, more = read_rdd(spark, args, settings)
         else:
             options = source_options(args.impl, args.bootstrap_servers, args.topic)
             settings["options"] = {k: v for k, v in options.items()
                                    if k != "kafka.bootstrap.servers"}
+            measure = read_stream if args.mode == "stream" else read_batch
             if args.mode == "stream":
                 settings["trigger"] = "AvailableNow (one batch)"
-                read, start, end, more = read_stream(spark, args, options)
-            else:
-                read, start, end, more = read_batch(spark, args, options)
+            for _ in range(args.warmup):
+                measure(spark, args, options)
+            read, start, end, more = measure(spark, args, options)
         spark.stop()
     if read != args.records:
         raise SystemExit(f"{contender}: read {read} records, expected {args.records}")
