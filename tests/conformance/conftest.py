@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
-from kafka_direct.testing.spark import driver_java_options
+from kafka_direct.testing.spark import driver_java_options, spark_context
 from kafka_direct.testing.spark_home import compiled_spark_home, only_this_interpreter
 from kafka_direct.testing.warm_daemon import daemon_module
+from tests.conformance.kafka_sql_utils import REFERENCE
 
 _CHILD = "KAFKA_DIRECT_OWN_PROCESS_TEST"
 _ROOT = Path(__file__).resolve().parents[2]
@@ -89,6 +90,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             _run_alone(item)
 
         item.runtest = runtest  # type: ignore[method-assign]
+
+
+if REFERENCE:
+    @pytest.fixture(scope="session")
+    def spark() -> Any:
+        """The reference run's SparkContext (KAFKA_DIRECT_CONFORMANCE_FORMAT=kafka): the
+        plugin's, with Spark's own Kafka connector of PySpark's release on its class path
+        (resolved into the user's cache the first time; Maven Central serves only some
+        releases, kafka_direct.testing.jvm_peers names them). Only under the switch: the
+        default run resolves nothing and keeps the plugin's fixture."""
+        import pyspark
+
+        from kafka_direct.testing.jvm_peers import spark_jars_option
+
+        version = pyspark.__version__
+        jars = spark_jars_option(version, Path(pyspark.__file__).resolve().parent)
+        with spark_context(conf={"spark.jars": jars}) as sc:
+            yield sc
 
 
 @pytest.fixture(scope="session")

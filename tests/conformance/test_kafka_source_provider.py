@@ -31,7 +31,7 @@ Left out:
 import pytest
 
 from kafka_direct.sql.source.options import parse_source_options
-from tests.conformance.kafka_sql_utils import send_messages, stream, values_as_ints
+from tests.conformance.kafka_sql_utils import ours_only, send_messages, stream, values_as_ints
 
 EXPECTED = "1111"
 
@@ -42,6 +42,10 @@ def upper_and_lower(key, value):
     return [{key.upper(): value, **required}, {key.lower(): value, **required}]
 
 
+PARSER_ONLY = ours_only("kafka-direct's option parser (the query test below runs on both)")
+
+
+@PARSER_ONLY
 @pytest.mark.parametrize("key,field", [("kafkaConsumer.pollTimeoutMs", "pollTimeoutMs")])
 def test_batch_mode_options_should_be_handled_as_case_insensitive(key, field):
     """KafkaSourceProviderSuite: "batch mode - options should be handled as
@@ -51,6 +55,7 @@ def test_batch_mode_options_should_be_handled_as_case_insensitive(key, field):
         assert getattr(parsed, field) == int(EXPECTED)
 
 
+@PARSER_ONLY
 @pytest.mark.parametrize("key,field,expected", [
     ("kafkaConsumer.pollTimeoutMs", "pollTimeoutMs", 1111),
     ("maxOffsetsPerTrigger", "maxOffsetsPerTrigger", 1111),
