@@ -267,11 +267,12 @@ def summarise(measurements: list[Measurement], records: int) -> dict[str, Any]:
     """Medians per (contender, dataset, master): rates, CPU per record, spreads."""
     groups: dict[tuple[str, str, str], list[Measurement]] = {}
     for m in measurements:
-        master = str(m.result.get("settings", {}).get("master", ""))
+        master = str(m.result.get("settings", {}).get("master", "")) if m.family == "read" else ""
         groups.setdefault((m.key, m.dataset, master), []).append(m)
     summary = {}
     for (key, dataset, master), runs in groups.items():
-        rows = common.expected_rows(dataset, records) if runs[0].family != "read" else records
+        # Every record is a row written (an upsert of ``updates`` too): rates per record.
+        rows = records
         whole = [rows / m.wall for m in runs]
         timed = [rows / float(m.result["seconds"]) for m in runs if m.result.get("seconds")]
         batch = [rows / float(m.result["batch_seconds"]) for m in runs
@@ -305,11 +306,14 @@ def markdown(summary: dict[str, Any], kills: list[Measurement], header: str) -> 
     out = [header, ""]
     reads = [s for s in summary.values() if s["family"] == "read"]
     if reads:
-        out += ["| read path | master | records/s (median [min-max]) | CPU us/record "
-                "(contender) | broker us/record |", "|---|---|---|---|---|"]
+        out += ["| read path | master | records/s, the read (median [min-max]) | "
+                "records/s, start included | CPU us/record (contender, start included) | "
+                "broker us/record |", "|---|---|---|---|---|---|"]
         for s in sorted(reads, key=lambda s: (s["master"], s["key"])):
             out.append(f"| {s['label']} | {s['master']} | {fmt(s['rate'])}"
-                       f"{spread(s['rates'])} | {s['cpu_us']:.2f} | {s['broker_us']:.2f} |")
+                       f"{spread(s['rates'])} | {fmt(s['whole_rate'])}"
+                       f"{spread(s['whole_rates'])} | {s['cpu_us']:.2f} | "
+                       f"{s['broker_us']:.2f} |")
         out.append("")
     writes = [s for s in summary.values() if s["family"] != "read"]
     if writes:
@@ -352,19 +356,24 @@ def ratios(summary: dict[str, Any]) -> list[str]:
             if a and b:
                 lines.append(f"{what}, {master}: kafka-direct / Spark JVM = {a / b:.2f}x "
                              f"(target >= {target})")
+            a = rate(ours, "raw", master, "whole_rate")
+            b = rate(theirs, "raw", master, "whole_rate")
+            if a and b:
+                lines.append(f"{what}, {master}, start included: {a / b:.2f}x "
+                             f"(target >= {target})")
         a = rate("read-stream-kafka-direct", "raw", master, "batch_rate")
         b = rate("read-stream-kafka", "raw", master, "batch_rate")
         if a and b:
             lines.append(f"source per batch, {master}: {a / b:.2f}x (target >= 1.0)")
     for dataset in ("raw", "typed", "updates"):
         for api in ("dstream", "structured"):
-            ours = rate(f"ours-{api}", dataset)
+            ours = rate(f"ours-{api}", dataset, "")
             if not ours:
                 continue
             for peer, connect_dataset, target in (
                     ("spark-jdbc", dataset, 1.5),
                     ("connect-jdbc", dataset if dataset == "raw" else f"{dataset}-connect", 2.0)):
-                theirs = rate(peer, connect_dataset)
+                theirs = rate(peer, connect_dataset, "")
                 if theirs:
                     lines.append(f"ingest {dataset}, --api {api} / {peer}: "
                                  f"{ours / theirs:.2f}x (target >= {target})")
@@ -464,8 +473,9 @@ def main() -> None:
                   f"{args.rounds} rounds; {os.cpu_count()} cores ({platform.machine()}), load "
                   f"{os.getloadavg()[0]:.1f} at start; Apache Kafka {KAFKA_VERSION}, "
                   f"PostgreSQL {pg_version}, PySpark {pyspark.__version__}, "
-                  f"confluent-kafka {confluent_kafka.version()[0]}, Java "
-                  f"{platform.python_version() and _java_version()}")
+                  f"confluent-kafka {_first(confluent_kafka.version())} (librdkafka "
+                  f"{_first(confluent_kafka.libversion())}), Java "
+                  f"{_java_version()}, Python {platform.python_version()}")
         print(f"produced {len(args.topics)} topics ({time.perf_counter() - start:.0f} s); "
               + header, flush=True)
         pids = (service_pid(kafka), service_pid(pg))
@@ -498,7 +508,7 @@ def main() -> None:
                     for contender in filter(wanted, ingest_contenders([dataset])):
                         m = run_command(args, contender, kafka, pg, pids, round_)
                         measurements.append(m)
-                        rows = common.expected_rows(contender.dataset, args.records)
+                        rows = args.records
                         print(f"round {round_ + 1} {contender.label} [{contender.dataset}]: "
                               f"{rows / float(m.result['seconds']):,.0f} rows/s whole run "
                               f"({m.result['seconds']:.1f} s), CPU {m.cpu * 1e6 / rows:.1f} "
@@ -530,6 +540,11 @@ def main() -> None:
                 f"- {line}" for line in ratios(summary)) + "\n")
         if args.plot:
             plot(summary, args.plot, header)
+
+
+def _first(version: Any) -> str:
+    """A version given as a string or as (string, number)."""
+    return str(version if isinstance(version, str) else version[0])
 
 
 def _java_version() -> str:
