@@ -29,13 +29,17 @@ _DSTREAM_LINE = re.compile(r"records (\d+)\s+scheduling \S+(?: s)?\s+processing 
 _QUERY_LINE = re.compile(r"^batch (\d+): (\d+) records in (\d+) ms", re.MULTILINE)
 
 
+def rate(args) -> int:
+    """Records per second per partition that make a batch of ``--batch-records``."""
+    return max(1, round(args.batch_records / common.PARTITIONS / args.batch_interval))
+
+
 def command(args) -> list[str]:
-    per_partition = max(1, args.batch_records // common.PARTITIONS)
     argv = [sys.executable, "-m", "kafka_direct.app.cli", "ingest",
             "--bootstrap-servers", args.bootstrap_servers, "--dsn", f"env:{args.dsn_env}",
             "--topic", args.topic, "--group", args.table, "--table", args.table,
-            "--api", args.api, "--batch-interval", "1",
-            "--max-rate-per-partition", str(per_partition), "--stop-after-idle", "1",
+            "--api", args.api, "--batch-interval", str(args.batch_interval),
+            "--max-rate-per-partition", str(rate(args)), "--stop-after-idle", "1",
             "--master", args.master, "--state-dir", str(Path(args.work) / "state")]
     if args.dataset != "raw":
         argv += ["--value-format", "json"]
@@ -50,6 +54,9 @@ def main() -> None:
     parser = common.arguments(__doc__.splitlines()[0])
     parser.add_argument("--api", choices=("dstream", "structured"), default="dstream")
     parser.add_argument("--batch-records", type=int, default=200_000)
+    parser.add_argument("--batch-interval", type=float, default=0.5,
+                        help="shorter than a batch takes: batches follow one another with no "
+                             "idle wait, as the peers' AvailableNow batches do")
     args = parser.parse_args()
     import psycopg2
 
@@ -61,23 +68,34 @@ def main() -> None:
     argv = command(args)
     start = time.perf_counter()
     first: list[float] = []
+    caught_up: list[float] = []
     stop_watch = threading.Event()
 
     def watch() -> None:
+        # As the peers are timed: from the start until the table holds the whole topic
+        # (polled), not until the job has noticed an idle batch and shut Spark down.
         watcher = psycopg2.connect(common.dsn(args))
         watcher.autocommit = True
         try:
             while not stop_watch.is_set():
-                if common.table_rows(watcher, args.table, args.dataset, args.records) > 0:
+                rows = common.table_rows(watcher, args.table, args.dataset, args.records)
+                if rows > 0 and not first:
                     first.append(time.perf_counter() - start)
+                if rows >= want and (not kill_at or kills_seen()):
+                    caught_up.append(time.perf_counter() - start)
                     return
-                time.sleep(0.05)
+                time.sleep(0.05 if not first else 0.25)
         finally:
             watcher.close()
 
-    threading.Thread(target=watch, daemon=True).start()
     outputs, kills = [], 0
     kill_at = None if args.kill_at is None else args.kill_at * want
+
+    def kills_seen() -> bool:
+        return kills > 0
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
     while True:
         log = Path(args.work) / f"ingest-{len(outputs)}.out"
         with open(log, "w+") as out:
@@ -107,8 +125,12 @@ def main() -> None:
             sys.stdout.write(outputs[-1][-5000:])
             raise SystemExit(f"kafka-direct ingest failed with exit code {job.returncode}")
         break
-    seconds = time.perf_counter() - start
+    exit_seconds = time.perf_counter() - start
+    watcher.join(5.0)  # the job exited with every row committed: one more poll sees them
     stop_watch.set()
+    if not caught_up:
+        raise SystemExit("the job exited but its table never held the whole topic")
+    seconds = caught_up[0]
     text = "\n".join(outputs)
     if args.api == "dstream":
         batches = [(int(n), float(s)) for n, s in _DSTREAM_LINE.findall(text)]
@@ -116,13 +138,16 @@ def main() -> None:
         batches = [(int(n), int(ms) / 1000) for _, n, ms in _QUERY_LINE.findall(text)]
     loaded = [(n, s) for n, s in batches if n]
     settings = {"api": args.api, "master": args.master, "batch records": args.batch_records,
-                "max-rate-per-partition": max(1, args.batch_records // common.PARTITIONS),
-                "batch interval": "1 s", "value format": "raw" if args.dataset == "raw"
+                "max-rate-per-partition": rate(args),
+                "batch interval": f"{args.batch_interval} s",
+                "timed": "start to the table holding the whole topic (polled)",
+                "value format": "raw" if args.dataset == "raw"
                 else "json", "write": "upsert on key id" if args.mode == "upsert"
                 else "insert", "sink": "transactional (rows and offsets in one transaction)"}
     common.result(f"kafka-direct ingest --api {args.api}", settings, seconds,
                   batch_seconds=sum(s for _, s in loaded), batches=len(loaded),
                   first_commit=first[0] if first else None, kills=kills,
+                  exit_seconds=exit_seconds,
                   tracebacks=text.count("Traceback (most recent call last)"))
 
 
