@@ -80,6 +80,7 @@ class Measurement:
     cpu_postgres: float
     result: dict[str, Any] = field(default_factory=dict)
     check: dict[str, int] = field(default_factory=dict)
+    load: float = 0.0  # the machine's 1-minute load average when the run ended
 
 
 # Runs a contender as its child and reaps everything the contender leaves behind (JVMs,
@@ -175,7 +176,7 @@ def run_command(args: argparse.Namespace, contender: Contender, kafka: Any, pg: 
     return Measurement(contender.key, contender.label, contender.family, contender.dataset,
                        round_, int(result.get("records", records)), wall, cpu,
                        process_cpu(pids[0]) - broker, process_cpu(pids[1]) - postgres,
-                       result, check)
+                       result, check, os.getloadavg()[0])
 
 
 def plain_copy(args: argparse.Namespace, pg: Any, pids: tuple[int, int], dataset: str,
@@ -290,6 +291,12 @@ def summarise(measurements: list[Measurement], records: int) -> dict[str, Any]:
             "cpu_us": statistics.median(m.cpu for m in runs) * per_record,
             "broker_us": statistics.median(m.cpu_broker for m in runs) * per_record,
             "postgres_us": statistics.median(m.cpu_postgres for m in runs) * per_record,
+            # Per core: records per CPU second of every process involved (the contender's,
+            # the broker's, PostgreSQL's), the measure that does not depend on how many
+            # cores the machine lends each of them.
+            "per_cpu_second": statistics.median(
+                records / (m.cpu + m.cpu_broker + m.cpu_postgres) for m in runs),
+            "load": [round(m.load, 1) for m in runs],
             "settings": runs[0].result.get("settings", {}),
             "detail": {k: v for k, v in runs[0].result.items()
                        if k not in ("settings", "contender")},
@@ -317,16 +324,18 @@ def markdown(summary: dict[str, Any], kills: list[Measurement], header: str) -> 
         out.append("")
     writes = [s for s in summary.values() if s["family"] != "read"]
     if writes:
-        out += ["| into PostgreSQL | dataset | whole run rows/s (median [min-max]) | batches "
-                "rows/s | first rows | CPU us/record: contender / broker / PostgreSQL |",
-                "|---|---|---|---|---|---|"]
+        out += ["| into PostgreSQL | dataset | rows/s, start to caught up (median [min-max]) "
+                "| batches rows/s | first rows | CPU us/record: contender / broker / "
+                "PostgreSQL | rows per CPU second (all three) |",
+                "|---|---|---|---|---|---|---|"]
         for s in sorted(writes, key=lambda s: (s["dataset"].split("-")[0], s["family"],
                                                s["key"])):
             first = s["first_commit"]
             out.append(f"| {s['label']} | {s['dataset']} | {fmt(s['rate'])}"
                        f"{spread(s['rates'])} | {fmt(s['batch_rate'])} | "
                        f"{'-' if first != first else f'{first:.1f} s'} | "
-                       f"{s['cpu_us']:.1f} / {s['broker_us']:.1f} / {s['postgres_us']:.1f} |")
+                       f"{s['cpu_us']:.1f} / {s['broker_us']:.1f} / {s['postgres_us']:.1f} | "
+                       f"{fmt(s['per_cpu_second'])} |")
         out.append("")
     if kills:
         out += ["| kill -9 mid-run, then restarted | dataset | rows | duplicates | gaps | "
@@ -377,6 +386,11 @@ def ratios(summary: dict[str, Any]) -> list[str]:
                 if theirs:
                     lines.append(f"ingest {dataset}, --api {api} / {peer}: "
                                  f"{ours / theirs:.2f}x (target >= {target})")
+                a = rate(f"ours-{api}", dataset, "", "per_cpu_second")
+                b = rate(peer, connect_dataset, "", "per_cpu_second")
+                if a and b:
+                    lines.append(f"ingest {dataset}, --api {api} / {peer}, per core (records "
+                                 f"per CPU second of all processes): {a / b:.2f}x")
             copy = rate("copy", dataset, "")
             if copy:
                 lines.append(f"ingest {dataset}, --api {api} / plain COPY: {ours / copy:.2f}x")
