@@ -207,6 +207,20 @@ def table_rows(connection: Any, table: str, dataset: str, records: int) -> int:
             return 0
 
 
+def any_row(connection: Any, table: str) -> bool:
+    """Whether the table exists and shows a committed row (of any write)."""
+    import psycopg2
+
+    quoted = '"' + table.replace('"', '""') + '"'
+    with connection.cursor() as cursor:
+        try:
+            cursor.execute(f"SELECT 1 FROM {quoted} LIMIT 1")
+            return cursor.fetchone() is not None
+        except psycopg2.errors.UndefinedTable:
+            connection.rollback()
+            return False
+
+
 def wait_until(done: Callable[[], bool], timeout: float, every: float = 0.25) -> bool:
     """Poll ``done`` until it holds or ``timeout`` seconds pass."""
     deadline = time.monotonic() + timeout

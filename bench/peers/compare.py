@@ -453,7 +453,7 @@ def main() -> None:
     parts = args.part or ["read", "ingest", "kill"]
     datasets = args.dataset or ["raw", "typed", "updates"]
 
-    from kafka_direct.testing import ApacheKafka, EmbeddedPostgres
+    from kafka_direct.testing import ApacheKafka, EmbeddedPostgres, jvm_archive
     from kafka_direct.testing.jvm_peers import (
         debezium_jdbc_sink,
         kafka_connect_jars,
@@ -462,6 +462,10 @@ def main() -> None:
     )
     from kafka_direct.testing.kafka_jars import KAFKA_VERSION
 
+    # As ./run ingest does: the archive of this Spark's classes, which the ingest job's JVM
+    # maps (KAFKA_DIRECT_JVM_ARCHIVE=off: none).
+    if jvm_archive.wanted(default=True):
+        jvm_archive.build()
     # Every JVM part resolved before anything is timed.
     spark_kafka_jars(spark_version)
     kafka_connect_jars()
