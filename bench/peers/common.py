@@ -29,8 +29,10 @@ The datasets (all on 4 partitions):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -136,9 +138,10 @@ def verify(connection: Any, table: str, dataset: str, records: int) -> dict[str,
         newest = f"id + {3 * quarter}" if updates else "id"
         cursor.execute(
             f"SELECT count(*), count(DISTINCT id), "
-            f"count(*) FILTER (WHERE ts <> {TS0} + {newest}), "
-            f"count(*) FILTER (WHERE name <> 'customer-' || lpad((id % 100000)::text, 6, '0')"
-            f" OR amount <> round((((ts - {TS0}) * 37) % 1000000) / 100.0, 2)) "
+            f"count(*) FILTER (WHERE ts IS DISTINCT FROM {TS0} + {newest}), "
+            f"count(*) FILTER (WHERE name IS DISTINCT FROM 'customer-' || "
+            f"lpad((id % 100000)::text, 6, '0') OR amount IS DISTINCT FROM "
+            f"round((((ts - {TS0}) * 37) % 1000000) / 100.0, 2)) "
             f"FROM {quoted} WHERE id >= 0 AND id < {quarter if updates else records}")
         rows, distinct, stale, wrong = cursor.fetchone()
         cursor.execute(f"SELECT count(*) FROM {quoted}")
@@ -205,6 +208,46 @@ def table_rows(connection: Any, table: str, dataset: str, records: int) -> int:
             # Not created yet, or not yet with its columns (a job may add them later).
             connection.rollback()
             return 0
+
+
+def descendants(root: int) -> set[int]:
+    """``root`` and every process below it (from /proc)."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    text = stat.read()
+            except OSError:
+                continue
+            parents[int(entry)] = int(text[text.rindex(")") + 2:].split()[1])
+    tree, changed = {root}, True
+    while changed:
+        grown = tree | {pid for pid, parent in parents.items() if parent in tree}
+        changed, tree = grown != tree, grown
+    return tree
+
+
+def kill_tree(root: int) -> int:
+    """SIGKILL ``root`` and every process below it, whatever session each is in.
+
+    The tree is frozen first (SIGSTOP, listed again until no new process appears), so that
+    nothing forks or is re-parented between the listing and the kill: a crash of the whole
+    application at one moment, as a machine's loss would be. Returns how many were killed.
+    """
+    tree: set[int] = set()
+    while True:
+        found = descendants(root) - tree
+        if not found:
+            break
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        tree |= found
+    for pid in tree:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return len(tree)
 
 
 def any_row(connection: Any, table: str) -> bool:

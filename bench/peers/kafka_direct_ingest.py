@@ -4,9 +4,10 @@ The real command (``python -m kafka_direct.app.cli ingest``) in a process of its
 user runs it: raw records as bytea (``raw``), a JSON value's fields as typed columns
 (``typed``, inserted), or those columns upserted on the key's ``id`` (``updates``). Batches
 of about ``--batch-records`` through ``--max-rate-per-partition``; the job stops by itself
-after one idle batch. With ``--kill-at`` the job's whole process group (the command, Spark's
-JVM, its Python workers) is killed with SIGKILL once the table holds that fraction of the
-rows, and the same command is run again: it resumes from the offsets in PostgreSQL.
+after one idle batch. With ``--kill-at`` the job's whole process tree (the command, Spark's
+JVM in a session of its own, its Python workers) is frozen and killed with SIGKILL once the
+table holds that fraction of the rows, and the same command is run again: it resumes from
+the offsets in PostgreSQL.
 
 Usage: see ``common.arguments`` and ``--api``, ``--batch-records``.
 """
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -107,20 +107,18 @@ def main() -> None:
                 while job.poll() is None:
                     if kill_at is not None and not kills and common.table_rows(
                             connection, args.table, args.dataset, args.records) >= kill_at:
-                        os.killpg(job.pid, signal.SIGKILL)
+                        # The whole application: Spark's JVM runs in a session of its own.
+                        common.kill_tree(job.pid)
                         job.wait()
                         killed, kills = True, kills + 1
                         break
                     time.sleep(0.1)
             except BaseException:
-                os.killpg(job.pid, signal.SIGKILL)  # never leave the job running
+                common.kill_tree(job.pid)  # never leave the job running
                 raise
             out.seek(0)
             outputs.append(out.read())
         if killed:
-            # What Spark's JVM left (its Python workers) dies with the group; wait for it.
-            group = job.pid
-            common.wait_until(lambda: _group_gone(group), 30)  # noqa: B023
             continue
         if job.returncode != 0:
             sys.stdout.write(outputs[-1][-5000:])
@@ -151,13 +149,6 @@ def main() -> None:
                   exit_seconds=exit_seconds,
                   tracebacks=text.count("Traceback (most recent call last)"))
 
-
-def _group_gone(group: int) -> bool:
-    try:
-        os.killpg(group, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 
 if __name__ == "__main__":

@@ -44,10 +44,8 @@ all records written), ``first_commit`` (seconds from the start to the first row 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -57,6 +55,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import spark_support
 from common import arguments, dsn, expected_rows, jdbc_url, result, table_rows
+from common import kill_tree as kill_pids
 
 STARTED = spark_support.process_started()
 MAX_OFFSETS_PER_TRIGGER = 200_000
@@ -174,34 +173,11 @@ def inner(args) -> None:
     spark.stop()
 
 
-def descendants(root: int) -> set[int]:
-    """``root`` and every process below it (from /proc)."""
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    text = stat.read()
-            except OSError:
-                continue
-            parents[int(entry)] = int(text[text.rindex(")") + 2:].split()[1])
-    tree, changed = {root}, True
-    while changed:
-        grown = tree | {pid for pid, parent in parents.items() if parent in tree}
-        changed, tree = grown != tree, grown
-    return tree
-
-
 def kill_tree(child: subprocess.Popen) -> int:
-    """SIGKILL the child's process tree (and its session's group): how many processes."""
-    tree = descendants(child.pid)
-    for pid in tree:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(child.pid, signal.SIGKILL)
+    """SIGKILL the child's whole process tree: how many processes."""
+    killed = kill_pids(child.pid)
     child.wait()
-    return len(tree)
+    return killed
 
 
 class Run:

@@ -33,6 +33,7 @@ import fcntl
 import hashlib
 import logging
 import os
+import re
 import shutil
 import sys
 import tarfile
@@ -124,7 +125,8 @@ def _complete(entry: Path, marker: str) -> bool:
             listed[name] = int(size)
         if marker not in listed:
             return False
-        if {jar.name for jar in entry.glob("*.jar")} != set(listed):
+        # Every jar a JVM's class path "folder/*" loads: ".JAR" too.
+        if {jar.name for jar in entry.iterdir() if jar.suffix.lower() == ".jar"} != set(listed):
             return False
         return all(closed(entry / name) and (entry / name).stat().st_size == size
                    for name, size in listed.items())
@@ -219,9 +221,10 @@ def spark_defaults() -> dict[str, str]:
             settings = {}
             for line in path.read_text(errors="replace").splitlines():
                 line = line.strip()
-                if line and not line.startswith("#"):
-                    key, _, value = line.replace("\t", " ").partition(" ")
-                    settings[key] = value.strip()
+                if line and line[0] not in "#!":
+                    # A Java properties file: key and value apart by whitespace, = or :.
+                    parts = re.split(r"(\s*[=:]\s*|\s+)", line, maxsplit=1)
+                    settings[parts[0]] = parts[2].strip() if len(parts) == 3 else ""
             return settings
     return {}
 
@@ -309,11 +312,14 @@ def _sweep(entry: Path) -> None:
     running JVM may still read from is kept an hour.
     """
     for left in entry.parent.glob(f"{entry.name}.*"):
+        # Only this entry's leftovers: another set's name may start with this one's.
+        partial = left.name.startswith(f"{entry.name}.partial-")
+        replaced = left.name.startswith(f"{entry.name}.replaced-")
         with contextlib.suppress(OSError):
             info = left.lstat()
-            old = time.time() - info.st_mtime > 3600
+            old = time.time() - info.st_mtime > 3600  # since it was set aside
             if info.st_uid == os.getuid() and left.is_dir() and not left.is_symlink() and (
-                    ".partial-" in left.name or old):
+                    partial or (replaced and old)):
                 shutil.rmtree(left, ignore_errors=True)
 
 
@@ -355,8 +361,10 @@ def _resolve(jars: JarSet, entry: Path) -> None:
         folder.chmod(0o755)
         if entry.exists() or entry.is_symlink():
             # Set aside, not deleted: a JVM started from it may still be loading classes.
-            entry.rename(entry.with_name(f"{entry.name}.replaced-{os.getpid()}-"
-                                         f"{time.monotonic_ns()}"))
+            aside = entry.with_name(f"{entry.name}.replaced-{os.getpid()}-"
+                                    f"{time.monotonic_ns()}")
+            entry.rename(aside)
+            os.utime(aside)  # its hour to be swept counts from now
         folder.rename(entry)
     finally:
         shutil.rmtree(work, ignore_errors=True)

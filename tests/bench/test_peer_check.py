@@ -53,6 +53,9 @@ def test_typed_inserts_and_upserts_are_checked_field_by_field(connection):
         cursor.executemany("INSERT INTO t VALUES (%(id)s, %(name)s, %(amount)s, %(ts)s)",
                            fields)
         assert common.verify(connection, "t", "typed", RECORDS)["duplicates"] == 0
+        cursor.execute("UPDATE t SET name = NULL WHERE id = 20")  # NULL is wrong too
+        assert common.verify(connection, "t", "typed", RECORDS)["wrong"] == 1
+        cursor.execute("UPDATE t SET name = 'customer-000020' WHERE id = 20")
         cursor.execute("INSERT INTO t SELECT * FROM t WHERE id < 3")
         cursor.execute("UPDATE t SET amount = amount + 1 WHERE id = 10")
         cursor.execute("DELETE FROM t WHERE id >= 390")
@@ -77,6 +80,8 @@ def test_typed_inserts_and_upserts_are_checked_field_by_field(connection):
                        older)
         assert common.verify(connection, "u", "updates", RECORDS)["stale"] == 1
         assert common.table_rows(connection, "u", "updates", RECORDS) == RECORDS // 4 - 1
+        cursor.execute("UPDATE u SET ts = NULL WHERE id = 6")
+        assert common.verify(connection, "u", "updates", RECORDS)["stale"] == 2
 
 
 def test_a_table_not_made_yet_counts_no_rows(connection):

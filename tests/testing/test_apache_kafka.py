@@ -269,3 +269,30 @@ def test_a_jar_set_is_checked_when_made():
         JarSet("../x", "X", ("org.example:x:1",), marker="x-1.jar")
     with pytest.raises(ConfigurationError, match="names no coordinates"):
         JarSet("x-1", "X", (), marker="x-1.jar")
+
+
+def test_a_planted_upper_case_jar_and_another_sets_entry_are_told_apart(monkeypatch, tmp_path):
+    monkeypatch.delenv("KAFKA_HOME", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(jars_module, "_with_maven", fake_maven)
+    entry = kafka_jars()
+    (entry / "planted.JAR").write_bytes(b"x")  # a class path "folder/*" loads it too
+    assert not jars_module._complete(entry, MARKER)
+    (entry / "planted.JAR").unlink()
+    # Sweeping this entry's leftovers leaves another set whose name starts with its own.
+    other = entry.with_name(entry.name + ".Final")
+    other.mkdir()
+    partial = entry.with_name(entry.name + ".partial-1")
+    partial.mkdir()
+    jars_module._sweep(entry)
+    assert other.is_dir() and not partial.exists()
+
+
+def test_spark_defaults_are_read_as_java_properties(monkeypatch, tmp_path):
+    (tmp_path / "spark-defaults.conf").write_text(
+        "# comment\nspark.jars.repositories=https://repo.example/maven\n"
+        "spark.jars.ivy : /tmp/ivy\nspark.jars.ivySettings\t/etc/ivy.xml\n! also a comment\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    assert jars_module.spark_defaults() == {
+        "spark.jars.repositories": "https://repo.example/maven", "spark.jars.ivy": "/tmp/ivy",
+        "spark.jars.ivySettings": "/etc/ivy.xml"}
