@@ -7,8 +7,10 @@ JVM (the parent-death signal: a killed test run leaves no worker behind) from th
 ``plugin.path`` folder of its own. Its REST listener is on 127.0.0.1 with a free port.
 
 Connectors are given as dicts of their settings (``name`` among them). Each is written as a
-properties file only its owner may read (a sink's settings hold the database's password)
-and passed on the worker's command line, so a restarted worker runs them again; one added
+properties file only its owner may read and passed on the worker's command line (its
+secrets, such as a sink's database password, in a private file of their own that the
+worker reads through Kafka's ``FileConfigProvider``: its REST API, which any local user
+can ask, shows a reference, never the password), so a restarted worker runs them again; one added
 while the worker runs is also created over REST. A standalone worker keeps source offsets
 in its offsets file, kept across restarts in its data folder; a sink's offsets are its
 consumer group's, committed to Kafka every ``offset.flush.interval.ms``.
@@ -199,6 +201,11 @@ class KafkaConnect(LocalService):
             "plugin.path": str(self.data_dir / "plugins"),
             # Every plugin here ships its ServiceLoader manifests: no scan of its jars.
             "plugin.discovery": "service_load",
+            # Connectors' secrets are read from private files when a task starts: the REST
+            # API (open to every local user) shows the placeholder, never the password.
+            "config.providers": "file",
+            "config.providers.file.class":
+                "org.apache.kafka.common.config.provider.FileConfigProvider",
             "listeners": f"http://127.0.0.1:{self.port}",
             "rest.advertised.host.name": "127.0.0.1",
         }
@@ -235,6 +242,22 @@ class KafkaConnect(LocalService):
     def _connector_file(self, name: str) -> Path:
         return self.data_dir / "connectors" / f"{name}.properties"
 
+    def _published(self, name: str) -> dict[str, str]:
+        """The connector's settings as the worker gets them.
+
+        Each secret becomes a reference to a private file (written here), which the worker
+        resolves when a task starts.
+        """
+        settings = dict(self._connectors[name])
+        secrets = {key: value for key, value in settings.items() if is_secret_key(key)}
+        if not secrets:
+            return settings
+        path = self.data_dir / "connectors" / f"{name}.secrets"
+        _write_private(path, _properties(secrets))
+        for key in secrets:
+            settings[key] = f"${{file:{path}:{key}}}"
+        return settings
+
     def _prepare(self) -> list[str]:
         """Write the worker's files; its command line."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -246,8 +269,8 @@ class KafkaConnect(LocalService):
                                                                target_is_directory=True)
         (self.data_dir / "connectors").mkdir(mode=0o700, exist_ok=True)
         _write_private(self.data_dir / "worker.properties", _properties(self.settings))
-        for name, settings in self._connectors.items():
-            _write_private(self._connector_file(name), _properties(settings))
+        for name in self._connectors:
+            _write_private(self._connector_file(name), _properties(self._published(name)))
         (self.data_dir / "log4j2.properties").write_text(_LOG4J)
         return [java(), f"-Xmx{self.heap_mb}m", "-Xms64m", *self.jvm_options,
                 f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}",
@@ -297,11 +320,11 @@ class KafkaConnect(LocalService):
         """
         name = self._remember(connector)
         if self.alive():
-            config = {key: value for key, value in self._connectors[name].items()
-                      if key != "name"}
+            published = self._published(name)
+            config = {key: value for key, value in published.items() if key != "name"}
             self._request("PUT", f"/connectors/{urllib.parse.quote(name, safe='')}/config",
                           config)
-            _write_private(self._connector_file(name), _properties(self._connectors[name]))
+            _write_private(self._connector_file(name), _properties(published))
         return name
 
     def connector_status(self, name: str) -> ConnectorStatus:

@@ -5,6 +5,7 @@ whole, a worker killed with SIGKILL and started again resumes from its committed
 and a task that fails is reported with its trace and without the database's password.
 """
 
+import json
 import sys
 import uuid
 from pathlib import Path
@@ -147,5 +148,11 @@ def test_debezium_sink_writes_every_dataset_and_resumes_after_kill(kafka, postgr
         assert password not in str(failure.value)
         assert password not in failure.value.log_tail
         assert password not in worker.log_path.read_text(errors="replace")
+        # Nor does the REST API, which every local user may ask, show it.
+        for path in (f"/connectors/{names['bad']}/config", f"/connectors/{names['bad']}",
+                     f"/connectors/{names['raw']}/config"):
+            shown = json.dumps(worker._get(path))
+            real = common.jdbc_url(postgres.dsn)[1]["password"]
+            assert password not in shown and real not in shown, path
     connection.close()
     assert not worker.alive()
