@@ -428,6 +428,7 @@ def plot(summary: dict[str, Any], path: Path, header: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     writes = sorted((s for s in summary.values() if s["family"] != "read" and s["rate"]),
                     key=lambda s: (s["dataset"].split("-")[0], s["family"], s["key"]))
@@ -450,7 +451,7 @@ def plot(summary: dict[str, Any], path: Path, header: str) -> None:
         axis.set_yticks(range(len(group)), labels, fontsize=7)
         axis.invert_yaxis()
         axis.set_title(title, fontsize=10)
-        axis.ticklabel_format(axis="x", style="plain")
+        axis.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value / 1000:,.0f}k"))
     figure.suptitle(header, fontsize=9)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
