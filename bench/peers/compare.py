@@ -144,7 +144,7 @@ def run_command(args: argparse.Namespace, contender: Contender, kafka: Any, pg: 
             "--bootstrap-servers", kafka.bootstrap_servers,
             "--topic", args.topics[contender.dataset], "--records", str(records)]
     if contender.family == "read":
-        argv += [*contender.args, "--master", master]
+        argv += [*contender.args, "--master", master, "--work", work]
     else:
         argv += ["--dsn-env", "BENCH_PG_DSN", "--table", table, "--dataset", contender.dataset,
                  "--mode", contender.mode, "--work", work, "--master", master,
@@ -157,8 +157,16 @@ def run_command(args: argparse.Namespace, contender: Contender, kafka: Any, pg: 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     broker, postgres = process_cpu(pids[0]), process_cpu(pids[1])
     start = time.perf_counter()
-    finished = subprocess.run(argv, env=environment, cwd=work, capture_output=True,
-                              text=True, timeout=args.timeout)
+    process = subprocess.Popen(argv, env=environment, cwd=work, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        common.kill_tree(process.pid)  # the contender and every JVM and worker it started
+        process.communicate()
+        raise SystemExit(f"{contender.label} ({contender.dataset}) did not finish within "
+                         f"{args.timeout:.0f} s") from None
+    finished = subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -271,6 +279,15 @@ def ingest_contenders(datasets: list[str]) -> list[Contender]:
         out.append(Contender("connect-jdbc", "Kafka Connect + Debezium JDBC sink", "connect",
                              "connect_jdbc.py", (), connect_dataset, mode))
     return out
+
+
+def rotated(contenders: list[Contender], round_: int) -> list[Contender]:
+    """The contenders in a round's order: each round starts one further along, so that no
+    contender always runs first, or always right after another."""
+    if not contenders:
+        return contenders
+    shift = round_ % len(contenders)
+    return contenders[shift:] + contenders[:shift]
 
 
 def spread(values: list[float]) -> str:
@@ -539,7 +556,8 @@ def main() -> None:
         for round_ in range(args.rounds):
             if "read" in parts:
                 for master in masters:
-                    for contender in filter(wanted, read_contenders(args.read_warmup)):
+                    for contender in rotated(list(filter(wanted, read_contenders(
+                            args.read_warmup))), round_):
                         m = run_command(args, contender, kafka, pg, pids, round_,
                                         master=master)
                         m.result.setdefault("settings", {})["master"] = master
@@ -555,7 +573,8 @@ def main() -> None:
                         m = measurements[-1]
                         print(f"round {round_ + 1} plain COPY [{dataset}]: "
                               f"{args.records / m.wall:,.0f} rows/s", flush=True)
-                    for contender in filter(wanted, ingest_contenders([dataset])):
+                    for contender in rotated(list(filter(wanted, ingest_contenders(
+                            [dataset]))), round_):
                         m = run_command(args, contender, kafka, pg, pids, round_)
                         measurements.append(m)
                         rows = args.records

@@ -19,7 +19,7 @@ import sysconfig
 from pathlib import Path
 
 from kafka_direct.testing.jvm_peers import SPARK_KAFKA_RELEASES
-from kafka_direct.testing.spark_home import cache_directory
+from kafka_direct.testing.spark_home import cache_directory, close_cache, closed
 
 REEXEC_ENV = "KAFKA_DIRECT_BENCH_PEER_ENV"
 
@@ -38,8 +38,17 @@ def peer_spark_version() -> str:
 
 def peer_python(version: str) -> Path:
     """The interpreter of the environment with PySpark ``version`` (made the first time)."""
-    venv = cache_directory() / f"bench-pyspark-{version}"
+    cache = cache_directory()
+    close_cache(cache)
+    if not closed(cache, directory=True):
+        raise SystemExit(f"the cache directory {cache} is not yours, is a link, or others may "
+                         f"write to it: the benchmark's environment is not made or run there. "
+                         f"Close it (chmod go-w) or set XDG_CACHE_HOME to a folder of your own")
+    venv = cache / f"bench-pyspark-{version}"
     python = venv / "bin" / "python"
+    if venv.exists() and not closed(venv, directory=True):
+        raise SystemExit(f"{venv} is not yours, is a link, or others may write to it: remove "
+                         f"it and run the benchmark again")
     ready = venv / ".ready"
     if not ready.is_file():
         print(f"bench: making an environment with PySpark {version} for the JVM peers "
