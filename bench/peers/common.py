@@ -179,35 +179,28 @@ def dsn(args: argparse.Namespace) -> str:
 
 
 def jdbc_url(libpq: str) -> tuple[str, dict[str, str]]:
-    """A libpq key=value DSN as a JDBC URL and its properties (user, password)."""
-    parts = dict(item.split("=", 1) for item in libpq.split())
-    host, port, name = parts.get("host", "127.0.0.1"), parts.get("port", "5432"), parts.get(
-        "dbname", "postgres")
+    """A libpq DSN (key=value or a URI) as a JDBC URL and its properties (user, password).
+
+    Raises:
+        SystemExit: The DSN names a Unix socket (the JDBC driver speaks TCP only) or is
+            not a libpq DSN.
+    """
+    from psycopg2.extensions import parse_dsn
+
+    try:
+        parts = parse_dsn(libpq)
+    except Exception as error:  # psycopg2.ProgrammingError; its text may quote the DSN
+        raise SystemExit(f"the harness's DSN is not a libpq connection string: "
+                         f"{type(error).__name__}") from None
+    host = parts.get("host", "127.0.0.1")
+    if host.startswith("/"):
+        raise SystemExit("the JDBC peers need PostgreSQL over TCP: give the DSN a host name "
+                         "or address, not a socket folder")
     properties = {"user": parts.get("user", "postgres")}
     if "password" in parts:
         properties["password"] = parts["password"]
-    if host.startswith("/"):  # a Unix socket: the JDBC driver takes TCP only
-        host = "127.0.0.1"
-    return f"jdbc:postgresql://{host}:{port}/{name}", properties
-
-
-def table_rows(connection: Any, table: str, dataset: str, records: int) -> int:
-    """Rows of the table that count toward done (0 while it does not exist yet)."""
-    import psycopg2
-
-    quoted = '"' + table.replace('"', '""') + '"'
-    with connection.cursor() as cursor:
-        try:
-            if dataset.startswith("updates"):
-                cursor.execute(f"SELECT count(*) FROM {quoted} WHERE ts >= "
-                               f"{TS0 + 3 * max(1, records // 4)}")
-            else:
-                cursor.execute(f"SELECT count(*) FROM {quoted}")
-            return int(cursor.fetchone()[0])
-        except (psycopg2.errors.UndefinedTable, psycopg2.errors.UndefinedColumn):
-            # Not created yet, or not yet with its columns (a job may add them later).
-            connection.rollback()
-            return 0
+    return (f"jdbc:postgresql://{host}:{parts.get('port', '5432')}/"
+            f"{parts.get('dbname', 'postgres')}", properties)
 
 
 def descendants(root: int) -> set[int]:
