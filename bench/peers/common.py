@@ -203,6 +203,25 @@ def jdbc_url(libpq: str) -> tuple[str, dict[str, str]]:
             f"{parts.get('dbname', 'postgres')}", properties)
 
 
+def table_rows(connection: Any, table: str, dataset: str, records: int) -> int:
+    """Rows of the table that count toward done (0 while it does not exist yet)."""
+    import psycopg2
+
+    quoted = '"' + table.replace('"', '""') + '"'
+    with connection.cursor() as cursor:
+        try:
+            if dataset.startswith("updates"):
+                cursor.execute(f"SELECT count(*) FROM {quoted} WHERE ts >= "
+                               f"{TS0 + 3 * max(1, records // 4)}")
+            else:
+                cursor.execute(f"SELECT count(*) FROM {quoted}")
+            return int(cursor.fetchone()[0])
+        except (psycopg2.errors.UndefinedTable, psycopg2.errors.UndefinedColumn):
+            # Not created yet, or not yet with its columns (a job may add them later).
+            connection.rollback()
+            return 0
+
+
 def descendants(root: int) -> set[int]:
     """``root`` and every process below it (from /proc)."""
     parents = {}
