@@ -86,6 +86,9 @@ def test_connector_settings_are_written_as_java_properties():
         "a\\ b=x\\=y\\:z\\\\ \\u00e9\nt=HoistField$Value\n")
 
 
+# Slow: the first run resolves Kafka Connect and Debezium's sink from Maven Central (about
+# 130 MB) and starts a third kind of JVM, which only the benchmark and this test use.
+@pytest.mark.slow
 def test_debezium_sink_writes_every_dataset_and_resumes_after_kill(kafka, postgres, names,
                                                                    tmp_path):
     datasets = {"raw": "raw", "typed": "typed-connect", "updates": "updates-connect"}
