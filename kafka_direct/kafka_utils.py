@@ -12,7 +12,7 @@ from kafka_direct.client.params import (
     resolve_callbacks,
     validate_params,
 )
-from kafka_direct.conf_values import parse_bool
+from kafka_direct.conf_values import parse_bool, parse_int
 from kafka_direct.consumer_record import ConsumerRecord
 from kafka_direct.dstream.direct_kafka_input_dstream import DirectKafkaInputDStream
 from kafka_direct.dstream.stream_settings import (
@@ -135,9 +135,10 @@ class KafkaUtils:
         strategy = locationStrategy or LocationStrategies.PreferConsistent()
         if isinstance(strategy, PreferBrokers):
             preferred_locations(strategy, [], [])  # raises the explanation
-        # One rule for the argument and the Spark setting, shared with the stream: > 0.
-        pollTimeoutMs = poll_timeout_ms(
-            _conf(sc, POLL_TIMEOUT_CONF, "120000") if pollTimeoutMs is None else pollTimeoutMs)
+        # One rule for the argument and the Spark setting, shared with the stream: > 0; an
+        # error names the one the user wrote.
+        pollTimeoutMs = (poll_timeout_ms(_conf(sc, POLL_TIMEOUT_CONF, "120000"))
+                         if pollTimeoutMs is None else parse_int("pollTimeoutMs", pollTimeoutMs, 1))
         fixed = executor_params(params)
         # Settings first: a bad argument fails before any broker is asked anything.
         settings = ReadSettings(

@@ -105,8 +105,10 @@ CASES = [
     (rdd(params={**PARAMS, "fetch.wait.max.ms": "soon"}), ConfigurationError, '"fetch.wait.max.ms"'),
     (direct({**PARAMS, "no.such.property": 1}), ConfigurationError, "see librdkafka's CONFIGURATION.md"),
     # createRDD agrees with the stream
-    (rdd(pollTimeoutMs=0), ConfigurationError, "consumer.poll.ms must be an integer >= 1, got 0"),
-    (rdd(pollTimeoutMs=-5), ConfigurationError, "consumer.poll.ms must be an integer >= 1"),
+    # createRDD's argument is named as the user wrote it, not as the Spark setting it overrides
+    (rdd(pollTimeoutMs=0), ConfigurationError, "pollTimeoutMs must be an integer >= 1, got 0"),
+    (rdd(pollTimeoutMs=-5), ConfigurationError, "pollTimeoutMs must be an integer >= 1"),
+    (rdd(pollTimeoutMs="soon"), ConfigurationError, "pollTimeoutMs must be an integer >= 1"),
     (rdd(conf={K + "consumer.poll.ms": "0"}), ConfigurationError, "consumer.poll.ms must be an integer >= 1"),
     (rdd(failOnDataLoss="no"), ConfigurationError, "failOnDataLoss must be true or false"),
     (rdd(keyDeserializer="utf-8"), ConfigurationError, "keyDeserializer must be a function (bytes -> key)"),
