@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar
 
+from kafka_direct.conf_values import parse_int
 from kafka_direct.errors import CheckpointError, ConfigurationError, StreamingStateError
 from kafka_direct.streaming.callables import with_time
 from kafka_direct.streaming.checkpoint import Checkpoint, CheckpointReader
@@ -83,7 +84,12 @@ class StreamingContext:
         self._stopLock = threading.Lock()
         self._stopBegun = False
         self._signals = StopSignals(self._stopOnSignal, lambda: self._stopBegun)
-        retained = int(self.conf("spark.streaming.ui.retainedBatches", "1000"))
+        # The statistics page's settings, refused here by name (not later as a bare
+        # ValueError at start).
+        retained = parse_int("spark.streaming.ui.retainedBatches",
+                             self.conf("spark.streaming.ui.retainedBatches", "1000"), 1)
+        self._uiPort = parse_int("spark.streaming.ui.port",
+                                 self.conf("spark.streaming.ui.port", "4050"), 0, 65535)
         self.progressListener = StreamingJobProgressListener(retained)
         #: The input streams' figures, as the engine last published them (for the UI).
         self.inputStatus = InputStatusBoard()
@@ -230,7 +236,7 @@ class StreamingContext:
         from kafka_direct.streaming.ui.server import StreamingUI
 
         host = self.conf("spark.streaming.ui.host", "127.0.0.1")
-        port = int(self.conf("spark.streaming.ui.port", "4050"))
+        port = self._uiPort
         try:
             self._ui = StreamingUI(self, self.progressListener, host, port)
         except OSError as error:
