@@ -16,7 +16,6 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar
 
-from kafka_direct.conf_values import parse_int
 from kafka_direct.errors import CheckpointError, ConfigurationError, StreamingStateError
 from kafka_direct.streaming.callables import with_time
 from kafka_direct.streaming.checkpoint import Checkpoint, CheckpointReader
@@ -86,10 +85,8 @@ class StreamingContext:
         self._signals = StopSignals(self._stopOnSignal, lambda: self._stopBegun)
         # The statistics page's settings, refused here by name (not later as a bare
         # ValueError at start).
-        retained = parse_int("spark.streaming.ui.retainedBatches",
-                             self.conf("spark.streaming.ui.retainedBatches", "1000"), 1)
-        self._uiPort = parse_int("spark.streaming.ui.port",
-                                 self.conf("spark.streaming.ui.port", "4050"), 0, 65535)
+        retained = self._intSetting("spark.streaming.ui.retainedBatches", "1000", 1, 2**31 - 1)
+        self._uiPort = self._intSetting("spark.streaming.ui.port", "4050", 0, 65535)
         self.progressListener = StreamingJobProgressListener(retained)
         #: The input streams' figures, as the engine last published them (for the UI).
         self.inputStatus = InputStatusBoard()
@@ -107,6 +104,24 @@ class StreamingContext:
     def conf(self, key: str, default: str) -> str:
         """A Spark setting of the context's SparkContext."""
         return str(self._conf.get(key, default))
+
+    def _intSetting(self, key: str, default: str, minimum: int, maximum: int) -> int:
+        """A whole-number Spark setting in ``[minimum, maximum]``.
+
+        Raises:
+            ConfigurationError: It is not one; the message names the setting.
+        """
+        raw = self.conf(key, default).strip()
+        try:
+            value = int(raw)
+        except ValueError:
+            value = None
+        if value is None or not minimum <= value <= maximum:
+            bound = (f"an integer >= {minimum}" if value is None or value < minimum
+                     else f"an integer <= {maximum}")
+            raise ConfigurationError(f"{key} must be {bound}, got {raw!r}; set it to a whole "
+                                     f"number from {minimum} to {maximum}")
+        return value
 
     @property
     def batchDuration(self) -> int:
