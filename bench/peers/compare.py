@@ -49,6 +49,7 @@ sys.path[:0] = [str(HERE), str(ROOT / "bench"), str(ROOT)]
 
 import common  # noqa: E402
 from environment import reexec_in_peer_environment  # noqa: E402
+from ingest_job import WRAPPER  # noqa: E402  (the subreaper that counts a run's CPU)
 
 
 @dataclass(frozen=True)
@@ -81,21 +82,6 @@ class Measurement:
     result: dict[str, Any] = field(default_factory=dict)
     check: dict[str, int] = field(default_factory=dict)
     load: float = 0.0  # the machine's 1-minute load average when the run ended
-
-
-# Runs a contender as its child and reaps everything the contender leaves behind (JVMs,
-# Python workers re-parented here as orphans), so that their CPU reaches RUSAGE_CHILDREN.
-WRAPPER = """
-import ctypes, subprocess, sys, os
-ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-code = subprocess.call(sys.argv[1:])
-while True:
-    try:
-        os.wait()
-    except ChildProcessError:
-        break
-sys.exit(code)
-"""
 
 
 def process_cpu(pid: int) -> float:

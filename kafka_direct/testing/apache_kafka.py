@@ -88,16 +88,6 @@ class KafkaNode(LocalService):
         """``127.0.0.1:<port>`` of its client listener."""
         return f"127.0.0.1:{self.port}"
 
-    @property
-    def pid(self) -> int | None:
-        """Its process id while it runs."""
-        process = self._process.process if self._process is not None else None
-        return process.pid if process is not None and process.poll() is None else None
-
-    def alive(self) -> bool:
-        """Whether its process runs (paused counts as running)."""
-        return self._process is not None and self._process.alive()
-
     def launch(self, cluster_id: str) -> None:
         """Start the process (formatting its storage the first time); :meth:`await_started`."""
         if self.alive():

@@ -218,16 +218,6 @@ class KafkaConnect(LocalService):
         """The worker's log file."""
         return self.data_dir / "connect.log"
 
-    @property
-    def pid(self) -> int | None:
-        """The worker JVM's process id while it runs."""
-        process = self._process.process if self._process is not None else None
-        return process.pid if process is not None and process.poll() is None else None
-
-    def alive(self) -> bool:
-        """Whether the worker runs."""
-        return self._process is not None and self._process.alive()
-
     def _remember(self, connector: Mapping[str, str]) -> str:
         settings = {str(key): str(value) for key, value in connector.items()}
         name = settings.get("name", "")

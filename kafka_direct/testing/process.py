@@ -290,6 +290,16 @@ class LocalService:
         """Start the service."""
         raise NotImplementedError
 
+    @property
+    def pid(self) -> int | None:
+        """The service's process id while it runs."""
+        process = self._process.process if self._process is not None else None
+        return process.pid if process is not None and process.poll() is None else None
+
+    def alive(self) -> bool:
+        """Whether the service's process runs (paused counts as running)."""
+        return self._process is not None and self._process.alive()
+
     def stop(self) -> None:
         """Stop gracefully; the data stays for :meth:`restart`."""
         if self._process is not None:

@@ -291,8 +291,8 @@ def test_a_planted_upper_case_jar_and_another_sets_entry_are_told_apart(monkeypa
 def test_spark_defaults_are_read_as_java_properties(monkeypatch, tmp_path):
     (tmp_path / "spark-defaults.conf").write_text(
         "# comment\nspark.jars.repositories=https://repo.example/maven\n"
-        "spark.jars.ivy : /tmp/ivy\nspark.jars.ivySettings\t/etc/ivy.xml\n! also a comment\n")
+        "spark.jars.ivy : ivy-home\nspark.jars.ivySettings\tconf/ivy.xml\n! also a comment\n")
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
     assert jars_module.spark_defaults() == {
-        "spark.jars.repositories": "https://repo.example/maven", "spark.jars.ivy": "/tmp/ivy",
-        "spark.jars.ivySettings": "/etc/ivy.xml"}
+        "spark.jars.repositories": "https://repo.example/maven", "spark.jars.ivy": "ivy-home",
+        "spark.jars.ivySettings": "conf/ivy.xml"}
