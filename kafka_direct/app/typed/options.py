@@ -15,15 +15,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafka_direct.app.typed.keys import KEY_TYPES, PRIMITIVE_FORMATS, key_fits
 from kafka_direct.errors import ConfigurationError
 
-__all__ = ["BAD_RECORD_POLICIES", "COORDINATES", "FORMATS", "REGISTRY_FORMATS",
+__all__ = ["BAD_RECORD_POLICIES", "COORDINATES", "FORMATS", "KEY_FORMATS", "REGISTRY_FORMATS",
            "RESERVED_PREFIX", "TOMBSTONE_POLICIES", "RegistrySettings", "TypedOptions",
            "add_arguments", "check_column_name", "options_from_args", "parse_columns",
            "registry_client"]
 
 #: Record formats of keys and values.
 FORMATS = ("raw", "json", "avro", "json-schema")
+#: Key formats: those, and the primitive ones of Kafka's serializers (:mod:`.keys`).
+KEY_FORMATS = (*FORMATS, *PRIMITIVE_FORMATS)
 #: The formats whose records name their schema in a Schema Registry (Confluent's wire format).
 REGISTRY_FORMATS = ("avro", "json-schema")
 #: What a record with a null value (a tombstone) does: ``row`` writes it as a row (its value
@@ -162,7 +165,9 @@ class TypedOptions:
         valueFormat: ``raw`` (a ``value bytea`` column), ``json``, ``avro`` or
             ``json-schema`` (the value's top-level fields as columns; the last two in
             Confluent's wire format, their schema in a Schema Registry).
-        keyFormat: The same for the key (``raw``: a ``key bytea`` column).
+        keyFormat: The same for the key (``raw``: a ``key bytea`` column), or a primitive
+            format of Kafka's serializers (``string``, ``long``, ``int``, ``short``,
+            ``double``, ``float``, ``bytes``, ``uuid``: one column, see :attr:`keyColumn`).
         registry: The Schema Registry (needed for ``avro`` and ``json-schema``), or None.
         keyColumns: Upsert on these columns (a later record of a key replaces the row);
             empty: append every record.
@@ -186,7 +191,7 @@ class TypedOptions:
 
     def __post_init__(self) -> None:
         for flag, value, allowed in (("--value-format", self.valueFormat, FORMATS),
-                                     ("--key-format", self.keyFormat, FORMATS),
+                                     ("--key-format", self.keyFormat, KEY_FORMATS),
                                      ("--on-tombstone", self.onTombstone, TOMBSTONE_POLICIES),
                                      ("--on-bad-record", self.onBadRecord,
                                       BAD_RECORD_POLICIES)):
@@ -225,16 +230,70 @@ class TypedOptions:
                 "--on-tombstone delete deletes the row of the tombstone's key: give "
                 "--key-columns (the columns that identify a row, from the key), e.g. "
                 "--key-columns id")
+        self._check_key()
         if self.deadLetterTable is not None:
             if self.onBadRecord != "dead-letter":
                 raise ConfigurationError("--dead-letter-table is for --on-bad-record "
                                          "dead-letter; add that, or drop the table")
             check_column_name(self.deadLetterTable, "--dead-letter-table")
-        if self.columns and "json" not in (self.valueFormat, self.keyFormat):
+        if self.columns and "json" not in (self.valueFormat, self.keyFormat) and any(
+                name != self.keyColumn for name, _ in self.columns):
             raise ConfigurationError(
                 "--columns declares the types of JSON fields: it needs --value-format json "
                 "or --key-format json (Avro and JSON Schema records carry their types in "
                 "their schema)")
+
+    def _check_key(self) -> None:
+        """Key columns the key format cannot supply, refused before anything starts."""
+        names = [k for k in self.keyColumns if k not in COORDINATES]
+        if self.keyFormat in PRIMITIVE_FORMATS:
+            if len(names) > 1:
+                raise ConfigurationError(
+                    f"--key-columns {','.join(self.keyColumns)}: a {self.keyFormat} key is "
+                    "one column (--key-columns id: the key itself is column id; the "
+                    "coordinates topic, kafka_partition, kafka_offset may join it). Name "
+                    "one column, or read keys with several fields with --key-format json, "
+                    "avro or json-schema")
+            column = self.keyColumn
+            if column == "value" and self.valueFormat == "raw":
+                raise ConfigurationError(
+                    "--key-columns value: the raw value's column is named value; name the "
+                    "key's column otherwise (e.g. --key-columns id)")
+            declared = dict(self.columns).get(column or "")
+            if declared is not None and not key_fits(self.keyFormat, declared):
+                raise ConfigurationError(
+                    f"--columns {column}:{declared}: a {self.keyFormat} key cannot be read "
+                    f"as {declared}; declare a type that holds it (its own is "
+                    f"{KEY_TYPES[self.keyFormat]}), or drop the declaration")
+        if self.onTombstone != "delete":
+            return
+        if not names:
+            raise ConfigurationError(
+                f"--on-tombstone delete deletes the row of the tombstone's key, but "
+                f"--key-columns {','.join(self.keyColumns)} names no column of the key "
+                "(the coordinates are the tombstone's own): add the key's column, e.g. "
+                "--key-columns key for a raw key, or id with --key-format string")
+        if self.keyFormat == "raw" and names != ["key"]:
+            missing = [k for k in names if k != "key"]
+            raise ConfigurationError(
+                f"--key-columns {','.join(missing)} with --on-tombstone delete: a "
+                f"tombstone has no value, so its key must supply {', '.join(missing)}, and "
+                "--key-format raw gives one column, key (bytea). If the key is the id as "
+                "text (str(id)), add --key-format string (the key is then column "
+                f"{missing[0]}; long, int, short, double, float for Kafka's number "
+                "serializers); if it is a JSON object, --key-format json; or mirror the "
+                "raw key with --key-columns key")
+
+    @property
+    def keyColumn(self) -> str | None:
+        """The column of a primitive key: ``--key-columns``' one name, else ``key``.
+
+        None when the key format is not primitive (its fields are columns by name).
+        """
+        if self.keyFormat not in PRIMITIVE_FORMATS:
+            return None
+        names = [k for k in self.keyColumns if k not in COORDINATES]
+        return names[0] if names else "key"
 
     def __repr__(self) -> str:
         return (f"TypedOptions(value={self.valueFormat}, key={self.keyFormat}, "
@@ -263,8 +322,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help="raw: a value bytea column (default); json: the value's "
                               "top-level fields as columns; avro, json-schema: the same, the "
                               "schema from --schema-registry")
-    records.add_argument("--key-format", choices=FORMATS, default="raw",
-                         help="the same for the key (raw: a key bytea column)")
+    records.add_argument("--key-format", choices=KEY_FORMATS, default="raw",
+                         help="the same for the key (raw: a key bytea column); or one "
+                              "column written by Kafka's serializers: string (UTF-8), long, "
+                              "int, short (big-endian), double, float (IEEE 754), bytes, "
+                              "uuid; --key-columns names it")
     records.add_argument("--schema-registry", metavar="URL", default=None,
                          help="a Confluent-compatible Schema Registry (needed for avro and "
                               "json-schema)")
@@ -282,7 +344,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                               "are inferred from the first records carrying them")
     records.add_argument("--key-columns", metavar="A,B", default=None,
                          help="upsert on these columns: a later record of a key replaces its "
-                              "row (within a batch too, in offset order)")
+                              "row (within a batch too, in offset order); with a primitive "
+                              "--key-format, the one name is the key's column")
     records.add_argument("--on-tombstone", choices=TOMBSTONE_POLICIES, default="row",
                          help="a record with a null value: row (default: written, value "
                               "columns NULL), delete (delete its key's row; needs "

@@ -26,6 +26,7 @@ from typing import Any
 
 from kafka_direct.app.typed.columns import convert, converter, fits, infer_type, widest
 from kafka_direct.app.typed.formats import DecodeError, SchemaTexts, decoders
+from kafka_direct.app.typed.keys import KEY_TYPES, PrimitiveKey
 from kafka_direct.app.typed.options import (
     COORDINATES,
     NAME_LIMIT,
@@ -82,6 +83,13 @@ class RowBuilder:
         self.target = target
         self.existing = dict(existing or {})
         self.keyDecoder, self.valueDecoder = decoders(options, schemas)
+        #: A primitive key (``--key-format string``...): read as its one column's value.
+        self.primitiveKey: PrimitiveKey | None = None
+        if options.keyColumn is not None:
+            column = options.keyColumn
+            self.primitiveKey = PrimitiveKey(
+                options.keyFormat, column, self.existing.get(column)
+                or dict(options.columns).get(column) or KEY_TYPES[options.keyFormat])
         #: Columns the task's rows carry that the table does not have yet.
         self.new: dict[str, ColumnInfo] = {}
         #: Every column the task's rows carry, in the order first seen.
@@ -130,8 +138,18 @@ class RowBuilder:
     def _fields(self, topic: str, partition: int, offset: int, key: bytes | None,
                 value: bytes | None, tombstone: bool) -> dict[str, Any]:
         valueTypes: Mapping[str, str]
+        keyFields: dict[str, Any]
+        keyTypes: Mapping[str, str]
+        primitive = self.primitiveKey
         try:
-            keyFields, keyTypes, keySchema = self.keyDecoder.decode(key, topic)
+            if primitive is not None:
+                try:
+                    keyFields = {primitive.column: primitive.read(key)}
+                except ValueError as error:
+                    raise _BadRecordError(str(error)) from None
+                keyTypes, keySchema = {primitive.column: primitive.columnType}, True
+            else:
+                keyFields, keyTypes, keySchema = self.keyDecoder.decode(key, topic)
             if tombstone:
                 valueFields, valueTypes, valueSchema = (
                     ({"value": None}, {}, True) if self.valueDecoder.kind == "raw" else
@@ -154,6 +172,13 @@ class RowBuilder:
         for name, raw in keyFields.items():
             row[name] = self._column(name, raw, keyTypes.get(name), keySchema, where, pending)
         for name, raw in valueFields.items():
+            if primitive is not None and name == primitive.column:
+                # One column: the key's value is the row's, and the field must agree.
+                if not primitive.agrees(row[name], raw):
+                    raise _BadRecordError(
+                        f"the key gives column {name!r} a value that the value's field "
+                        f"{name!r} contradicts (the key decides the row; fix the producer)")
+                continue
             converted = self._column(name, raw, valueTypes.get(name), valueSchema, where,
                                      pending)
             if name in row and row[name] != converted and row[name] is not None:
@@ -164,8 +189,11 @@ class RowBuilder:
             if name in COORDINATES:
                 continue
             if name not in row:
-                raise _BadRecordError(f"key column {name!r} is not a field of the "
-                           f"{'key' if tombstone else 'record'}")
+                raise _BadRecordError(
+                    f"key column {name!r} is not a field of the "
+                    f"{'key' if tombstone else 'record'}" + (
+                        " (a tombstone has no value: --on-tombstone ignore skips it)"
+                        if tombstone and self.tombstone == "row" else ""))
             if row[name] is None:
                 raise _BadRecordError(f"key column {name!r} is null")
         self.new.update(pending)

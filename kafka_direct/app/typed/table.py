@@ -73,10 +73,15 @@ def has_unique(cursor: Any, schema: str, table: str, keys: Sequence[str]) -> boo
 
 
 def known_columns(options: TypedOptions) -> list[tuple[str, str]]:
-    """The columns known before any record: raw parts' bytea columns, ``--columns``."""
+    """The columns known before any record: raw parts, a primitive key, ``--columns``."""
     columns = [(name, "bytea") for name, kind in (("key", options.keyFormat),
                                                   ("value", options.valueFormat))
                if kind == "raw"]
+    if options.keyColumn is not None:
+        from kafka_direct.app.typed.keys import KEY_TYPES
+
+        columns.append((options.keyColumn, dict(options.columns).get(options.keyColumn)
+                        or KEY_TYPES[options.keyFormat]))
     taken = {name for name, _ in columns}
     columns += [(name, kind) for name, kind in options.columns if name not in taken]
     return columns
@@ -142,7 +147,19 @@ def _check_existing(cursor: Any, schema: str, table: str, existing: Mapping[str,
             f"{target} has no columns {missing}: the job keeps every record's Kafka "
             "coordinates (topic text, kafka_partition integer, kafka_offset bigint) in its "
             "rows; add them, or choose another --table")
+    keyColumn = options.keyColumn
+    if keyColumn is not None and keyColumn in existing:
+        from kafka_direct.app.typed.keys import key_fits
+
+        if not key_fits(options.keyFormat, existing[keyColumn]):
+            raise ConfigurationError(
+                f"--key-format {options.keyFormat}: column {keyColumn} of {target} has type "
+                f"{existing[keyColumn]}, which a {options.keyFormat} key cannot be read as: "
+                "choose the --key-format the producer writes (string reads any type), "
+                "change the column, or choose another --table", setting="--key-format")
     for name, kind in known_columns(options):
+        if name == keyColumn:
+            continue  # a string key is read as its column's type: checked above
         if name in existing and not fits(existing[name], kind):
             raise SchemaChangeError(
                 f"column {name} of {target} has type {existing[name]}, which cannot hold the "
