@@ -8,6 +8,8 @@ to its column (:mod:`.columns`) and says what the record is:
   inferred from the first value a task sees (widened when a later value needs it:
   ``bigint`` then ``double precision``);
 * ``DELETE``: a tombstone with ``--on-tombstone delete``: its key columns only;
+* a primitive key (``--key-format string``...) is one column (:mod:`.keys`), and a value
+  field of its name must agree with it;
 * ``BAD``: a record that cannot be a row (``--on-bad-record dead-letter``), with the reason;
   with ``fail`` it raises :class:`~kafka_direct.errors.BadRecordError` instead;
 * ``None``: skipped (a tombstone with ``--on-tombstone ignore``).
