@@ -183,8 +183,10 @@ class PrimitiveKey:
 
     def agrees(self, keyValue: Any, field: Any) -> bool:
         """Whether a value field of the key's column says what the key does (null: yes)."""
-        if field is None:
-            return True
+        if field is None or (type(field) is type(keyValue) and field == keyValue):
+            return True  # the common cases, quickly
+        if type(field) is int and type(keyValue) is str and self.columnType == "text":
+            return str(field) == keyValue  # a JSON number beside its str() key
         try:
             converted = convert(self.columnType, field)
         except ValueError:

@@ -163,3 +163,12 @@ def test_key_options_that_work():
         parse("--value-format", "long")  # primitive formats are for keys
     with pytest.raises(ConfigurationError, match="--value-format must be one of"):
         TypedOptions(valueFormat="long")
+
+
+def test_a_tombstone_written_as_a_row_without_its_key_columns_says_how_to_skip_it():
+    # Upserting on a value's field with a raw key: a tombstone has no id to be a row by.
+    kind, reason = rows(valueFormat="json", keyColumns=("id",)).build("t", 0, 0, b"5", None)
+    assert kind == BAD and "key column 'id' is not a field of the key" in reason
+    assert "--on-tombstone ignore skips it" in reason
+    assert rows(valueFormat="json", keyColumns=("id",), onTombstone="ignore").build(
+        "t", 0, 1, b"5", None) is None
