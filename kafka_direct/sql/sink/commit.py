@@ -35,9 +35,9 @@ from typing import Any
 from kafka_direct.errors import ConfigurationError, KafkaDirectError, SinkWriteError
 from kafka_direct.postgres.connection import drop_cached, retry_broken, transaction
 from kafka_direct.postgres.errors import CommitOutcomeUnknownError, database_error
+from kafka_direct.postgres.staging import COMMITS_TABLE, STAGED_TABLE, StagedAttempt, drop_staged
 from kafka_direct.sql.link.sink_side import AppliedPlan, apply_batch_plan, check_committed_before
 from kafka_direct.sql.sink.options import SinkOptions
-from kafka_direct.sql.sink.staging import COMMITS_TABLE, STAGED_TABLE, StagedAttempt, drop_staged
 
 __all__ = ["CommitResult", "Mover", "abort_batch", "commit_batch", "commit_write", "drop_stale",
            "move_statement"]

@@ -132,10 +132,10 @@ from pyspark.sql.datasource import (
 )
 
 from kafka_direct.errors import ConfigurationError
+from kafka_direct.postgres.staging import StagedAttempt, StagingTarget, stage_rows
 from kafka_direct.sql.formats import BATCH_ID_PROPERTY, POSTGRES_SINK_FORMAT, QUERY_ID_PROPERTY
 from kafka_direct.sql.sink.commit import CommitResult, abort_batch, commit_batch, commit_write
 from kafka_direct.sql.sink.options import SinkOptions, parse_options
-from kafka_direct.sql.sink.staging import StagedAttempt, StagingTarget, stage_rows
 from kafka_direct.sql.sink.target import prepare_target
 from kafka_direct.task_errors import carried
 

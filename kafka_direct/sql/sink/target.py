@@ -17,12 +17,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.postgres.catalog import ensure_tables
+from kafka_direct.postgres.catalog import ensure_tables, has_unique
 from kafka_direct.postgres.connection import transaction
 from kafka_direct.postgres.errors import CommitOutcomeUnknownError, database_error
+from kafka_direct.postgres.staging import COMMITS_TABLE, STAGED_TABLE, ensure_sink_tables
 from kafka_direct.sql.link.tables import PLANS_TABLE, STORES_TABLE, ensure_link_tables
 from kafka_direct.sql.sink.options import SinkOptions
-from kafka_direct.sql.sink.staging import COMMITS_TABLE, STAGED_TABLE, ensure_sink_tables
 
 __all__ = ["postgres_type", "prepare_target", "required_grants"]
 
@@ -173,18 +173,6 @@ def _resolve(columns: Sequence[str], existing: Sequence[str], target: str) -> tu
     return tuple(resolved)
 
 
-def _has_unique(cursor: Any, schema: str, table: str, keys: Sequence[str]) -> bool:
-    cursor.execute(
-        "SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_catalog.pg_index i "
-        "JOIN pg_catalog.pg_class c ON c.oid = i.indrelid "
-        "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-        "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = ANY(i.indkey) "
-        "WHERE n.nspname = %s AND c.relname = %s AND i.indisunique AND i.indpred IS NULL "
-        "AND i.indexprs IS NULL GROUP BY i.indexrelid", (schema, table))
-    wanted = sorted(keys)
-    return any(sorted(row[0]) == wanted for row in cursor.fetchall())
-
-
 def _create_target(cursor: Any, options: SinkOptions, fields: Sequence[tuple[str, Any]]
                    ) -> None:
     from psycopg2 import sql
@@ -253,7 +241,7 @@ def _prepare(cursor: Any, options: SinkOptions, fields: Sequence[tuple[str, Any]
         existing = _target_columns(cursor, options.schema, options.table) or []
     columns = _resolve(options.columns, existing, options.target)
     keys = _resolve(options.keyColumns, existing, options.target) if options.keyColumns else ()
-    if options.mode == "update" and not _has_unique(cursor, options.schema, options.table,
+    if options.mode == "update" and not has_unique(cursor, options.schema, options.table,
                                                     keys):
         raise ConfigurationError(
             f"mode=update upserts on keyColumns {list(keys)}, but {options.target} has no "
