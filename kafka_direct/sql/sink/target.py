@@ -19,6 +19,7 @@ from typing import Any
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.postgres.catalog import ensure_tables, has_unique
 from kafka_direct.postgres.connection import transaction
+from kafka_direct.postgres.direct_write import RANGES_TABLE, ensure_ranges_table
 from kafka_direct.postgres.errors import CommitOutcomeUnknownError, database_error
 from kafka_direct.postgres.staging import COMMITS_TABLE, STAGED_TABLE, ensure_sink_tables
 from kafka_direct.sql.link.tables import PLANS_TABLE, STORES_TABLE, ensure_link_tables
@@ -88,6 +89,9 @@ def required_grants(options: SinkOptions) -> list[tuple[str, str, str]]:
               ("TABLE", f"{options.stagingSchema}.{STAGED_TABLE}",
                "SELECT, INSERT, UPDATE, DELETE"),
               ("TABLE", f"{options.stagingSchema}.{COMMITS_TABLE}", "SELECT, INSERT, UPDATE")]
+    if options.direct:
+        grants.append(("TABLE", f"{options.stagingSchema}.{RANGES_TABLE}",
+                       "SELECT, INSERT, UPDATE, DELETE"))
     if options.link is not None:
         grants += [("SCHEMA", options.link.schema, "USAGE"),
                    ("TABLE", f"{options.link.schema}.{STORES_TABLE}", "SELECT, INSERT, UPDATE"),
@@ -225,6 +229,8 @@ def prepare_target(options: SinkOptions, fields: Sequence[tuple[str, Any]]) -> S
 def _prepare(cursor: Any, options: SinkOptions, fields: Sequence[tuple[str, Any]]
              ) -> SinkOptions:
     ensure_sink_tables(cursor, options.stagingSchema)
+    if options.direct:
+        ensure_ranges_table(cursor, options.stagingSchema)
     if options.link is not None:
         ensure_link_tables(cursor, options.link.schema)
     existing = _target_columns(cursor, options.schema, options.table)
@@ -248,7 +254,10 @@ def _prepare(cursor: Any, options: SinkOptions, fields: Sequence[tuple[str, Any]
             f"unique constraint or index on exactly those columns: ALTER TABLE "
             f"{options.target} ADD PRIMARY KEY ({', '.join(keys)}) (or CREATE UNIQUE INDEX)",
             setting="keyColumns", value=list(keys))
-    resolved = dataclasses.replace(options, columns=columns, keyColumns=keys)
+    offsets = (_resolve(options.offsetColumns, existing, options.target)
+               if options.offsetColumns else ())
+    resolved = dataclasses.replace(options, columns=columns, keyColumns=keys,
+                                   offsetColumns=offsets)
     missing = _missing_grants(cursor, resolved)
     if missing:
         raise ConfigurationError(
