@@ -234,6 +234,8 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
             query = (rows.writeStream.format(POSTGRES_SINK_FORMAT)
                      .option("dsn", dsn).option("schema", options.schema)
                      .option("table", options.table)
+                     # Tasks COPY straight into the table, claiming their offsets.
+                     .option("offsetColumns", "topic,kafka_partition,kafka_offset")
                      .option("offsetStore.name", options.group)
                      .option("offsetStore.schema", options.schema)
                      .option("checkpointLocation", location)

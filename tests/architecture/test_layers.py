@@ -143,6 +143,15 @@ def test_the_two_ingest_jobs_stand_apart():
     assert offenders(["kafka_direct.app.ingest_job"], ("kafka_direct.app.structured_ingest",)) == []
 
 
+def test_the_direct_stream_job_runs_without_structured_streaming():
+    # Its typed path stages through postgres/ (the staging protocol lives there), so the
+    # direct stream's job imports nothing of kafka_direct.sql: only the structured path may.
+    direct = ["kafka_direct.app.ingest_job", "kafka_direct.app.typed.dstream",
+              "kafka_direct.app.typed.stage", "kafka_direct.app.typed.commit",
+              "kafka_direct.app.typed.rows"]
+    assert offenders(direct, (SQL,)) == []
+
+
 def test_every_module_is_under_a_rule():
     ruled = [*FORBIDDEN, *FACE, *VOCABULARY]
     unruled = [name for name in MODULES if not hits(name, ruled)]

@@ -29,13 +29,9 @@ from kafka_direct.app.typed.columns import fits, widest
 from kafka_direct.app.typed.options import COORDINATES, TypedOptions
 from kafka_direct.app.typed.rows import BAD, DELETE, ROW
 from kafka_direct.app.typed.stage import ERROR, KIND, RAW_KEY, RAW_VALUE, StagedPart
-from kafka_direct.app.typed.table import (
-    add_columns,
-    create_target,
-    has_unique,
-    table_columns,
-)
+from kafka_direct.app.typed.table import add_columns, create_target, table_columns
 from kafka_direct.errors import SchemaChangeError
+from kafka_direct.postgres.catalog import has_unique
 
 __all__ = ["MoveCounts", "batch_columns", "move_parts"]
 

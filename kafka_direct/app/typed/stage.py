@@ -75,7 +75,7 @@ class StagedPart:
     @property
     def table(self) -> str:
         """The staging table's name."""
-        from kafka_direct.sql.sink.staging import STAGE_PREFIX
+        from kafka_direct.postgres.staging import STAGE_PREFIX
 
         return STAGE_PREFIX + self.token
 
@@ -119,7 +119,7 @@ class Stager:
             SinkWriteError: The database failed (nothing staged).
         """
         from kafka_direct.postgres.connection import Database, transaction
-        from kafka_direct.sql.sink.staging import new_token
+        from kafka_direct.postgres.staging import new_token
         from sinks.postgres_writer import database_errors
 
         token = token or new_token()
@@ -138,7 +138,7 @@ class Stager:
                records: Iterable[Record]) -> StagedPart:
         from psycopg2 import sql
 
-        from kafka_direct.sql.sink.staging import STAGE_PREFIX, STAGED_TABLE
+        from kafka_direct.postgres.staging import STAGE_PREFIX, STAGED_TABLE
 
         stage = sql.Identifier(self.schema, STAGE_PREFIX + token)
         staged: list[str] = []  # field columns the staging table has, in order

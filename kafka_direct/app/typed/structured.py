@@ -165,8 +165,8 @@ class _Writer(DataSourceStreamArrowWriter):
 
     def _commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         from kafka_direct.app.typed.commit import move_parts
+        from kafka_direct.postgres.staging import StagedAttempt
         from kafka_direct.sql.sink.commit import commit_batch
-        from kafka_direct.sql.sink.staging import StagedAttempt
 
         s = self.settings
         attempts: list[StagedAttempt | None] = []
@@ -192,8 +192,8 @@ class _Writer(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Drop micro-batch ``batchId``'s staged rows."""
+        from kafka_direct.postgres.staging import StagedAttempt
         from kafka_direct.sql.sink.commit import abort_batch
-        from kafka_direct.sql.sink.staging import StagedAttempt
 
         attempts: list[StagedAttempt | None] = [
             StagedAttempt(m.queryId, m.batchId, m.part.partitionId, m.part.token, m.part.rows)

@@ -21,9 +21,10 @@ from typing import Any
 from kafka_direct.app.typed.columns import fits, normalise_type
 from kafka_direct.app.typed.options import COORDINATES, TypedOptions
 from kafka_direct.errors import ConfigurationError, SchemaChangeError
+from kafka_direct.postgres.catalog import has_unique
 
 __all__ = ["COORDINATE_TYPES", "add_columns", "create_target", "ensure_dead_letter",
-           "has_unique", "known_columns", "prepare_tables", "schema_exists", "table_columns"]
+           "known_columns", "prepare_tables", "schema_exists", "table_columns"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,19 +58,6 @@ def table_columns(cursor: Any, schema: str, table: str) -> dict[str, str] | None
         raise ConfigurationError(f"{schema}.{table} is not a table (relkind {rows[0][0]!r}): "
                                  "the job writes into a table")
     return {str(name): normalise_type(str(kind)) for _, name, kind in rows if name is not None}
-
-
-def has_unique(cursor: Any, schema: str, table: str, keys: Sequence[str]) -> bool:
-    """Whether a unique constraint or index covers exactly ``keys``."""
-    cursor.execute(
-        "SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_catalog.pg_index i "
-        "JOIN pg_catalog.pg_class c ON c.oid = i.indrelid "
-        "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-        "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = ANY(i.indkey) "
-        "WHERE n.nspname = %s AND c.relname = %s AND i.indisunique AND i.indpred IS NULL "
-        "AND i.indexprs IS NULL GROUP BY i.indexrelid", (schema, table))
-    wanted = sorted(keys)
-    return any(sorted(row[0]) == wanted for row in cursor.fetchall())
 
 
 def known_columns(options: TypedOptions) -> list[tuple[str, str]]:
@@ -203,7 +191,7 @@ def prepare_tables(dsn: str, schema: str, table: str, options: TypedOptions,
     from kafka_direct.errors import OffsetStoreError
     from kafka_direct.postgres.connection import connect
     from kafka_direct.postgres.errors import describe_database_error, fix_for
-    from kafka_direct.sql.sink.staging import ensure_sink_tables
+    from kafka_direct.postgres.staging import ensure_sink_tables
 
     connection = connect(dsn)
     try:
