@@ -104,7 +104,7 @@ def json_event(op, key, before=None, after=None, schemas=True):
         valueDocument = {"schema": VALUE_SCHEMA, "payload": valuePayload}
     else:
         keyDocument, valueDocument = keyPayload, valuePayload
-    return (None if keyDocument is None else json.dumps(keyDocument).encode(),
+    return (None if op == "t" else json.dumps(keyDocument).encode(),  # a truncate has no key
             json.dumps(valueDocument).encode())
 
 
@@ -155,8 +155,11 @@ def _avro_row(row):
     return out
 
 
-def avro_event(op, key, before=None, after=None):
-    """(key bytes, value bytes) of one event in Confluent's Avro wire format."""
+def avro_event(op, key, before=None, after=None, ids=None):
+    """(key bytes, value bytes) of one event in Confluent's Avro wire format.
+
+    ``ids``: the (key, value) schema ids (default: those of :data:`AVRO_SCHEMAS`).
+    """
     from fastavro import parse_schema, schemaless_writer
 
     def encode(schemaId, schema, record):
@@ -164,8 +167,9 @@ def avro_event(op, key, before=None, after=None):
         schemaless_writer(buffer, parse_schema(schema), record)
         return b"\x00" + schemaId.to_bytes(4, "big") + buffer.getvalue()
 
-    key_ = None if op == "t" else encode(AVRO_KEY_ID, AVRO_KEY, {"id": key})
-    return key_, encode(AVRO_VALUE_ID, AVRO_VALUE, {
+    keyId, valueId = ids or (AVRO_KEY_ID, AVRO_VALUE_ID)
+    key_ = None if op == "t" else encode(keyId, AVRO_KEY, {"id": key})
+    return key_, encode(valueId, AVRO_VALUE, {
         "before": _avro_row(before), "after": _avro_row(after), "op": op,
         "ts_ms": 1700000000000})
 
