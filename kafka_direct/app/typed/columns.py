@@ -28,8 +28,8 @@ from typing import Any
 
 from kafka_direct.errors import ConfigurationError
 
-__all__ = ["INTEGER_RANGES", "KNOWN_TYPES", "convert", "converter", "fits", "infer_type",
-           "normalise_type", "widest"]
+__all__ = ["INTEGER_RANGES", "KNOWN_TYPES", "JsonText", "convert", "converter", "fits",
+           "infer_type", "normalise_type", "widest"]
 
 #: The types the job can check values for (others are written as text and left to
 #: PostgreSQL's input functions).
@@ -282,7 +282,21 @@ def _uuid(value: Any) -> str:
     raise ValueError(f"{_describe(value)} is not a UUID")
 
 
+class JsonText(str):
+    """JSON text already checked (Debezium's ``io.debezium.data.Json``): written as it is.
+
+    Parsing it into Python values and back would lose what ``jsonb`` keeps (``1.10`` is not
+    ``1.1``).
+    """
+
+    __slots__ = ()
+
+
 def _json(value: Any) -> str:
+    if isinstance(value, JsonText):
+        if "\\u0000" in value:
+            raise ValueError("the JSON holds a NUL character (\\u0000), which jsonb cannot")
+        return str(value)
     try:
         text = json.dumps(value, default=_json_default, allow_nan=False, ensure_ascii=False,
                           separators=(",", ":"))

@@ -16,6 +16,11 @@ below commits with them or not at all:
    DO UPDATE``) — a compacted topic's view;
 4. dead letters into the dead-letter table;
 5. the staging tables dropped with their registry rows.
+
+With ``--envelope debezium`` (:mod:`.envelope`): a batch's truncate events (``--on-truncate
+truncate``) first delete the topic's rows and every staged row of their partition before
+them; a column a row keeps (Debezium's unavailable value) takes the value the key had
+before it, in the batch or in the target.
 """
 
 from __future__ import annotations
@@ -26,6 +31,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_direct.app.typed.columns import fits, widest
+from kafka_direct.app.typed.envelope import (
+    KEEP,
+    after_truncates,
+    apply_truncates,
+    fill_kept,
+    truncated,
+)
 from kafka_direct.app.typed.options import COORDINATES, TypedOptions
 from kafka_direct.app.typed.rows import BAD, DELETE, ROW
 from kafka_direct.app.typed.stage import ERROR, KIND, RAW_KEY, RAW_VALUE, StagedPart
@@ -127,15 +139,16 @@ def _evolve(cursor: Any, schema: str, table: str, options: TypedOptions,
     return existing, tuple(name for name, _ in new)
 
 
-def _union(parts: Sequence[StagedPart], schema: str, select: Any, kinds: Sequence[str]
-           ) -> Any:
-    """``SELECT <select per part> FROM stage WHERE kind IN kinds`` over the parts."""
+def _union(parts: Sequence[StagedPart], schema: str, select: Any, kinds: Sequence[str],
+           where: Any = None) -> Any:
+    """``SELECT <select per part> FROM stage WHERE kind IN kinds [AND where]`` over the parts."""
     from psycopg2 import sql
 
+    extra = sql.SQL(" AND ") + where if where is not None else sql.SQL("")
     return sql.SQL(" UNION ALL ").join(
         sql.SQL("SELECT ") + select(part) + sql.SQL(" FROM {} WHERE {} IN ({})").format(
             sql.Identifier(schema, part.table), sql.Identifier(KIND),
-            sql.SQL(", ").join(sql.Literal(k) for k in kinds))
+            sql.SQL(", ").join(sql.Literal(k) for k in kinds)) + extra
         for part in parts)
 
 
@@ -156,6 +169,10 @@ def move_parts(cursor: Any, schema: str, table: str, options: TypedOptions,
         return counts
     columns = batch_columns(parts, target)
     existing, counts.added = _evolve(cursor, schema, table, options, columns)
+    goal = sql.Identifier(schema, table)
+    last = truncated([t for p in parts for t in p.truncates])
+    if last:
+        counts.deleted += apply_truncates(cursor, goal, last)
     fields = [name for name in columns if name not in COORDINATES]
     written = [*COORDINATES, *fields]
 
@@ -168,17 +185,19 @@ def move_parts(cursor: Any, schema: str, table: str, options: TypedOptions,
         return sql.SQL(", ").join(values)
 
     names = sql.SQL(", ").join(sql.Identifier(c) for c in written)
-    goal = sql.Identifier(schema, table)
-    if any(p.rows - p.deadLetters for p in parts):
+    after = after_truncates(last) if last else None
+    kept = [c for c in dict.fromkeys(k for p in parts for k in p.kept) if c in fields]
+    if any(p.rows - p.deadLetters - len(p.truncates) for p in parts):
         if not options.keyColumns:
             cursor.execute(sql.SQL("INSERT INTO {} ({}) ").format(goal, names)
-                           + _union(parts, schema, casted, (ROW,)))
+                           + _union(parts, schema, casted, (ROW,), after))
             counts.written = cursor.rowcount
         else:
-            counts.written, counts.deleted = _upsert(cursor, goal, options.keyColumns, written,
-                                                     _union(parts, schema, lambda p: (
-                                                         sql.Identifier(KIND) + sql.SQL(", ")
-                                                         + casted(p)), (ROW, DELETE)))
+            head = sql.SQL(", ").join(sql.Identifier(c) for c in (KIND, KEEP))
+            written_, deleted = _upsert(cursor, goal, options.keyColumns, written, _union(
+                parts, schema, lambda p: head + sql.SQL(", ") + casted(p), (ROW, DELETE),
+                after), kept)
+            counts.written, counts.deleted = written_, counts.deleted + deleted
     deadLetter = options.dead_letter_table(table)
     if deadLetter is not None and any(p.deadLetters for p in parts):
         cursor.execute(sql.SQL(
@@ -191,8 +210,11 @@ def move_parts(cursor: Any, schema: str, table: str, options: TypedOptions,
 
 
 def _upsert(cursor: Any, goal: Any, keys: Sequence[str], written: Sequence[str],
-            staged: Any) -> tuple[int, int]:
-    """Reduce to each key's latest record, delete tombstoned keys, upsert the rest."""
+            staged: Any, kept: Sequence[str] = ()) -> tuple[int, int]:
+    """Reduce to each key's latest record, delete tombstoned keys, upsert the rest.
+
+    ``kept``: columns some rows keep (Debezium): filled from before them first.
+    """
     from psycopg2 import sql
 
     keyList = sql.SQL(", ").join(sql.Identifier(k) for k in keys)
@@ -202,6 +224,8 @@ def _upsert(cursor: Any, goal: Any, keys: Sequence[str], written: Sequence[str],
         "CREATE TEMP TABLE {} ON COMMIT DROP AS SELECT DISTINCT ON ({}) * FROM (").format(
         sql.Identifier(_LATEST), keyList) + staged + sql.SQL(
         ") AS staged ORDER BY {}, kafka_offset DESC, kafka_partition DESC").format(keyList))
+    if kept:
+        fill_kept(cursor, sql.Identifier(_LATEST), goal, keys, kept, staged)
     cursor.execute(sql.SQL("DELETE FROM {} AS t USING {} AS l WHERE l.{} = %s AND ").format(
         goal, sql.Identifier(_LATEST), sql.Identifier(KIND)) + sql.SQL(" AND ").join(
         sql.SQL("t.{} = l.{}").format(sql.Identifier(k), sql.Identifier(k)) for k in keys),

@@ -157,6 +157,8 @@ class PartDecoder:
         self.known = dict(known or {})
         #: Schemas this decoder had to ask the registry for (their texts).
         self.fetched: dict[int, tuple[str, ...]] = {}
+        #: The writer schema (parsed) of the last Avro record decoded (Debezium's types).
+        self.lastSchema: Any = None
         self._rawTypes = {part: "bytea"}
         self._jsonTypes = dict(declared)
 
@@ -246,6 +248,7 @@ class PartDecoder:
     def _avro(self, data: bytes, topic: str) -> Decoded:
         schemaId = self._schema_id(data)
         parsed, types, isRecord = self._schema(schemaId)
+        self.lastSchema = parsed
         from fastavro import schemaless_reader
 
         try:

@@ -11,15 +11,16 @@ from __future__ import annotations
 import argparse
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_direct.app.typed.keys import KEY_TYPES, PRIMITIVE_FORMATS, key_fits
 from kafka_direct.errors import ConfigurationError
 
-__all__ = ["BAD_RECORD_POLICIES", "COORDINATES", "FORMATS", "KEY_FORMATS", "REGISTRY_FORMATS",
-           "RESERVED_PREFIX", "TOMBSTONE_POLICIES", "RegistrySettings", "TypedOptions",
+__all__ = ["BAD_RECORD_POLICIES", "COORDINATES", "ENVELOPES", "FORMATS", "KEY_FORMATS",
+           "REGISTRY_FORMATS", "RESERVED_PREFIX", "TOMBSTONE_POLICIES", "TRUNCATE_POLICIES",
+           "RegistrySettings", "TypedOptions",
            "add_arguments", "check_column_name", "options_from_args", "parse_columns",
            "registry_client"]
 
@@ -33,6 +34,11 @@ REGISTRY_FORMATS = ("avro", "json-schema")
 #: columns NULL: the raw job's behaviour), ``delete`` deletes its key's row, ``ignore``
 #: skips it.
 TOMBSTONE_POLICIES = ("row", "delete", "ignore")
+#: ``--envelope``: ``debezium`` reads Debezium's change events (:mod:`.envelope`).
+ENVELOPES = ("none", "debezium")
+#: What a Debezium truncate event does: ``fail`` (a bad record naming ``--on-truncate``),
+#: ``truncate`` (delete the topic's rows in the batch's transaction) or ``ignore``.
+TRUNCATE_POLICIES = ("fail", "truncate", "ignore")
 #: What a record that cannot be a row does.
 BAD_RECORD_POLICIES = ("fail", "dead-letter")
 #: The Kafka coordinates every row keeps.
@@ -101,6 +107,46 @@ def parse_columns(text: str) -> tuple[tuple[str, str], ...]:
                                      "job fills itself; drop it")
         declared[name] = normalise_type(kind.strip(), "--columns")
     return tuple(declared.items())
+
+
+def _check_envelope(envelope: str, onTruncate: str, valueFormat: str, keyFormat: str,
+                  keyColumns: Sequence[str], onTombstone: str) -> None:
+    """Refuse record options that cannot read Debezium events (before anything starts).
+
+    Raises:
+        ConfigurationError: Naming the option at fault and the fix.
+    """
+    for flag, value, allowed in (("--envelope", envelope, ENVELOPES),
+                                 ("--on-truncate", onTruncate, TRUNCATE_POLICIES)):
+        if value not in allowed:
+            raise ConfigurationError(f"{flag} must be one of {', '.join(allowed)}, got "
+                                     f"{value!r}", setting=flag)
+    if envelope == "none":
+        if onTruncate != "fail":
+            raise ConfigurationError("--on-truncate is for --envelope debezium (truncate "
+                                     "events); drop it, or add --envelope debezium",
+                                     setting="--on-truncate")
+        return
+    if valueFormat not in ("json", "avro"):
+        raise ConfigurationError(
+            f"--envelope debezium reads Debezium's JSON (with or without schemas.enable) or "
+            f"Avro values, not --value-format {valueFormat}: add --value-format json or "
+            "--value-format avro", setting="--envelope")
+    if keyFormat not in ("json", "avro"):
+        raise ConfigurationError(
+            f"--envelope debezium upserts and deletes by the event's key, a struct of the "
+            f"table's primary key columns, which --key-format {keyFormat} cannot read: add "
+            "--key-format json or --key-format avro (as the connector's key.converter)",
+            setting="--envelope")
+    if not keyColumns:
+        raise ConfigurationError(
+            "--envelope debezium upserts on the table's primary key: give --key-columns "
+            "with the fields of Debezium's key (e.g. --key-columns id)", setting="--envelope")
+    if onTombstone == "row":
+        raise ConfigurationError(
+            "--on-tombstone row: with --envelope debezium a tombstone follows a delete and "
+            "is no row; use --on-tombstone delete (the default here) or ignore",
+            setting="--on-tombstone")
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +224,10 @@ class TypedOptions:
         deadLetterTable: The dead-letter table (default ``<table>_dead_letter``).
         columns: Declared column types for JSON fields, as (name, PostgreSQL type) pairs;
             other fields' types are inferred from the first records that carry them.
+        envelope: ``none``, or ``debezium``: values are Debezium change events
+            (:mod:`.envelope`).
+        onTruncate: A Debezium truncate event: ``fail`` (a bad record), ``truncate`` or
+            ``ignore``.
     """
 
     valueFormat: str = "raw"
@@ -188,6 +238,8 @@ class TypedOptions:
     onBadRecord: str = "fail"
     deadLetterTable: str | None = None
     columns: tuple[tuple[str, str], ...] = ()
+    envelope: str = "none"
+    onTruncate: str = "fail"
 
     def __post_init__(self) -> None:
         for flag, value, allowed in (("--value-format", self.valueFormat, FORMATS),
@@ -225,6 +277,8 @@ class TypedOptions:
                     "of the key's latest value), or --key-format/--value-format json, avro "
                     "or json-schema "
                     "to get the records' fields as columns")
+        _check_envelope(self.envelope, self.onTruncate, self.valueFormat, self.keyFormat,
+                      self.keyColumns, self.onTombstone)
         if self.onTombstone == "delete" and not self.keyColumns:
             raise ConfigurationError(
                 "--on-tombstone delete deletes the row of the tombstone's key: give "
@@ -298,14 +352,15 @@ class TypedOptions:
     def __repr__(self) -> str:
         return (f"TypedOptions(value={self.valueFormat}, key={self.keyFormat}, "
                 f"keyColumns={list(self.keyColumns)}, onTombstone={self.onTombstone}, "
-                f"onBadRecord={self.onBadRecord}, registry={self.registry!r})")
+                f"onBadRecord={self.onBadRecord}, envelope={self.envelope}, "
+                f"registry={self.registry!r})")
 
     @property
     def active(self) -> bool:
         """Whether the job needs the typed writer (anything beyond raw appends)."""
         return (self.valueFormat != "raw" or self.keyFormat != "raw" or bool(self.keyColumns)
                 or self.onTombstone != "row" or self.onBadRecord != "fail"
-                or bool(self.columns))
+                or bool(self.columns) or self.envelope != "none")
 
     def dead_letter_table(self, table: str) -> str | None:
         """The dead-letter table of ``table`` (None without ``dead-letter``)."""
@@ -346,16 +401,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help="upsert on these columns: a later record of a key replaces its "
                               "row (within a batch too, in offset order); with a primitive "
                               "--key-format, the one name is the key's column")
-    records.add_argument("--on-tombstone", choices=TOMBSTONE_POLICIES, default="row",
+    records.add_argument("--on-tombstone", choices=TOMBSTONE_POLICIES, default=None,
                          help="a record with a null value: row (default: written, value "
                               "columns NULL), delete (delete its key's row; needs "
-                              "--key-columns) or ignore")
+                              "--key-columns; the default with --envelope debezium) or "
+                              "ignore")
     records.add_argument("--on-bad-record", choices=BAD_RECORD_POLICIES, default="fail",
                          help="a record that cannot be a row: fail (default: stop, nothing of "
                               "the batch written) or dead-letter (into the dead-letter table, "
                               "in the batch's transaction)")
     records.add_argument("--dead-letter-table", default=None,
                          help="the dead-letter table (default <table>_dead_letter)")
+    records.add_argument("--envelope", choices=ENVELOPES, default="none",
+                         help="debezium: values are Debezium change events (JSON with or "
+                              "without schemas.enable, or Avro): c/r/u upsert the after "
+                              "image on --key-columns, d deletes the key's row")
+    records.add_argument("--on-truncate", choices=TRUNCATE_POLICIES, default=None,
+                         help="a Debezium truncate event: fail (default: a bad record), "
+                              "truncate (delete the topic's rows in the batch's "
+                              "transaction) or ignore")
 
 
 def _names(text: str | None, flag: str) -> tuple[str, ...]:
@@ -415,15 +479,19 @@ def options_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> T
         ConfigurationError: A combination that cannot work, named with its flag and fix.
     """
     columns = getattr(args, "columns", None)
+    envelope = getattr(args, "envelope", None) or "none"
+    onTombstone = getattr(args, "on_tombstone", None) or (
+        "delete" if envelope == "debezium" else "row")
     options = TypedOptions(
         valueFormat=getattr(args, "value_format", "raw"),
         keyFormat=getattr(args, "key_format", "raw"),
         registry=_registry(args, environ),
         keyColumns=_names(getattr(args, "key_columns", None), "--key-columns"),
-        onTombstone=getattr(args, "on_tombstone", "row"),
+        onTombstone=onTombstone,
         onBadRecord=getattr(args, "on_bad_record", "fail"),
         deadLetterTable=getattr(args, "dead_letter_table", None),
-        columns=parse_columns(columns) if columns is not None else ())
+        columns=parse_columns(columns) if columns is not None else (),
+        envelope=envelope, onTruncate=getattr(args, "on_truncate", None) or "fail")
     if options.active and getattr(args, "sink", "transactional") != "transactional":
         raise ConfigurationError(
             f"--sink {args.sink} writes raw records only; typed rows, --key-columns, "
@@ -436,7 +504,7 @@ def describe(options: TypedOptions) -> dict[str, Any]:
     """The options fit for a log line (no secret)."""
     return {"value": options.valueFormat, "key": options.keyFormat,
             "keyColumns": list(options.keyColumns), "onTombstone": options.onTombstone,
-            "onBadRecord": options.onBadRecord,
+            "onBadRecord": options.onBadRecord, "envelope": options.envelope,
             "registry": "given" if options.registry is not None else None}
 
 

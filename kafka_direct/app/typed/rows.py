@@ -12,7 +12,12 @@ to its column (:mod:`.columns`) and says what the record is:
   field of its name must agree with it;
 * ``BAD``: a record that cannot be a row (``--on-bad-record dead-letter``), with the reason;
   with ``fail`` it raises :class:`~kafka_direct.errors.BadRecordError` instead;
-* ``None``: skipped (a tombstone with ``--on-tombstone ignore``).
+* ``TRUNCATE``: a Debezium truncate event with ``--on-truncate truncate`` (no fields);
+* ``None``: skipped (a tombstone with ``--on-tombstone ignore``, a Debezium message).
+
+With ``--envelope debezium`` the key and value are unwrapped first (:mod:`.envelope`): the
+``after`` image is the row, a ``d`` event a delete of the key, and a column Debezium could
+not read (an unchanged TOASTed value) is kept: its name goes with the row (``KEEP``).
 
 A field of a schema (Avro) whose type does not fit its existing column raises
 :class:`~kafka_direct.errors.SchemaChangeError`: every record of that schema would fail.
@@ -23,10 +28,12 @@ records of one key, the one with the highest offset wins.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kafka_direct.app.typed.columns import convert, converter, fits, infer_type, widest
+from kafka_direct.app.typed.envelope import KEEP, EnvelopeReader
 from kafka_direct.app.typed.formats import DecodeError, SchemaTexts, decoders
 from kafka_direct.app.typed.keys import KEY_TYPES, PrimitiveKey
 from kafka_direct.app.typed.options import (
@@ -37,11 +44,12 @@ from kafka_direct.app.typed.options import (
 )
 from kafka_direct.errors import BadRecordError, SchemaChangeError
 
-__all__ = ["BAD", "DELETE", "ROW", "ColumnInfo", "RowBuilder", "latest_per_key"]
+__all__ = ["BAD", "DELETE", "ROW", "TRUNCATE", "ColumnInfo", "RowBuilder", "latest_per_key"]
 
 ROW = "r"
 DELETE = "d"
 BAD = "x"
+TRUNCATE = "t"
 
 #: (type, fromSchema, topic, partition, offset of the first record that had it)
 ColumnInfo = tuple[str, bool, str, int, int]
@@ -102,6 +110,10 @@ class RowBuilder:
         self.tombstone = options.onTombstone
         self.keyColumns = options.keyColumns
         self.deadLetter = options.onBadRecord == "dead-letter"
+        self.envelope = (EnvelopeReader(options.onTruncate)
+                         if options.envelope == "debezium" else None)
+        #: Columns some rows keep (Debezium's unavailable values).
+        self.kept: dict[str, None] = {}
 
     def __repr__(self) -> str:
         return f"RowBuilder({self.target})"
@@ -124,7 +136,7 @@ class RowBuilder:
         if tombstone and self.tombstone == "ignore":
             return None
         try:
-            row = self._fields(topic, partition, offset, key, value, tombstone)
+            kind, row = self._fields(topic, partition, offset, key, value, tombstone)
         except _BadRecordError as bad:
             if not self.deadLetter:
                 cause = str(bad)
@@ -135,14 +147,16 @@ class RowBuilder:
                     "records aside", topic=topic, partition=partition, offset=offset,
                     cause=cause) from None
             return BAD, str(bad)
-        return (DELETE if tombstone and self.tombstone == "delete" else ROW), row
+        return None if kind is None else (kind, row)
 
     def _fields(self, topic: str, partition: int, offset: int, key: bytes | None,
-                value: bytes | None, tombstone: bool) -> dict[str, Any]:
+                value: bytes | None, tombstone: bool) -> tuple[str | None, dict[str, Any]]:
         valueTypes: Mapping[str, str]
         keyFields: dict[str, Any]
         keyTypes: Mapping[str, str]
         primitive = self.primitiveKey
+        kind: str | None = DELETE if tombstone and self.tombstone == "delete" else ROW
+        kept: tuple[str, ...] = ()
         try:
             if primitive is not None:
                 try:
@@ -158,6 +172,17 @@ class RowBuilder:
                     ({}, {}, True))
             else:
                 valueFields, valueTypes, valueSchema = self.valueDecoder.decode(value, topic)
+            if self.envelope is not None:
+                keyFields, keyTypes, keySchema = self.envelope.key(
+                    keyFields, keyTypes, keySchema, self.keyDecoder.lastSchema)
+                if not tombstone:
+                    op, valueFields, valueTypes, valueSchema, kept = self.envelope.value(
+                        valueFields, valueTypes, valueSchema, self.valueDecoder.lastSchema)
+                    if op == "skip":
+                        return None, {}
+                    if op == "t":
+                        return TRUNCATE, {}
+                    kind = DELETE if op == "d" else ROW
         except DecodeError as error:
             raise _BadRecordError(str(error)) from None
         for part, other, fields in (("key", "value", valueFields),
@@ -193,7 +218,7 @@ class RowBuilder:
             if name not in row:
                 raise _BadRecordError(
                     f"key column {name!r} is not a field of the "
-                    f"{'key' if tombstone else 'record'}" + (
+                    f"{'key' if tombstone or kind == DELETE else 'record'}" + (
                         " (a tombstone has no value: --on-tombstone ignore skips it)"
                         if tombstone and self.tombstone == "row" else ""))
             if row[name] is None:
@@ -202,7 +227,11 @@ class RowBuilder:
         for name in row:
             if name in self.existing or name in self.new:  # a null of no type yet: not yet
                 self.columns.setdefault(name, None)
-        return row
+        if kept:
+            kept = tuple(k for k in kept if k not in self.keyColumns)
+            row[KEEP] = json.dumps(kept)
+            self.kept.update(dict.fromkeys(kept))
+        return kind, row
 
     def _column(self, name: str, raw: Any, schemaType: str | None, fromSchema: bool,
                 where: tuple[str, int, int], pending: dict[str, ColumnInfo]) -> Any:

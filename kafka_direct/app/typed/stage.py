@@ -26,8 +26,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafka_direct.app.typed.envelope import KEEP
 from kafka_direct.app.typed.options import TypedOptions
-from kafka_direct.app.typed.rows import BAD, DELETE, ColumnInfo, RowBuilder
+from kafka_direct.app.typed.rows import BAD, DELETE, TRUNCATE, ColumnInfo, RowBuilder
 
 __all__ = ["CHUNK_ROWS", "KIND", "StagedPart", "Stager"]
 
@@ -61,6 +62,8 @@ class StagedPart:
             the schema's or the inferred one; the coordinates say where it was first seen.
         schemas: Avro schemas the task had to fetch from the registry (id, texts), for the
             driver to give the next tasks.
+        truncates: ``(topic, partition, offset)`` of Debezium truncate events (staged too).
+        kept: Columns some staged rows keep (Debezium's unavailable values).
     """
 
     partitionId: int
@@ -71,6 +74,8 @@ class StagedPart:
     ignored: int = 0
     columns: tuple[tuple[str, str, bool, str, int, int], ...] = field(default=())
     schemas: tuple[tuple[int, tuple[str, ...]], ...] = field(default=(), repr=False)
+    truncates: tuple[tuple[str, int, int], ...] = ()
+    kept: tuple[str, ...] = ()
 
     @property
     def table(self) -> str:
@@ -143,6 +148,7 @@ class Stager:
         stage = sql.Identifier(self.schema, STAGE_PREFIX + token)
         staged: list[str] = []  # field columns the staging table has, in order
         counts = {"rows": 0, "deletes": 0, "dead": 0, "ignored": 0}
+        truncates: list[tuple[str, int, int]] = []
         created = False
         for chunk in _chunks(records, CHUNK_ROWS):
             rows = []
@@ -151,6 +157,8 @@ class Stager:
                 if built is None:
                     counts["ignored"] += 1
                     continue
+                if built[0] == TRUNCATE:
+                    truncates.append((topic, partition, offset))
                 rows.append((built, topic, partition, offset, key, value))
             if not rows:
                 continue
@@ -158,9 +166,9 @@ class Stager:
                 cursor.execute(sql.SQL(
                     "CREATE UNLOGGED TABLE {} ({} \"char\" NOT NULL, topic text NOT NULL, "
                     "kafka_partition integer NOT NULL, kafka_offset bigint NOT NULL, "
-                    "{} bytea, {} bytea, {} text)").format(
+                    "{} bytea, {} bytea, {} text, {} text)").format(
                     stage, sql.Identifier(KIND), sql.Identifier(RAW_KEY),
-                    sql.Identifier(RAW_VALUE), sql.Identifier(ERROR)))
+                    sql.Identifier(RAW_VALUE), sql.Identifier(ERROR), sql.Identifier(KEEP)))
                 created = True
             fresh = [c for c in builder.columns if c not in staged]
             if fresh:
@@ -168,7 +176,7 @@ class Stager:
                     sql.SQL("ADD COLUMN {} text").format(sql.Identifier(c)) for c in fresh))
                 staged += fresh
             columns = (KIND, "topic", "kafka_partition", "kafka_offset", RAW_KEY, RAW_VALUE,
-                       ERROR, *staged)
+                       ERROR, KEEP, *staged)
             text = "".join(_lines(rows, staged, counts))
             cursor.copy_expert(sql.SQL("COPY {} ({}) FROM STDIN").format(
                 stage, sql.SQL(", ").join(sql.Identifier(c) for c in columns)).as_string(cursor),
@@ -185,7 +193,7 @@ class Stager:
              counts["rows"]))
         return StagedPart(partitionId, token, counts["rows"], counts["deletes"],
                           counts["dead"], counts["ignored"], _described(builder, staged),
-                          fetched)
+                          fetched, tuple(truncates), tuple(builder.kept))
 
 
 _ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
@@ -218,14 +226,15 @@ def _lines(rows: list[tuple[Any, ...]], staged: list[str], counts: dict[str, int
         if kind == BAD:
             counts["dead"] += 1
             line = "\t".join((BAD, head, _copy_text(key), _copy_text(value),
-                              _copy_text(body)))
+                              _copy_text(body), "\\N"))
             yield f"{line}\t{nulls}\n" if staged else f"{line}\n"
             continue
         if kind == DELETE:
             counts["deletes"] += 1
         fields = "\t".join([_copy_text(body.get(c)) for c in staged])
-        yield f"{kind}\t{head}\t\\N\t\\N\t\\N\t{fields}\n" if staged else \
-            f"{kind}\t{head}\t\\N\t\\N\t\\N\n"
+        keep = _copy_text(body.get(KEEP))
+        yield f"{kind}\t{head}\t\\N\t\\N\t\\N\t{keep}\t{fields}\n" if staged else \
+            f"{kind}\t{head}\t\\N\t\\N\t\\N\t{keep}\n"
 
 
 def _described(builder: RowBuilder, staged: list[str]

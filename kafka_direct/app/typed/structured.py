@@ -58,7 +58,8 @@ def sink_options(options: TypedOptions, dsn: str, schema: str, table: str, group
     records = {"valueFormat": options.valueFormat, "keyFormat": options.keyFormat,
                "keyColumns": list(options.keyColumns), "onTombstone": options.onTombstone,
                "onBadRecord": options.onBadRecord, "deadLetterTable": options.deadLetterTable,
-               "columns": [list(c) for c in options.columns]}
+               "columns": [list(c) for c in options.columns],
+               "envelope": options.envelope, "onTruncate": options.onTruncate}
     given = {"dsn": dsn, "schema": schema, "table": table, "offsetStore.name": group,
              "records": json.dumps(records)}
     if statementTimeoutMs:
@@ -100,7 +101,9 @@ def _settings(given: Mapping[str, str]) -> _Settings:
             registry=settings, keyColumns=tuple(records["keyColumns"]),
             onTombstone=records["onTombstone"], onBadRecord=records["onBadRecord"],
             deadLetterTable=records["deadLetterTable"],
-            columns=tuple((str(n), str(t)) for n, t in records["columns"]))
+            columns=tuple((str(n), str(t)) for n, t in records["columns"]),
+            envelope=records.get("envelope", "none"),
+            onTruncate=records.get("onTruncate", "fail"))
         timeout = lowered.get("statementtimeoutms")
         schemas = tuple(sorted((int(k), tuple(str(t) for t in v)) for k, v in
                                json.loads(lowered.get("schemas") or "{}").items()))
