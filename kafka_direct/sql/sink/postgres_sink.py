@@ -63,7 +63,12 @@ Guarantees
 
 Costs
 -----
-* Rows are written twice inside PostgreSQL: COPY into the unlogged staging tables (no WAL,
+* With option ``offsetColumns`` (the target columns holding each row's Kafka topic,
+  partition and offset), rows are written once: each task COPYs them straight into the
+  target and claims their offsets in the same transaction
+  (:mod:`kafka_direct.postgres.direct_write`); the commit checks the claims. Rows then show
+  task by task before their batch commits; see docs/sink.md, "Direct writes".
+* Staged (the default), rows are written twice inside PostgreSQL: COPY into the unlogged staging tables (no WAL,
   no index, one backend per task, in parallel), then one ``INSERT ... SELECT`` into the
   target on the driver (WAL, one backend). Encoding is Arrow's C++ CSV writer (bytea as
   vectorised hex), not a Python loop per value. Measured on 2 cores (``bench/
