@@ -72,7 +72,7 @@ Costs
   staging tables (no WAL, no index, one backend per task, in parallel), then one ``INSERT
   ... SELECT`` into the target on the driver (WAL, one backend). Encoding is Arrow's C++ CSV
   writer (bytea as vectorised hex), not a Python loop per value. Measured on 2 cores
-  (``bench/ structured_sink.py``, 400,000 rows of ~100 B): the sink costs about 1.1 s per
+  (``bench/structured_sink.py``, 400,000 rows of ~100 B): the sink costs about 1.1 s per
   batch beyond what Spark spends handing the rows to any Python sink; end to end it writes
   at 1.2x the rate of a plain COPY of the same rows from Python, 0.4x that of a COPY of
   ready-made CSV.
