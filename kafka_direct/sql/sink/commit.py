@@ -200,16 +200,16 @@ def _commit_once(options: SinkOptions, queryId: str, batchId: int,
         if direct and record:  # the batch's claims, and those its stored offsets pass
             release_claims(cursor, options.stagingSchema, options.target, queryId, batchId,
                            None if plan is None else plan.end)
-        if plan is not None:
-            if plan.covered and not written:  # another query wrote these rows: none again
-                cursor.execute(sql.SQL(
-                    "UPDATE {} SET batch_id = %s, rows = 0, committed_at = now() "
-                    "WHERE query_id = %s AND target = %s").format(
-                    sql.Identifier(options.stagingSchema, COMMITS_TABLE)),
-                    (batchId, queryId, options.target))
-                drop_staged(cursor, options.stagingSchema,
-                            sql.SQL("query_id = %s AND batch_id <= %s"), (queryId, batchId))
-                return CommitResult(queryId, batchId, 0, True, plan)
+        if plan is not None and plan.covered and not written:
+            # Another query wrote these offsets' rows: none again.
+            cursor.execute(sql.SQL(
+                "UPDATE {} SET batch_id = %s, rows = 0, committed_at = now() "
+                "WHERE query_id = %s AND target = %s").format(
+                sql.Identifier(options.stagingSchema, COMMITS_TABLE)),
+                (batchId, queryId, options.target))
+            drop_staged(cursor, options.stagingSchema,
+                        sql.SQL("query_id = %s AND batch_id <= %s"), (queryId, batchId))
+            return CommitResult(queryId, batchId, 0, True, plan)
         if options.mode == "complete":
             cursor.execute(sql.SQL("DELETE FROM {}").format(
                 sql.Identifier(options.schema, options.table)))

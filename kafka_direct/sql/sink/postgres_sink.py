@@ -63,13 +63,18 @@ Guarantees
 
 Costs
 -----
-* Rows are written twice inside PostgreSQL: COPY into the unlogged staging tables (no WAL,
-  no index, one backend per task, in parallel), then one ``INSERT ... SELECT`` into the
-  target on the driver (WAL, one backend). Encoding is Arrow's C++ CSV writer (bytea as
-  vectorised hex), not a Python loop per value. Measured on 2 cores (``bench/
-  structured_sink.py``, 400,000 rows of ~100 B): the sink costs about 1.1 s per batch
-  beyond what Spark spends handing the rows to any Python sink; end to end it writes at
-  1.2x the rate of a plain COPY of the same rows from Python, 0.4x that of a COPY of
+* With option ``offsetColumns`` (the target columns holding each row's Kafka topic,
+  partition and offset), rows are written once: each task COPYs them straight into the
+  target and claims their offsets in the same transaction
+  (:mod:`kafka_direct.postgres.direct_write`); the commit checks the claims. Rows then show
+  task by task before their batch commits; see docs/sink.md, "Direct writes".
+* Staged (the default), rows are written twice inside PostgreSQL: COPY into the unlogged
+  staging tables (no WAL, no index, one backend per task, in parallel), then one ``INSERT
+  ... SELECT`` into the target on the driver (WAL, one backend). Encoding is Arrow's C++ CSV
+  writer (bytea as vectorised hex), not a Python loop per value. Measured on 2 cores
+  (``bench/structured_sink.py``, 400,000 rows of ~100 B): the sink costs about 1.1 s per
+  batch beyond what Spark spends handing the rows to any Python sink; end to end it writes
+  at 1.2x the rate of a plain COPY of the same rows from Python, 0.4x that of a COPY of
   ready-made CSV.
 * Per batch: one small transaction per non-empty task, one commit transaction, a staging
   table created and dropped per non-empty task (catalog churn that autovacuum absorbs);

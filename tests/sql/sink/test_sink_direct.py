@@ -258,10 +258,9 @@ def test_offset_columns_cannot_replace_the_table():
 
 def test_direct_and_staged_writes_leave_the_same_table(postgres, pg_schema):
     """Differential: the same attempts, failures and re-runs through both paths."""
+    from kafka_direct.postgres.staging import stage_rows
     from tests.sql.sink.test_sink_protocol import make_sink as staged_sink
     from tests.sql.sink.test_sink_protocol import staging_target
-
-    from kafka_direct.postgres.staging import stage_rows
 
     direct = make_sink(postgres, pg_schema, table="direct")
     with postgres.connect() as connection, connection.cursor() as cursor:
@@ -285,3 +284,95 @@ def test_direct_and_staged_writes_leave_the_same_table(postgres, pg_schema):
             abort_batch(direct, batch, d)
             abort_batch(staged, batch, s)
     assert table_rows(postgres, direct) == table_rows(postgres, staged)
+
+
+def direct_model_for(postgres):
+    """The commit protocol's model (test_sink_model.py) with tasks that write directly.
+
+    The same random runs of plans, attempts that succeed, fail before or after writing, run
+    twice, lost acknowledgements, aborts and restarts (same or lost checkpoint); what must
+    hold changes with rows written before their batch commits:
+
+    * the table holds every record below the store's offsets, plus records a claim covers
+      (written by attempts of batches not committed yet), each exactly once, and no other;
+    * every claim lies beyond the store's offsets (a commit deletes the ones it passes).
+    """
+    from hypothesis import strategies as st
+    from hypothesis.stateful import invariant, precondition, rule
+
+    from tests.sql.sink.test_sink_model import PARTS, TOPIC, model_for
+
+    Base = model_for(postgres)
+
+    class DirectModel(Base):
+        def __init__(self):
+            super().__init__()
+            self.sql(f'DROP TABLE "{self.schema}".target')
+            self.sql(f'CREATE TABLE "{self.schema}".direct (topic text, kafka_partition int, '
+                     "kafka_offset bigint, v text)")  # no key: a duplicate would show
+            given = {"dsn": postgres.dsn, "table": "direct", "schema": self.schema,
+                     "offsetColumns": OFFSETS, "offsetStore.name": self.link.store,
+                     "offsetStore.schema": self.schema}
+            from pyspark.sql.types import IntegerType, LongType, StringType
+
+            types = [StringType(), IntegerType(), LongType(), StringType()]
+            self.sink = prepare_target(parse_options(given, FIELDS, False),
+                                       list(zip(FIELDS, types, strict=True)))
+
+        @precondition(lambda self: self.inflight is not None)
+        @rule(partition=st.sampled_from(PARTS),
+              outcome=st.sampled_from(["ok", "ok", "fails after writing", "fails before"]))
+        def task(self, partition, outcome):
+            batch = self.inflight
+            if batch.planned:
+                self.link.bind_read(batch.plan, self.query, batch.batchId)
+            if outcome == "fails before":
+                return
+            rows = records(partition, batch.start[partition],
+                           batch.end[partition] - batch.start[partition], topic=TOPIC)
+            attempt = write(self.sink, self.query, batch.batchId, partition, rows)
+            if outcome == "ok" and partition not in batch.attempts:
+                batch.attempts[partition] = attempt
+
+        @invariant()
+        def every_consumed_record_is_in_the_target_once(self):
+            rows = self.sql(f'SELECT topic, kafka_partition, kafka_offset, v FROM '
+                            f'"{self.schema}".direct')
+            claims = self.sql(f'SELECT kafka_partition, from_offset, until_offset FROM '
+                              f'"{self.schema}".{RANGES_TABLE}')
+            stored = self.store or {p: 0 for p in PARTS}
+            expected = {r for p in PARTS for r in records(p, 0, stored[p], topic=TOPIC)}
+            claimed = {r for p, low, high in claims for r in records(p, low, high - low,
+                                                                       topic=TOPIC)}
+            assert len(rows) == len(set(rows)), "a record written twice"
+            assert expected <= set(rows) <= expected | claimed
+            assert all(low >= stored[p] for p, low, _ in claims), (claims, stored)
+
+        @invariant()
+        def no_staging_of_finished_batches(self):
+            pass  # nothing is staged
+
+    return DirectModel
+
+
+def test_the_direct_commit_protocol_model(postgres):
+    from hypothesis import HealthCheck, settings
+    from hypothesis.stateful import run_state_machine_as_test
+
+    from tests.sql.sink.test_sink_model import EXAMPLES
+
+    run_state_machine_as_test(direct_model_for(postgres), settings=settings(
+        max_examples=EXAMPLES, stateful_step_count=25, deadline=None,
+        suppress_health_check=list(HealthCheck)))
+
+
+@pytest.mark.slow
+def test_the_direct_commit_protocol_model_many_examples(postgres):
+    import os
+
+    from hypothesis import HealthCheck, settings
+    from hypothesis.stateful import run_state_machine_as_test
+
+    run_state_machine_as_test(direct_model_for(postgres), settings=settings(
+        max_examples=int(os.environ.get("KAFKA_DIRECT_SINK_MODEL_EXAMPLES", "300")),
+        stateful_step_count=50, deadline=None, suppress_health_check=list(HealthCheck)))
