@@ -166,3 +166,43 @@ def test_review_a_non_integer_offset_column_is_refused_up_front(postgres, pg_sch
     first = write_direct(direct_target(sink), query, 0, 0, _string_offsets([1, 2, 10]))
     claimed = [(c.fromOffset, c.untilOffset) for c in first.claims]
     assert claimed == [(1, 11)], f"offsets 1, 2, 10 claimed as {claimed}"
+
+
+def _amount_sink(postgres, schema, table, scale):
+    from pyspark.sql.types import DecimalType, IntegerType, LongType, StringType
+
+    _sql(postgres, f'CREATE TABLE "{schema}"."{table}" (topic text, kafka_partition int, '
+                   f"kafka_offset bigint, k text PRIMARY KEY, amount numeric(14, {scale}))")
+    fields = [*FIELDS[:3], "k", "amount"]
+    given = {"dsn": postgres.dsn, "table": table, "schema": schema, "offsetColumns": OFFSETS,
+             "mode": "update", "keyColumns": "k"}
+    types = [StringType(), IntegerType(), LongType(), StringType(), DecimalType(14, 4)]
+    return prepare_target(parse_options(given, fields, False),
+                          list(zip(fields, types, strict=True)))
+
+
+def _amounts(offset, key, amount):
+    import decimal
+
+    return [pa.record_batch({
+        "topic": pa.array(["t"], pa.string()),
+        "kafka_partition": pa.array([0], pa.int32()),
+        "kafka_offset": pa.array([offset], pa.int64()),
+        "k": pa.array([key], pa.string()),
+        "amount": pa.array([decimal.Decimal(amount)], pa.decimal128(14, 4))})]
+
+
+# Finding 5 (silent corruption in upserts): the upsert's temporary table has a fixed name
+# and is created "IF NOT EXISTS" from the FIRST target a session upserts into; it lives as
+# long as the cached connection (a reused Python worker's), so an upsert into another
+# table (two queries in one application, schemas with tables of the same name, a target
+# whose column changed type) goes through a temporary table of the wrong column types.
+# Here amounts of 4 decimals are rounded to the 2 of the first target's column, silently
+# (other mismatches fail with a confusing "column ... does not exist" or cast error).
+def test_review_an_upsert_uses_its_own_targets_column_types(postgres, pg_schema):
+    first = _amount_sink(postgres, pg_schema, "cents", 2)
+    second = _amount_sink(postgres, pg_schema, "precise", 4)
+    write_direct(direct_target(first), query_id(), 0, 0, _amounts(0, "a", "1.25"))
+    # The same process (one cached connection): the next task upserts into the other table.
+    write_direct(direct_target(second), query_id(), 0, 0, _amounts(0, "b", "1.2345"))
+    assert _sql(postgres, f'SELECT amount::text FROM "{pg_schema}".precise') == [("1.2345",)]
