@@ -6,8 +6,10 @@ PostgreSQL, as tests/sql/sink/test_sink_direct.py does.
 """
 
 import multiprocessing
+import uuid
 
 import pyarrow as pa
+import pytest
 
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.postgres import direct_write
@@ -206,3 +208,80 @@ def test_review_an_upsert_uses_its_own_targets_column_types(postgres, pg_schema)
     # The same process (one cached connection): the next task upserts into the other table.
     write_direct(direct_target(second), query_id(), 0, 0, _amounts(0, "b", "1.2345"))
     assert _sql(postgres, f'SELECT amount::text FROM "{pg_schema}".precise') == [("1.2345",)]
+
+
+@pytest.fixture
+def no_temp_database(postgres):
+    """A database where PUBLIC may not create temporary tables, a role, and a schema."""
+    name, role, password = (f"review_{uuid.uuid4().hex[:8]}", f"sink_{uuid.uuid4().hex[:8]}",
+                            uuid.uuid4().hex)
+    admin = postgres.connect()
+    admin.autocommit = True
+    with admin.cursor() as cursor:
+        cursor.execute(f"CREATE DATABASE {name}")
+        cursor.execute(f"CREATE ROLE {role} LOGIN PASSWORD %s", (password,))
+    base = " ".join(p for p in postgres.dsn.split() if not p.startswith("dbname="))
+    connection = None
+    try:
+        import psycopg2
+
+        connection = psycopg2.connect(f"{base} dbname={name}")
+        connection.autocommit = True
+        with connection.cursor() as cursor:
+            cursor.execute(f"REVOKE TEMPORARY ON DATABASE {name} FROM PUBLIC")
+            cursor.execute("CREATE SCHEMA s")
+            cursor.execute("CREATE TABLE s.target (topic text, kafka_partition int, "
+                           "kafka_offset bigint, v text PRIMARY KEY)")
+        owner = f"{base} dbname={name}"
+        login = " ".join(p for p in owner.split() if not p.startswith(("user=", "password=")))
+        yield owner, f"{login} user={role}", password, connection, role
+    finally:
+        if connection is not None:
+            connection.close()
+        with admin.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            cursor.execute(f"DROP ROLE IF EXISTS {role}")
+        admin.close()
+
+
+# Finding 6 (grants): docs/sink.md says upserts need TEMPORARY on the database, and the
+# sink promises to name missing grants before the first batch, but prepare_target never
+# checks TEMPORARY: the options are accepted and every upserting task then fails with
+# "permission denied to create temporary tables" (whose hint names other grants).
+def test_review_a_missing_temporary_grant_is_named_before_the_first_batch(no_temp_database):
+    from pyspark.sql.types import IntegerType, LongType, StringType
+
+    owner, dsn, password, admin, role = no_temp_database
+    given = {"table": "target", "schema": "s", "stagingSchema": "s", "offsetColumns": OFFSETS,
+             "mode": "update", "keyColumns": "v"}
+    fields = list(zip(FIELDS, [StringType(), IntegerType(), LongType(), StringType()],
+                      strict=True))
+    prepare_target(parse_options({**given, "dsn": owner}, FIELDS, False), fields)  # tables
+    with admin.cursor() as cursor:
+        cursor.execute(f"GRANT USAGE, CREATE ON SCHEMA s TO {role}")
+        cursor.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA s TO "
+                       f"{role}")
+    try:
+        sink = prepare_target(parse_options({**given, "dsn": dsn, "password": password},
+                                            FIELDS, False), fields)
+    except ConfigurationError as refused:
+        assert "TEMP" in str(refused)
+        return
+    # Accepted: the first task must then be able to write.
+    write_direct(direct_target(sink), query_id(), 0, 0, batches(records(0, 0, 2)))
+
+
+# Finding 7 (upserts silently ignored, differs from staging): the upsert keeps an existing
+# row of the same topic and partition at a higher offset, whoever wrote it and whenever. A
+# topic deleted and created again (offsets start at 0), or a table fed before by another
+# pipeline, keeps its old rows against every new update of their keys, for good; the
+# staging path applies them. The guard is needed only between pieces of one batch (or
+# claims of one query); it should not hold across queries and topics' lifetimes.
+def test_review_a_recreated_topics_updates_are_applied(postgres, pg_schema):
+    sink = make_sink(postgres, pg_schema, key="v")
+    before = query_id()
+    commit_batch(sink, 0, [write(sink, before, 0, 0, records(0, 50, 1, value=lambda _: "k"))])
+    # The topic is deleted and created again; a new query (new checkpoint) reads it.
+    after = query_id()
+    commit_batch(sink, 0, [write(sink, after, 0, 0, records(0, 2, 1, value=lambda _: "k"))])
+    assert _sql(postgres, f'SELECT kafka_offset FROM "{pg_schema}".target') == [(2,)]
