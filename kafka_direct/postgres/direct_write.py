@@ -4,27 +4,28 @@ A write task attempt whose rows carry their Kafka coordinates (a topic, a partit
 offset column) writes them where they belong in ONE transaction, with a record of which
 offsets it wrote (Koeninger's pattern: results and offsets in one transaction):
 
-1. **Fence.** The query's commit row is read ``FOR SHARE``: when the batch is committed
-   already (a zombie or a re-run attempt), nothing is written. A commit under way holds
-   the row ``FOR UPDATE``, so the attempt waits for it and then writes nothing.
-2. **Rows.** ``COPY`` straight into the target (appends), or into a temporary table and one
-   ``INSERT ... ON CONFLICT (keys) DO UPDATE`` (upserts: per key the row of the highest
-   offset; an existing row of the same Kafka partition at a higher offset is kept, so two
-   tasks holding pieces of one partition's range cannot reorder its updates).
+1. **Fence.** The query's commit row (made, if missing, in a short transaction first, so
+   that it exists before the query's first commit) is read ``FOR SHARE``: when the batch
+   is committed already (a zombie or a re-run attempt), nothing is written. A commit under
+   way holds the row ``FOR UPDATE``, so the attempt waits for it and then writes nothing.
+2. **Rows.** ``COPY`` straight into the target: appends only. (Upserts stay staged: the
+   latest record of a key is decided across the batch's tasks at its commit, which a task
+   holding one piece of a Kafka partition's range cannot do alone.)
 3. **Claims.** Per Kafka partition the attempt wrote, one row in
    ``kafka_direct_sink_ranges``: (target, topic, partition, first offset, last offset + 1,
    rows, query, batch, Spark partition, attempt token). Claims of one target never
    overlap: an attempt whose offsets overlap a claim writes none of the claimed offsets.
 4. **COMMIT.**
 
-Whether an attempt must look for claims before it writes is decided from its first rows:
-when no claim of the target belongs to another batch and none names a Kafka partition of
-its first rows, it streams (no row kept in memory) and checks for overlaps only when it
-claims, under the claims' locks. Otherwise (a retried attempt, a batch run again after a
-failure, a Kafka partition split between tasks) it keeps its rows, drops those that
-claims cover (another attempt wrote them), writes the rest and claims them in pieces
-between the claims. A speculative twin that claims first makes the other's claim fail on
-the unique key: that attempt rolls back and goes the careful way.
+Whether an attempt must look for claims before it writes is decided from its first rows and
+its batch's plan (with the offset store): when no claim names a Kafka partition of its
+first rows, no claim of another batch names a Kafka partition the batch reads, and no other
+query committed the store's offsets last, it streams (no row kept in memory) and checks for
+overlaps only when it claims, under the claims' locks. Otherwise (a retried attempt, a
+batch run again after a failure, a Kafka partition split between tasks) it keeps its rows,
+drops those that claims cover (another attempt wrote them), writes the rest and claims them
+in pieces between the claims. A speculative twin that claims first makes the other's claim
+fail on the unique key: that attempt rolls back and goes the careful way.
 
 The driver's commit (:func:`check_claims`, :func:`release_claims`) checks that every
 claim the batch's messages name is there, and deletes the batch's claims in the
@@ -67,7 +68,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 RANGES_TABLE = "kafka_direct_sink_ranges"
-_TEMP = "kafka_direct_direct_rows"
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,11 +151,11 @@ class DirectTarget:
         table: The target table.
         columns: The target columns the rows fill, in the rows' order.
         offsetColumns: The target columns holding each row's topic, partition and offset.
-        keyColumns: The upsert key (empty: append).
         stagingSchema: Where the sink's records (commit rows, claims) live.
         statementTimeoutMs: ``statement_timeout``, or None.
-        store: The linked offset store: (schema, table of stores, store name). Offsets
-            below its end offsets count as claimed (a committed batch wrote them).
+        store: The linked offset store: (schema, table of stores, table of plans, store
+            name). Offsets below its end offsets count as claimed (a committed batch wrote
+            them); the batch's plan names the Kafka partitions it reads.
     """
 
     database: Database
@@ -163,18 +163,16 @@ class DirectTarget:
     table: str
     columns: tuple[str, ...]
     offsetColumns: tuple[str, str, str]
-    keyColumns: tuple[str, ...] = ()
     stagingSchema: str = "public"
     statementTimeoutMs: int | None = None
-    store: tuple[str, str, str] | None = None
+    store: tuple[str, str, str, str] | None = None
 
     def __post_init__(self) -> None:
-        missing = [c for c in (*self.offsetColumns, *self.keyColumns) if c not in self.columns]
+        missing = [c for c in self.offsetColumns if c not in self.columns]
         if len(self.offsetColumns) != 3 or missing:
             raise ConfigurationError(
-                f"the offset columns {list(self.offsetColumns)} and key columns "
-                f"{list(self.keyColumns)} must be among the written columns "
-                f"{list(self.columns)}", setting="offsetColumns")
+                f"the offset columns {list(self.offsetColumns)} must be among the written "
+                f"columns {list(self.columns)}", setting="offsetColumns")
 
     def __repr__(self) -> str:
         return f"DirectTarget({self.schema}.{self.table})"
@@ -274,7 +272,7 @@ def _store(cursor: Any, target: DirectTarget) -> tuple[str | None, dict[tuple[st
 
     if target.store is None:
         return None, {}
-    schema, table, store = target.store
+    schema, table, _, store = target.store
     cursor.execute(sql.SQL("SELECT query_id, end_offsets FROM {} WHERE store = %s").format(
         sql.Identifier(schema, table)), (store,))
     row = cursor.fetchone()
@@ -285,22 +283,41 @@ def _store(cursor: Any, target: DirectTarget) -> tuple[str | None, dict[tuple[st
     return (None if row[0] is None else str(row[0])), ends
 
 
+def _planned_keys(cursor: Any, target: DirectTarget, queryId: str, batchId: int) -> list[str]:
+    """The Kafka partitions the batch's plan reads (``topic/partition``), or none known."""
+    from psycopg2 import sql
+
+    if target.store is None:
+        return []
+    schema, _, plans, store = target.store
+    cursor.execute(sql.SQL(
+        "SELECT t.key || '/' || p.key FROM (SELECT end_offsets FROM {} WHERE store = %s AND "
+        "query_id = %s AND batch_id = %s ORDER BY plan_id DESC LIMIT 1) AS plan, "
+        "jsonb_each(plan.end_offsets) AS t, jsonb_each(t.value) AS p").format(
+        sql.Identifier(schema, plans)), (store, queryId, batchId))
+    return [str(r[0]) for r in cursor.fetchall()]
+
+
 def _must_look(cursor: Any, target: DirectTarget, queryId: str, batchId: int,
                firstKeys: Sequence[str]) -> bool:
     """Whether a claim may overlap this attempt's rows (then it keeps them and looks).
 
-    So may the store's offsets when another query committed them last: this query may
-    then read offsets it already holds (a checkpoint behind the store).
+    Claims of its first rows' Kafka partitions may (a twin's, a piece of the same range);
+    claims of another batch or query on a Kafka partition its batch reads may; so may the
+    store's offsets when another query committed them last (a checkpoint behind the store).
+    Claims of the same batch's other tasks on other Kafka partitions may not.
     """
     from psycopg2 import sql
 
     committer, ends = _store(cursor, target)
     if ends and committer != queryId:
         return True
+    planned = _planned_keys(cursor, target, queryId, batchId)
     cursor.execute(sql.SQL(
-        "SELECT EXISTS (SELECT 1 FROM {} WHERE target = %s AND (NOT (query_id = %s AND "
-        "batch_id = %s) OR topic || '/' || kafka_partition = ANY(%s)))").format(
-        _ranges(target)), (target.target, queryId, batchId, list(firstKeys)))
+        "SELECT EXISTS (SELECT 1 FROM {} WHERE target = %s AND (topic || '/' || "
+        "kafka_partition = ANY(%s) OR (NOT (query_id = %s AND batch_id = %s) AND "
+        "topic || '/' || kafka_partition = ANY(%s))))").format(_ranges(target)),
+        (target.target, list(firstKeys), queryId, batchId, planned))
     return bool(cursor.fetchone()[0])
 
 
@@ -347,38 +364,8 @@ def _insert_claims(cursor: Any, target: DirectTarget, attempt: DirectAttempt,
 
 
 def _write_rows(cursor: Any, target: DirectTarget, batches: Iterable[Any]) -> int:
-    """COPY the rows into the target (append) or upsert them through a temporary table."""
-    from psycopg2 import sql
-
-    if not target.keyColumns:
-        return copy_batches(cursor, _sql_target(target), target.columns, batches)
-    temp = sql.Identifier(_TEMP)
-    columns = sql.SQL(", ").join(sql.Identifier(c) for c in target.columns)
-    cursor.execute(sql.SQL("CREATE TEMPORARY TABLE IF NOT EXISTS {} AS SELECT {} FROM {} "
-                           "WITH NO DATA").format(temp, columns, _sql_target(target)))
-    cursor.execute(sql.SQL("TRUNCATE {}").format(temp))
-    sent = copy_batches(cursor, temp, target.columns, batches)
-    topic, partition, offset = (sql.Identifier(c) for c in target.offsetColumns)
-    keys = sql.SQL(", ").join(sql.Identifier(k) for k in target.keyColumns)
-    anyNull = sql.SQL(" OR ").join(sql.SQL("{} IS NULL").format(sql.Identifier(k))
-                                   for k in target.keyColumns)
-    others = [c for c in target.columns if c not in target.keyColumns]
-    action = (sql.SQL("DO UPDATE SET ") + sql.SQL(", ").join(
-        sql.SQL("{} = EXCLUDED.{}").format(sql.Identifier(c), sql.Identifier(c))
-        for c in others) + sql.SQL(
-        " WHERE ({t}.{tp}, {t}.{pp}) IS DISTINCT FROM (EXCLUDED.{tp}, EXCLUDED.{pp}) "
-        "OR {t}.{op} IS NULL OR {t}.{op} < EXCLUDED.{op}").format(
-        t=sql.Identifier(target.table), tp=topic, pp=partition, op=offset)
-    ) if others else sql.SQL("DO NOTHING")
-    # One row per key (ON CONFLICT touches a row once per statement): the highest offset's.
-    cursor.execute(sql.SQL(
-        "INSERT INTO {target} AS {alias} ({columns}) SELECT {columns} FROM (SELECT *, "
-        "row_number() OVER (PARTITION BY {keys} ORDER BY {offset} DESC) AS kd_rank FROM {temp}) "
-        "AS ranked WHERE kd_rank = 1 OR {anyNull} ON CONFLICT ({keys}) ").format(
-        target=_sql_target(target), alias=sql.Identifier(target.table), columns=columns,
-        keys=keys, offset=offset, temp=temp, anyNull=anyNull) + action)
-    cursor.execute(sql.SQL("TRUNCATE {}").format(temp))
-    return sent
+    """COPY the rows into the target."""
+    return copy_batches(cursor, _sql_target(target), target.columns, batches)
 
 
 def _uncovered(batches: Sequence[Any], target: DirectTarget,
@@ -532,6 +519,7 @@ def write_direct(target: DirectTarget, queryId: str, batchId: int, partitionId: 
 
     firstKeys = _first_keys(target, first)
     doing = f"writing partition {partitionId} of batch {batchId} of query {queryId}"
+    _fence_row(target, queryId, doing)
     kept: list[Any] | None = None
     rows = _Tracked(rows)
     for round in range(4):
@@ -584,6 +572,31 @@ def write_direct(target: DirectTarget, queryId: str, batchId: int, partitionId: 
     raise _replanned(target, attempt)
 
 
+def _fence_row(target: DirectTarget, queryId: str, doing: str) -> None:
+    """Make the query's commit row if missing, committed at once (tasks then lock it).
+
+    Before the query's first commit there is no row to lock: a zombie attempt would not
+    wait for that commit, whose deleting its twin's claims would let it write again.
+    """
+    import psycopg2
+    from psycopg2 import sql
+
+    for retry in (False, True):
+        try:
+            with transaction(target.database, target.statementTimeoutMs) as cursor:
+                cursor.execute(sql.SQL(
+                    "INSERT INTO {} (query_id, target, batch_id) VALUES (%s, %s, -1) "
+                    "ON CONFLICT DO NOTHING").format(
+                    sql.Identifier(target.stagingSchema, COMMITS_TABLE)),
+                    (queryId, target.target))
+            return
+        except (psycopg2.Error, CommitOutcomeUnknownError) as error:
+            if not retry and retry_broken(target.database, error):
+                drop_cached(target.database)
+                continue
+            raise _staged_error(error, target, doing) from error
+
+
 def _twin(target: DirectTarget, attempt: DirectAttempt, firstKeys: Sequence[str]
           ) -> DirectAttempt | None:
     """The same Spark partition's claims, made by another attempt of this batch, or None."""
@@ -619,9 +632,9 @@ def _replanned(target: DirectTarget, attempt: DirectAttempt) -> SinkWriteError:
 
 
 def _staged_error(error: BaseException, target: DirectTarget, doing: str) -> SinkWriteError:
-    grants = (f"GRANT INSERT{', UPDATE' if target.keyColumns else ''} ON {target.target}; "
-              f"GRANT SELECT ON {target.stagingSchema}.{COMMITS_TABLE}; GRANT SELECT, INSERT "
-              f"ON {target.stagingSchema}.{RANGES_TABLE}")
+    grants = (f"GRANT INSERT ON {target.target}; GRANT SELECT, INSERT, UPDATE ON "
+              f"{target.stagingSchema}.{COMMITS_TABLE}; GRANT SELECT, INSERT, UPDATE ON "
+              f"{target.stagingSchema}.{RANGES_TABLE}")
     return database_error(error, target.database, doing=doing, table=target.target,
                           grants=grants)
 

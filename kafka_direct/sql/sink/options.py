@@ -144,12 +144,12 @@ class SinkOptions:
                 f"offsetColumns {missing} are not among the written columns "
                 f"{list(self.columns)}: write the source's topic, partition and offset "
                 "columns", setting="offsetColumns", value=list(self.offsetColumns))
-        if self.mode == "complete":
+        if self.mode != "append":
             raise ConfigurationError(
-                "offsetColumns (rows written straight into the target) cannot replace the "
-                "table's rows each batch (mode=complete), which needs them staged until "
-                "the commit: drop offsetColumns, or use mode=append or mode=update",
-                setting="offsetColumns", value=list(self.offsetColumns))
+                f"offsetColumns writes rows straight into the target, for mode=append; "
+                f"mode={self.mode} stages them, so that the commit applies the whole batch "
+                "at once (each key's latest record across tasks, or the table replaced): "
+                "drop offsetColumns", setting="offsetColumns", value=list(self.offsetColumns))
 
     @property
     def direct(self) -> bool:

@@ -140,7 +140,7 @@ from kafka_direct.errors import ConfigurationError
 from kafka_direct.postgres.direct_write import DirectAttempt, DirectTarget, write_direct
 from kafka_direct.postgres.staging import StagedAttempt, StagingTarget, stage_rows
 from kafka_direct.sql.formats import BATCH_ID_PROPERTY, POSTGRES_SINK_FORMAT, QUERY_ID_PROPERTY
-from kafka_direct.sql.link.tables import STORES_TABLE
+from kafka_direct.sql.link.tables import PLANS_TABLE, STORES_TABLE
 from kafka_direct.sql.sink.commit import CommitResult, abort_batch, commit_batch, commit_write
 from kafka_direct.sql.sink.options import SinkOptions, parse_options
 from kafka_direct.sql.sink.target import prepare_target
@@ -171,9 +171,10 @@ def _target(options: SinkOptions) -> StagingTarget:
 def _direct_target(options: SinkOptions) -> DirectTarget:
     offsets, link = options.offsetColumns, options.link
     return DirectTarget(options.database, options.schema, options.table, options.columns,
-                        (offsets[0], offsets[1], offsets[2]), options.keyColumns,
-                        options.stagingSchema, options.statementTimeoutMs,
-                        None if link is None else (link.schema, STORES_TABLE, link.store))
+                        (offsets[0], offsets[1], offsets[2]), options.stagingSchema,
+                        options.statementTimeoutMs,
+                        None if link is None else (link.schema, STORES_TABLE, PLANS_TABLE,
+                                                   link.store))
 
 
 def _write(options: SinkOptions, queryId: str, batchId: int, partitionId: int,

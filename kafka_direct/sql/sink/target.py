@@ -226,8 +226,27 @@ def prepare_target(options: SinkOptions, fields: Sequence[tuple[str, Any]]) -> S
     return resolved
 
 
+_OFFSET_TYPES = (("topic", ("StringType", "VarcharType", "CharType")),
+                 ("partition", ("IntegerType", "LongType", "ShortType", "ByteType")),
+                 ("offset", ("LongType", "IntegerType")))
+
+
+def _check_offset_types(options: SinkOptions, fields: Sequence[tuple[str, Any]]) -> None:
+    """Direct writes claim offsets: the three columns must hold a topic and two integers."""
+    for (role, allowed), column in zip(_OFFSET_TYPES, options.offsetColumns, strict=True):
+        dataType = fields[options.columns.index(column)][1]
+        if type(dataType).__name__ not in allowed:
+            raise ConfigurationError(
+                f"offsetColumns: column {column!r} holds the record's {role}, but it is "
+                f"{dataType.simpleString()}: write the kafka-direct source's {role} column "
+                f"as it comes ({'a string' if role == 'topic' else 'an integer'})",
+                setting="offsetColumns", value=list(options.offsetColumns))
+
+
 def _prepare(cursor: Any, options: SinkOptions, fields: Sequence[tuple[str, Any]]
              ) -> SinkOptions:
+    if options.direct:
+        _check_offset_types(options, fields)
     ensure_sink_tables(cursor, options.stagingSchema)
     if options.direct:
         ensure_ranges_table(cursor, options.stagingSchema)

@@ -3,7 +3,7 @@
 Tasks are played by ``write_direct`` (what a write task runs with ``offsetColumns``), the
 driver by ``commit_batch``, against the real PostgreSQL: retried and speculative attempts,
 zombies after the commit, batches run again after a failure (split alike or not), a new
-query over offsets a failed batch wrote, upserts from two pieces of one partition, and a
+query over offsets a failed batch wrote, split pieces of a partition, and a
 differential check against the staging path.
 """
 
@@ -22,18 +22,15 @@ FIELDS = ["topic", "kafka_partition", "kafka_offset", "v"]
 OFFSETS = "topic,kafka_partition,kafka_offset"
 
 
-def make_sink(postgres, schema, table="target", key=None, **options):
+def make_sink(postgres, schema, table="target", **options):
     """Prepared direct-write options over ``schema.table`` (coordinates and a text value)."""
-    primary = "PRIMARY KEY (topic, kafka_partition, kafka_offset)" if key is None else (
-        f"PRIMARY KEY ({key})")
+    primary = "PRIMARY KEY (topic, kafka_partition, kafka_offset)"
     with postgres.connect() as connection, connection.cursor() as cursor:
         cursor.execute(f'CREATE TABLE IF NOT EXISTS "{schema}"."{table}" (topic text, '
                        f"kafka_partition int, kafka_offset bigint, v text, {primary})")
     connection.close()
     given = {"dsn": postgres.dsn, "table": table, "schema": schema, "offsetColumns": OFFSETS,
              **options}
-    if key is not None:
-        given.update(mode="update", keyColumns=key)
     from pyspark.sql.types import IntegerType, LongType, StringType
 
     types = [StringType(), IntegerType(), LongType(), StringType()]
@@ -44,8 +41,7 @@ def make_sink(postgres, schema, table="target", key=None, **options):
 def direct_target(options):
     o = options.offsetColumns
     return DirectTarget(options.database, options.schema, options.table, options.columns,
-                        (o[0], o[1], o[2]), options.keyColumns, options.stagingSchema,
-                        options.statementTimeoutMs)
+                        (o[0], o[1], o[2]), options.stagingSchema, options.statementTimeoutMs)
 
 
 def records(partition, start, count, topic="t", tag="v", value=None):
@@ -204,19 +200,14 @@ def test_a_new_query_over_a_failed_batch_writes_only_its_other_offsets(postgres,
     assert table_rows(postgres, sink) == records(0, 0, 10)
 
 
-def test_upserts_keep_the_highest_offset_of_each_key_across_pieces_of_a_partition(
-        postgres, pg_schema):
-    sink = make_sink(postgres, pg_schema, key="v")
-    query = query_id()
-    # Keys repeat within a piece and across the two pieces of partition 0's range; the
-    # later piece's task commits first.
-    def keyed(offset):
-        return f"k{offset % 3}"
-    late = write(sink, query, 0, 1, records(0, 6, 6, value=keyed))
-    early = write(sink, query, 0, 0, records(0, 0, 6, value=keyed))
-    commit_batch(sink, 0, [early, late])
-    assert table_rows(postgres, sink) == [("t", 0, 9, "k0"), ("t", 0, 10, "k1"),
-                                          ("t", 0, 11, "k2")]
+@pytest.mark.parametrize(("overwrite", "extra"), [
+    (False, {"mode": "update", "keyColumns": "v"}), (True, {})])
+def test_upserts_and_replacements_stage_instead(overwrite, extra):
+    # Each key's latest record across tasks, or the table replaced, is decided at the
+    # commit: a task holding one piece of a Kafka partition's range cannot.
+    with pytest.raises(ConfigurationError, match="mode=append") as caught:
+        parse_options({"table": "t", "offsetColumns": OFFSETS, **extra}, FIELDS, overwrite)
+    assert caught.value.setting == "offsetColumns"
 
 
 def test_a_missing_claim_refuses_the_batch(postgres, pg_schema):
@@ -249,11 +240,6 @@ def test_bad_offset_columns_are_refused_by_name(options, match):
     with pytest.raises(ConfigurationError, match=match) as caught:
         parse_options({"table": "t", **options}, FIELDS, False)
     assert caught.value.setting == "offsetColumns"
-
-
-def test_offset_columns_cannot_replace_the_table():
-    with pytest.raises(ConfigurationError, match="mode=complete"):
-        parse_options({"table": "t", "offsetColumns": OFFSETS}, FIELDS, True)
 
 
 def test_direct_and_staged_writes_leave_the_same_table(postgres, pg_schema):
