@@ -119,7 +119,7 @@ def _run_demo(args: argparse.Namespace) -> int:
                                  f"{args.partitions}")
     check_master(args.master, "--master")
     check_topic_name(args.topic)
-    from kafka_direct.testing.jvm_archive import wanted
+    from kafka_direct.runtime.jvm_archive import wanted
 
     wanted(True)  # a wrong KAFKA_DIRECT_JVM_ARCHIVE: refused before anything starts
     result = run_demo(DemoOptions(

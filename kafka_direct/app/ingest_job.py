@@ -99,8 +99,8 @@ def run_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
         KafkaDirectError: What stopped the stream (SinkWriteError, KafkaUnavailableError...);
             run again to resume.
     """
+    from kafka_direct.runtime.spark import spark_context
     from kafka_direct.streaming.context import StreamingContext
-    from kafka_direct.testing.spark import spark_context
     from offsets.from_store import createDirectStreamFromStore
     from offsets.postgres_offset_store import PostgresOffsetStore
     from sinks.idempotent_postgres_sink import IdempotentPostgresSink

@@ -132,7 +132,7 @@ class IngestOptions:
         stopAfterIdleBatches: Stop after this many batches in a row read nothing (0: run
             until stopped).
         master: Spark master. A local one (``local...``) runs with the quick-start settings
-            of :mod:`kafka_direct.testing.spark`; any other gets Spark's own defaults and
+            of :mod:`kafka_direct.runtime.spark`; any other gets Spark's own defaults and
             spark-submit's settings, with ``spark.task.maxFailures`` = :data:`TASK_ATTEMPTS`
             unless set there.
         loopbackDriver: Bind the Spark driver to 127.0.0.1 (right when embedded services
@@ -487,7 +487,7 @@ def settings_from_args(args: argparse.Namespace,
         ConfigurationError: The first mistake found, named with its option.
     """
     environ = os.environ if environ is None else environ
-    from kafka_direct.testing.jvm_archive import wanted
+    from kafka_direct.runtime.jvm_archive import wanted
 
     wanted(True, environ)  # a wrong KAFKA_DIRECT_JVM_ARCHIVE: refused before anything starts
     _check_numbers(args)

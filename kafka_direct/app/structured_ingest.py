@@ -186,8 +186,8 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
     """
     from pyspark.sql import SparkSession
 
+    from kafka_direct.runtime.spark import spark_context
     from kafka_direct.sql import POSTGRES_SINK_FORMAT, SOURCE_FORMAT, register
-    from kafka_direct.testing.spark import spark_context
 
     typed = records is not None and records.active
     if typed:

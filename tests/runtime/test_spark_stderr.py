@@ -5,7 +5,7 @@ import io
 import os
 import threading
 
-from kafka_direct.testing.spark import _relay_stderr
+from kafka_direct.runtime.spark import _relay_stderr
 
 NOISE = [
     "WARNING: Using incubator modules: jdk.incubator.vector",
@@ -69,7 +69,7 @@ def test_a_text_only_stderr_gets_text_and_a_broken_one_does_not_stop_the_drainin
 
 LAUNCH = """
 import sys
-from kafka_direct.testing import spark
+from kafka_direct.runtime import spark
 try:
     spark._make_context("local[1]", "x", None, own_session=True)
 except Exception as error:
