@@ -21,7 +21,7 @@ PACKAGES = ("kafka_direct", "offsets", "sinks")
 #: The vocabulary every layer speaks: root modules that import only each other.
 VOCABULARY = {f"kafka_direct.{name}" for name in (
     "errors", "task_errors", "redaction", "conf_values", "topic_partition",
-    "consumer_record", "offset_range", "arrow_values")}
+    "consumer_record", "offset_range", "arrow_values", "offsets_json")}
 #: The face: the package itself, Spark's entry points, and a moved module's old path.
 FACE = {"kafka_direct", "kafka_direct.kafka_utils", "kafka_direct.spark_support"}
 
