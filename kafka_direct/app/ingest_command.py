@@ -31,7 +31,6 @@ from kafka_direct.app.ingest_options import (
     IngestSettings,
     add_arguments,
     describe,
-    parse_starting_offsets,
     settings_from_args,
 )
 from kafka_direct.app.ingest_table import check_table
@@ -122,7 +121,7 @@ def _embedded(settings: IngestSettings, stack: contextlib.ExitStack) -> tuple[Ka
 
 def _check_starting_partitions(options: Any, cluster: KafkaCluster) -> None:
     """Refuse starting offsets for partitions their (existing) topic does not have."""
-    _, explicit = parse_starting_offsets(options.startingOffsets)
+    _, explicit = options.starting
     if not explicit:
         return
     counts = cluster.topics()

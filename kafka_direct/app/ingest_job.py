@@ -24,7 +24,6 @@ from kafka_direct.app.ingest_options import (
     TASK_ATTEMPTS,
     IngestOptions,
     IngestResult,
-    parse_starting_offsets,
 )
 from kafka_direct.app.ingest_table import ensure_table
 from kafka_direct.streaming.batch_info import BatchInfo
@@ -106,7 +105,7 @@ def run_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
     from sinks.idempotent_postgres_sink import IdempotentPostgresSink
     from sinks.transactional_postgres_sink import TransactionalPostgresSink, default_row
 
-    policy, explicit = parse_starting_offsets(options.startingOffsets)
+    policy, explicit = options.starting
     store = PostgresOffsetStore(dsn, schema=options.schema)
     store.ensure_schema()
     typed = records is not None and records.active

@@ -11,6 +11,7 @@ repeated.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import tempfile
 import threading
@@ -19,16 +20,12 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from kafka_direct.app.ingest_options import (
-    TASK_ATTEMPTS,
-    IngestOptions,
-    IngestResult,
-    parse_starting_offsets,
-)
+from kafka_direct.app.ingest_options import TASK_ATTEMPTS, IngestOptions, IngestResult
 from kafka_direct.app.ingest_table import ensure_table
 from kafka_direct.app.interrupts import TwoStageInterrupt
 from kafka_direct.app.typed.options import TypedOptions
 from kafka_direct.errors import KafkaDirectError, StreamingQueryFailedError
+from kafka_direct.offsets_json import offsets_from_json, offsets_to_json
 from kafka_direct.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
@@ -47,22 +44,15 @@ def stored_offsets(dsn: str, schema: str, group: str) -> dict[TopicPartition, in
     from kafka_direct.sql.link.source_side import SourceLink
 
     committed = SourceLink(dsn=dsn, store=group, schema=schema).committed() or {}
-    return {TopicPartition(topic, int(partition)): int(offset)
-            for topic, partitions in committed.items()
-            for partition, offset in partitions.items()}
+    return offsets_from_json(committed, f"the offsets stored under {group!r}")
 
 
-def _spark_starting_offsets(text: str) -> str:
-    policy, explicit = parse_starting_offsets(text)
+def _spark_starting_offsets(options: IngestOptions) -> str:
+    policy, explicit = options.starting
     if not explicit:
         return policy
     # Spark's JSON: -2 is the earliest offset, -1 the latest, for partitions not named.
-    import json
-
-    document: dict[str, dict[str, int]] = {}
-    for tp, offset in sorted(explicit.items()):
-        document.setdefault(tp.topic, {})[str(tp.partition)] = offset
-    return json.dumps(document)
+    return json.dumps(offsets_to_json(explicit))
 
 
 class _Progress:
@@ -139,7 +129,7 @@ def source_options(options: IngestOptions, bootstrapServers: str, dsn: str,
         source["subscribePattern"] = options.pattern
     else:
         source["subscribe"] = ",".join(options.topics)
-    source["startingOffsets"] = _spark_starting_offsets(options.startingOffsets)
+    source["startingOffsets"] = _spark_starting_offsets(options)
     if options.maxRatePerPartition:
         perPartition = max(int(options.maxRatePerPartition * options.batchInterval), 1)
         source["maxOffsetsPerPartitionPerTrigger"] = str(perPartition)

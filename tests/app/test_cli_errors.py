@@ -28,7 +28,7 @@ ING, DEMO = "ingest", "demo"
 SECONDS = "--batch-interval must be a number of seconds > 0"
 NOT_A_TOPIC = "is not a valid Kafka topic name"
 START = [ING, "--topic", "t", "--starting-offsets"]
-WHOLE = "is not a whole number"
+WHOLE = "it must be an integer >= 0"
 
 CASES = [  # (argv, exit code, phrase of the one line on stderr); {{ }} is a brace in argv
     ([ING, *DEAD, "--topic", "t", *QUICK], 1, "no Kafka broker answers at 127.0.0.1:1"),
@@ -86,9 +86,10 @@ CASES = [  # (argv, exit code, phrase of the one line on stderr); {{ }} is a bra
     ([*START, '{{"t": {{"0": true}}}}'], 2, WHOLE),
     ([*START, '{{"t": {{"0": 1e30}}}}'], 2, WHOLE),
     ([*START, '{{"t": {{"0": 99999999999999999999}}}}'], 2,
-     "starting offsets must be at most 9223372036854775807"),
-    ([*START, '{{"t": {{"-1": 3}}}}'], 2, "is not a number >= 0"),
-    ([*START, '{{"t": {{"0": -3}}}}'], 2, "must be >= 0"),
+     "it must be an integer >= 0 and at most 9223372036854775807"),
+    ([*START, '{{"t": {{"-1": 3}}}}'], 2, "partition '-1' of topic 't' is not a partition number"),
+    ([*START, '{{"t": {{"007": 3}}}}'], 2, "partition '007' of topic 't' is not a"),
+    ([*START, '{{"t": {{"0": -3}}}}'], 2, "the offset of t-0 is -3; it must be an integer >= 0"),
     ([*START, '{{"u": {{"0": 3}}}}'], 2,
      "starting offsets name topics the job does not read: ['u']"),
     ([ING, "--pattern", "ev.*", "--starting-offsets", '{{"u": {{"0": 3}}}}'], 2,
