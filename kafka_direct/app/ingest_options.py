@@ -24,6 +24,7 @@ from typing import Any
 
 from kafka_direct.app.kafka_cluster import check_topic_name
 from kafka_direct.app.kafka_properties import ENV_PREFIX, kafka_params
+from kafka_direct.app.stops import EXIT_CODES_HELP
 from kafka_direct.app.typed.options import TypedOptions, options_from_args
 from kafka_direct.app.typed.options import add_arguments as add_record_arguments
 from kafka_direct.errors import ConfigurationError
@@ -224,8 +225,12 @@ stopping:
   Ctrl-C or SIGTERM stops after the running batch: it finishes and commits, no batch
   starts after it (one queued behind it reads and writes nothing: the next run reads
   it), and the summary is printed (exit 0). A second signal stops at once
-  (exit 130); the cancelled batch is read again by the next run. Exit codes: 0 done,
-  1 the job failed (run it again to resume), 2 a mistake in the options.
+  (exit 130); the cancelled batch is read again by the next run.
+  A job that stops on an error prints one short block on stderr: what happened, where
+  (topic, partition, offset), what to do, where the dead letters are; --verbose adds
+  Spark's report and the traceback. Running it again resumes from the stored offsets.
+
+{EXIT_CODES_HELP}
 """
 
 

@@ -16,7 +16,7 @@ import logging
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -177,6 +177,7 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
     from pyspark.sql import SparkSession
 
     from kafka_direct.runtime.spark import spark_context
+    from kafka_direct.runtime.spark_log import quiet_spark_log
     from kafka_direct.sql import POSTGRES_SINK_FORMAT, SOURCE_FORMAT, register
 
     typed = records is not None and records.active
@@ -202,7 +203,7 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
         if signals is not None:
             signals.install()
         if not logger.isEnabledFor(logging.INFO):
-            scope.enter_context(_quiet_query_failures(sc))
+            scope.enter_context(quiet_spark_log(sc))
         spark = SparkSession(sc)
         register(spark)
         if local:
@@ -269,38 +270,6 @@ def _typed_query(spark: Any, rows: Any, records: TypedOptions, options: IngestOp
         writer.option("checkpointLocation", location).queryName(QUERY_NAME)
         .trigger(processingTime=f"{options.batchInterval} seconds").start())
     return query
-
-
-#: Spark's streaming engine: it logs a failed query's whole JVM and Python stack at ERROR.
-_STREAM_EXECUTION_LOGGERS = "org.apache.spark.sql.execution.streaming"
-
-
-@contextlib.contextmanager
-def _quiet_query_failures(sc: Any) -> Iterator[None]:
-    """Keep Spark's report of a failed query off the terminal while the job's query runs.
-
-    The job ends a failed query with one line naming the typed error and the fix (``-v``:
-    with the details, and Spark's report too). Spark's engine would print a page of JVM
-    and Python stack above it first. The level is given back afterwards: queries the
-    application runs after the job keep Spark's report. Best effort: another logging
-    backend keeps its report.
-    """
-    try:
-        log4j = sc._jvm.org.apache.logging.log4j
-        configurator = log4j.core.config.Configurator
-        previous = log4j.LogManager.getLogger(_STREAM_EXECUTION_LOGGERS).getLevel()
-        configurator.setLevel(_STREAM_EXECUTION_LOGGERS, log4j.Level.OFF)
-    except Exception:  # not log4j 2: Spark's report stays
-        logger.debug("could not quiet Spark's streaming engine log", exc_info=True)
-        yield
-        return
-    try:
-        yield
-    finally:
-        try:
-            configurator.setLevel(_STREAM_EXECUTION_LOGGERS, previous)
-        except Exception:  # the JVM is gone: nothing left to give back
-            logger.debug("could not restore Spark's streaming engine log", exc_info=True)
 
 
 def _stop_after_running_batch(query: Any, timeout: float = 600.0) -> None:

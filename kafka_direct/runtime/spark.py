@@ -8,6 +8,7 @@ processes, the way to prove that code really runs distributed on one machine.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import sys
@@ -19,8 +20,10 @@ from kafka_direct.rdd.spark_support import ensure_pyspark_python
 from kafka_direct.runtime.spark_home import only_this_interpreter, spark_home, using_spark_home
 from kafka_direct.runtime.warm_daemon import daemon_module
 
-__all__ = ["LOOPBACK_CONF", "QUICK_JVM_OPTIONS", "SPARK_TEST_CONF", "STARTUP_NOISE",
-           "driver_java_options", "spark_context", "warm_daemon_for"]
+__all__ = ["ENVIRONMENT_NOTES", "LOOPBACK_CONF", "QUICK_JVM_OPTIONS", "SPARK_TEST_CONF",
+           "STARTUP_NOISE", "driver_java_options", "spark_context", "warm_daemon_for"]
+
+logger = logging.getLogger(__name__)
 
 #: The driver on 127.0.0.1: for services that listen there only (the embedded ones).
 LOOPBACK_CONF: dict[str, str] = {
@@ -57,8 +60,17 @@ STARTUP_NOISE = re.compile(
     r"|\S+ \S+ WARN NativeCodeLoader: Unable to load native-hadoop library .*")
 
 
+#: Notes Spark's JVM prints at start about the machine (its name resolving to a loopback
+#: address): shown only when this module logs at INFO (an application's ``--verbose``).
+ENVIRONMENT_NOTES = re.compile(
+    r"\S+ \S+ WARN Utils: Your hostname, .* resolves to a loopback address: .*"
+    r"|\S+ \S+ WARN Utils: Set SPARK_LOCAL_IP if you need to bind to another address")
+
+
 def _relay_stderr(stream: IO[bytes], out: Any = None) -> None:
     """Copy the JVM's error output to ``out`` line by line, less :data:`STARTUP_NOISE`.
+
+    :data:`ENVIRONMENT_NOTES` are left out too unless this module logs at INFO.
 
     ``out`` None: ``sys.stderr`` as it is at each line. Drains until the JVM (and every
     process that inherited the pipe) closes it, whatever happens to ``out``: a JVM writing
@@ -66,7 +78,9 @@ def _relay_stderr(stream: IO[bytes], out: Any = None) -> None:
     """
     try:
         for line in iter(stream.readline, b""):
-            if STARTUP_NOISE.fullmatch(line.decode("utf-8", "replace").rstrip("\r\n")):
+            text = line.decode("utf-8", "replace").rstrip("\r\n")
+            if STARTUP_NOISE.fullmatch(text) or (ENVIRONMENT_NOTES.fullmatch(text) and not
+                                                 logger.isEnabledFor(logging.INFO)):
                 continue
             target = sys.stderr if out is None else out
             try:

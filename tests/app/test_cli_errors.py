@@ -76,8 +76,8 @@ CASES = [  # (argv, exit code, phrase of the one line on stderr); {{ }} is a bra
     ([ING, "--dsn-file", "{tmp}/missing-dsn"], 2, "cannot be read: No such file or directory"),
     ([ING, "--dsn", f"env:{UNSET}"], 2, f"'{UNSET}', which is not set"),
     ([ING, "--dsn", f"host=db password {SECRET}"], 2, "not a valid libpq connection string"),
-    ([ING, "--dsn", f"{NO_PG} password={SECRET}"], 1, "cannot connect to PostgreSQL"),
-    ([ING, "--dsn", f"postgresql://u:{SECRET}@127.0.0.1:1/db"], 1, "cannot connect to PostgreSQL"),
+    ([ING, "--dsn", f"{NO_PG} password={SECRET}"], 72, "cannot connect to PostgreSQL"),
+    ([ING, "--dsn", f"postgresql://u:{SECRET}@127.0.0.1:1/db"], 72, "cannot connect to PostgreSQL"),
     ([ING, "--master", "local[0]"], 2, "--master must be local, local[N]"),
     ([ING, "--master", "local[-1]"], 2, "--master must be local, local[N]"),
     ([ING, "--master", "garbage"], 2, "--master must be local, local[N]"),
@@ -207,9 +207,11 @@ def test_a_configuration_error_of_the_job_before_any_batch_is_exit_2(
     assert main(argv) == 2
     out, err = capsys.readouterr()
     assert "ConfigurationError: a mistake the job found" in err and "resume" not in out
-    batches["n"] = 3  # after batches ran, it is a failed job: run it again to resume
-    assert main(argv) == 1
-    assert "run it again to resume" in capsys.readouterr().out
+    batches["n"] = 3  # after batches ran, it is a stop: its block, and the same exit code
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kafka-direct ingest stopped: ConfigurationError: a mistake the job")
+    assert "it resumes from the stored offsets" in err
 
 
 def test_ingest_help_documents_the_real_cluster_options(capsys):
