@@ -120,21 +120,28 @@ def exit_code(error: BaseException | type[BaseException]) -> int:
 
 
 #: The first line of a stack under a message: a Java frame, or a Python traceback.
-_STACK = re.compile(r"\s*(?:at [\w$.<>/]+\(.*\)\s*$|\.\.\. \d+ more\s*$|Traceback \(most recent)")
+_STACK = re.compile(r"\s*(?:at [\w$.<>/]+\(.*\)\s*$|\.\.\. \d+ more\s*$)")
+_TRACEBACK = "Traceback (most recent call last)"
+#: The marker an error crosses from an executor with (:mod:`kafka_direct.task_errors`).
+_MARKER = re.compile(r"\s*\[kafka-direct-error:[A-Za-z0-9+/=]*\]")
 
 
 def first_line(error: BaseException, limit: int = 500) -> str:
     """``error``'s message, redacted, on one line, without a Java stack under it.
 
     An error from py4j or Spark carries the JVM's stack in its text: only what comes
-    before the stack's first frame is kept.
+    before the stack's first frame (or a Python traceback) is kept, without the marker an
+    error crosses from an executor with.
     """
     kept = []
     for line in redact_text(str(error)).splitlines():
         if _STACK.match(line):
             break
-        kept.append(line.strip())
-    text = " ".join(" ".join(kept).split())
+        before, traceback, _ = line.partition(_TRACEBACK)
+        kept.append(before.strip())
+        if traceback:  # a Python traceback inside Spark's text: what comes before it
+            break
+    text = " ".join(_MARKER.sub("", " ".join(kept)).split())
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 

@@ -62,3 +62,24 @@ def test_a_message_loses_the_stack_under_it_and_its_secrets():
     assert "RDD.scala" not in shown and "hunter2" not in shown
     assert first_line(RuntimeError("record at\nat offset 5 is bad")) == \
         "record at at offset 5 is bad"
+
+
+def test_a_python_traceback_inside_sparks_text_is_cut_where_it_starts():
+    text = ("[STREAM_FAILED] Query terminated with exception: Job aborted: "
+            "org.apache.spark.api.python.PythonException: An exception was thrown from the "
+            "Python worker: Traceback (most recent call last):\n  File \"w.py\", line 1\n"
+            "ValueError: x")
+    assert first_line(RuntimeError(text)) == (
+        "[STREAM_FAILED] Query terminated with exception: Job aborted: "
+        "org.apache.spark.api.python.PythonException: An exception was thrown from the "
+        "Python worker:")
+
+
+def test_the_marker_of_an_error_from_an_executor_is_not_shown():
+    from kafka_direct.task_errors import encode_error
+
+    carried = encode_error(errors.BadRecordError("bad", topic="t", partition=0, offset=1,
+                                                 cause="c"))
+    assert "kafka-direct-error:" in carried
+    assert first_line(RuntimeError(f"Job aborted: {carried}")) == \
+        "Job aborted: BadRecordError: bad"
