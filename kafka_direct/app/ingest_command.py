@@ -31,14 +31,13 @@ from kafka_direct.app.ingest_options import (
     IngestSettings,
     add_arguments,
     describe,
-    parse_starting_offsets,
     settings_from_args,
 )
 from kafka_direct.app.ingest_table import check_table
 from kafka_direct.app.interrupts import TwoStageInterrupt
 from kafka_direct.app.kafka_cluster import KafkaCluster
+from kafka_direct.app.stops import exit_code, stop_block
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.redaction import redact_text
 from kafka_direct.topic_partition import TopicPartition
 
 __all__ = ["DEFAULT_TOPIC", "add_arguments", "produce_samples", "run_ingest_command",
@@ -122,7 +121,7 @@ def _embedded(settings: IngestSettings, stack: contextlib.ExitStack) -> tuple[Ka
 
 def _check_starting_partitions(options: Any, cluster: KafkaCluster) -> None:
     """Refuse starting offsets for partitions their (existing) topic does not have."""
-    _, explicit = parse_starting_offsets(options.startingOffsets)
+    _, explicit = options.starting
     if not explicit:
         return
     counts = cluster.topics()
@@ -228,10 +227,14 @@ def run_ingest_command(args: argparse.Namespace, out: TextIO, err: TextIO | None
         except KafkaDirectError as error:
             if isinstance(error, ConfigurationError) and not result.batches:
                 raise  # a mistake in the options, found before any batch ran: exit 2
-            out.write(f"kafka-direct ingest stopped: {type(error).__name__}: "
-                      f"{redact_text(str(error))}\nrun it again to resume from the stored "
-                      "offsets\n")
-            return 1
+            logger.info("ingest stopped", exc_info=True)  # the details, with --verbose
+            out.flush()
+            records = settings.records
+            deadLetters = records.dead_letter_table(options.table) if records else None
+            err.write(stop_block("ingest", error, deadLetters and
+                                 f"{options.schema}.{deadLetters}"))
+            err.flush()
+            return exit_code(error)
         if signals.signal_name is not None:
             out.write(f"stopped on {signals.signal_name} after the running batch"
                       + (f"; {result.batchesNotRun} queued batch(es) not run, the next run "

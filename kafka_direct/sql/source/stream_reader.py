@@ -50,10 +50,10 @@ from pyspark.sql.streaming.datasource import (
 from kafka_direct.client.params import executor_params
 from kafka_direct.errors import KafkaDirectError
 from kafka_direct.offset_range import OffsetRange, Offsets
+from kafka_direct.offsets_json import SourceOffsets, offsets_from_json, offsets_to_json
 from kafka_direct.rdd.arrow_reader import PartitionReadSettings, driver_impl, read_task
 from kafka_direct.rdd.kafka_rdd import ReadSettings
 from kafka_direct.sql.link.source_side import SourceLink, bind_plan, catch_up, covered
-from kafka_direct.sql.offsets_json import SourceOffsets, offsets_from_json, offsets_to_json
 from kafka_direct.sql.source.admission import NEW_PARTITION_START, TriggerDelay, admit, start_of
 from kafka_direct.sql.source.metadata import SourceMetadata
 from kafka_direct.sql.source.options import SourceOptions, parse_source_options
