@@ -28,8 +28,32 @@ from typing import Any
 
 from kafka_direct.errors import ConfigurationError
 
-__all__ = ["INTEGER_RANGES", "KNOWN_TYPES", "JsonText", "convert", "converter", "fits",
-           "infer_type", "normalise_type", "widest"]
+__all__ = ["INTEGER_RANGES", "KNOWN_TYPES", "JsonNumber", "JsonText", "convert", "converter",
+           "fits", "infer_type", "normalise_type", "widest"]
+
+
+class JsonNumber(float):
+    """A JSON number with a fraction or an exponent: a float that keeps its text.
+
+    ``repr`` (and so ``str``) gives the text as written: a numeric column takes the exact
+    digits the producer wrote (``123456789012345678.91``), not the nearest float's
+    (``123456789012345680``); arithmetic and float columns see the float. JSON encoders
+    write it as the float (they call float's own repr).
+    """
+
+    _text: str
+
+    def __new__(cls, text: str) -> JsonNumber:
+        """The number of JSON text ``text`` (what ``json.loads`` hands ``parse_float``)."""
+        number = super().__new__(cls, text)
+        number._text = text
+        return number
+
+    def __repr__(self) -> str:
+        return self._text
+
+    __str__ = __repr__
+
 
 #: The types the job can check values for (others are written as text and left to
 #: PostgreSQL's input functions).

@@ -43,6 +43,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kafka_direct.app.typed.columns import JsonNumber
 from kafka_direct.app.typed.json_schema import (
     JSON_CHECKS,
     json_kind,
@@ -187,7 +188,8 @@ class PartDecoder:
 
     def _document(self, data: bytes) -> Any:
         try:
-            document = json.loads(data)
+            # Fractions keep their text: a numeric column takes the digits as written.
+            document = json.loads(data, parse_float=JsonNumber)
             if _SURROGATE_ESCAPE.search(data):
                 # An escaped UTF-16 surrogate without its pair decodes to a str no
                 # encoding holds (PostgreSQL would refuse the batch): a bad record here.

@@ -54,6 +54,18 @@ def _base(kind: str) -> str:
     return kind.split("(", 1)[0]
 
 
+def _single(number: float) -> float:
+    """``number`` rounded to the nearest float32 (what a ``real`` column keeps)."""
+    rounded: float = struct.unpack(">f", struct.pack(">f", number))[0]
+    return rounded
+
+
+def _length(columnType: str) -> int:
+    """The length of ``varchar(n)`` (unlimited ``varchar``: a large number)."""
+    inside = columnType.partition("(")[2].rstrip(")")
+    return int(inside) if inside.strip().isdigit() else 1 << 30
+
+
 def key_fits(keyFormat: str, columnType: str) -> bool:
     """Whether keys of ``keyFormat`` can be read as values of a column of ``columnType``.
 
@@ -66,8 +78,8 @@ def key_fits(keyFormat: str, columnType: str) -> bool:
         return True
     if keyFormat == "bytes":
         return base == "bytea"
-    if keyFormat == "uuid":
-        return base in ("uuid", "text", "varchar")
+    if keyFormat == "uuid":  # a UUID's text is 36 characters
+        return base in ("uuid", "text") or (base == "varchar" and _length(columnType) >= 36)
     return fits(columnType, KEY_TYPES[keyFormat])
 
 
@@ -197,4 +209,8 @@ class PrimitiveKey:
                 converted = convert(self.columnType, read_text(self.columnType, text))
             except ValueError:
                 return False
+        if _base(self.columnType) == "real" and isinstance(converted, float) and isinstance(
+                keyValue, float):
+            # A real holds a float32: the key was read as one, so round the field alike.
+            return bool(_single(converted) == _single(keyValue))
         return bool(converted == keyValue)

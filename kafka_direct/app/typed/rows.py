@@ -201,6 +201,8 @@ class RowBuilder:
         for name, raw in valueFields.items():
             if primitive is not None and name == primitive.column:
                 # One column: the key's value is the row's, and the field must agree.
+                if row[name] is None and name in self.keyColumns:
+                    raise _BadRecordError(f"key column {name!r} is null (a null key)")
                 if not primitive.agrees(row[name], raw):
                     raise _BadRecordError(
                         f"the key gives column {name!r} a value that the value's field "
