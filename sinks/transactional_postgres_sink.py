@@ -161,8 +161,11 @@ class _PartitionWriter:
         if not offsetRange.count():
             yield ("empty", index, 0)  # nothing to write, the offset stays
             return
+        # The driver prepared the store before this batch's job (``write``): asking the
+        # catalog again in every task cost three round trips a range.
         store = PostgresOffsetStore(table=self.offsetTable, schema=self.offsetSchema,
-                                    connect=lambda: cached_connection(Database(self.dsn)))
+                                    connect=lambda: cached_connection(Database(self.dsn)),
+                                    prepared=True)
         # A partition new to the store starts at the batch's lowest range of it, seeded in
         # this transaction: a failed write leaves no seed that a later start resumes from.
         chain = [r for r in self.ranges if r.topicPartition() == offsetRange.topicPartition()]
