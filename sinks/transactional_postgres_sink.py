@@ -147,6 +147,8 @@ class _PartitionWriter:
     statementTimeoutMs: int | None
     generation: int | None = None
     columnar: Any = None  # PartitionReadSettings: the range read as Arrow, COPYed as CSV
+    #: Partitions whose offset row an earlier batch of this sink committed: not seeded again.
+    seeded: frozenset[TopicPartition] = frozenset()
 
     def __repr__(self) -> str:
         return f"_PartitionWriter({self.schema}.{self.table}, group={self.group!r})"
@@ -174,7 +176,11 @@ class _PartitionWriter:
         with database_errors(f"{self.schema}.{self.table}", offsetRange, self.dsn), \
                 transaction(Database(self.dsn), self.statementTimeoutMs) as cursor:
             store.fence(cursor, self.group, self.generation)
-            store.seed(self.group, {offsetRange.topicPartition(): start}, cursor=cursor)
+            if offsetRange.topicPartition() not in self.seeded:
+                # A row an earlier batch committed stays: seeding it again was a round trip
+                # a range, every batch (and a row deleted meanwhile is a mismatch, not a
+                # silent new start).
+                store.seed(self.group, {offsetRange.topicPartition(): start}, cursor=cursor)
             if not store.claim(cursor, self.group, offsetRange, chainEnd):
                 written = -1  # applied before: the transaction ends with nothing written
             elif self.columnar is not None:
@@ -233,6 +239,7 @@ class TransactionalPostgresSink(KafkaRDDSink):
         self.store = PostgresOffsetStore(dsn, table=offsetTable,
                                          schema=offsetSchema or schema)
         self.statementTimeoutMs = statementTimeoutMs
+        self._seeded: set[TopicPartition] = set()
 
     def __repr__(self) -> str:
         return f"TransactionalPostgresSink({self.schema}.{self.table}, group={self.group!r})"
@@ -366,7 +373,7 @@ class TransactionalPostgresSink(KafkaRDDSink):
         writer = _PartitionWriter(self._dsn, self.group, self.table, self.schema,
                                   self.columns, self.row, offsetRanges, self.store.table,
                                   self.store.schema, self.statementTimeoutMs, generation,
-                                  self._columnar(rdd))
+                                  self._columnar(rdd), frozenset(self._seeded))
         from kafka_direct.task_errors import typed_errors
 
         rounds = write_rounds(offsetRanges)
@@ -378,6 +385,9 @@ class TransactionalPostgresSink(KafkaRDDSink):
                 outcomes = []
                 for partitions in rounds:
                     outcomes += rdd.context.runJob(written, list, partitions)
+        # Every range's transaction committed (or found its range applied before): each
+        # partition's offset row exists from now on.
+        self._seeded.update(r.topicPartition() for r in offsetRanges)
         written = sum(n for kind, _, n in outcomes if kind == "written")
         skipped = sum(1 for kind, _, _ in outcomes if kind == "skipped")
         logger.info("%r wrote %d rows (%d ranges already applied)", self, written, skipped)

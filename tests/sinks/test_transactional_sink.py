@@ -397,3 +397,30 @@ def test_a_batchs_tasks_ask_the_catalog_nothing_the_driver_prepared(spark, kafka
     assert sink.write(_TasksHere(second)) == {"rows": 4, "skipped": 0}
     assert len(asked) == 1
     assert len(rows(postgres, table)) == 12
+
+
+def test_a_partition_is_seeded_in_its_tasks_only_until_its_offset_row_exists(
+        spark, kafka, kafka_topic, postgres, table, monkeypatch):
+    # Each task seeded its partition's offset row (an INSERT ... ON CONFLICT DO NOTHING)
+    # in every batch; once a batch of the sink committed the row, it stays.
+    topic = kafka_topic(partitions=4)
+    for p in range(4):
+        kafka.produce(topic, [b"v"] * 3, partition=p)
+    sink = TransactionalPostgresSink(postgres.dsn, "events", "job", schema=table)
+    seeds = []
+    original = PostgresOffsetStore.seed
+
+    def seed(self, group, offsets, cursor=None):
+        seeds.append(sorted(offsets))
+        return original(self, group, offsets, cursor=cursor)
+
+    monkeypatch.setattr(PostgresOffsetStore, "seed", seed)
+    for batch, (start, end) in enumerate([(0, 1), (1, 2), (2, 3)]):
+        seeds.clear()
+        rdd = KafkaUtils.createRDD(spark, kafka.params(), [OffsetRange(topic, p, start, end)
+                                                           for p in range(4)])
+        assert sink.write(_TasksHere(rdd)) == {"rows": 4, "skipped": 0}
+        assert len(seeds) == (4 if batch == 0 else 0), batch
+    assert len(rows(postgres, table)) == 12
+    store = PostgresOffsetStore(postgres.dsn, schema=table)
+    assert store.load("job") == {TopicPartition(topic, p): 3 for p in range(4)}
