@@ -147,8 +147,9 @@ class _PartitionWriter:
     statementTimeoutMs: int | None
     generation: int | None = None
     columnar: Any = None  # PartitionReadSettings: the range read as Arrow, COPYed as CSV
-    #: Partitions whose offset row an earlier batch of this sink committed: not seeded again.
-    seeded: frozenset[TopicPartition] = frozenset()
+    #: Indices of the ranges whose partition may be new to the store, seeded in their task
+    #: (None: every range). A row an earlier batch of the sink committed is not seeded again.
+    unseeded: frozenset[int] | None = None
 
     def __repr__(self) -> str:
         return f"_PartitionWriter({self.schema}.{self.table}, group={self.group!r})"
@@ -176,7 +177,7 @@ class _PartitionWriter:
         with database_errors(f"{self.schema}.{self.table}", offsetRange, self.dsn), \
                 transaction(Database(self.dsn), self.statementTimeoutMs) as cursor:
             store.fence(cursor, self.group, self.generation)
-            if offsetRange.topicPartition() not in self.seeded:
+            if self.unseeded is None or index in self.unseeded:
                 # A row an earlier batch committed stays: seeding it again was a round trip
                 # a range, every batch (and a row deleted meanwhile is a mismatch, not a
                 # silent new start).
@@ -373,7 +374,9 @@ class TransactionalPostgresSink(KafkaRDDSink):
         writer = _PartitionWriter(self._dsn, self.group, self.table, self.schema,
                                   self.columns, self.row, offsetRanges, self.store.table,
                                   self.store.schema, self.statementTimeoutMs, generation,
-                                  self._columnar(rdd), frozenset(self._seeded))
+                                  self._columnar(rdd),
+                                  frozenset(i for i, r in enumerate(offsetRanges)
+                                            if r.topicPartition() not in self._seeded))
         from kafka_direct.task_errors import typed_errors
 
         rounds = write_rounds(offsetRanges)
