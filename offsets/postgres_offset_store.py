@@ -83,10 +83,13 @@ class PostgresOffsetStore(OffsetStore):
         table: Table name (created by :meth:`ensure_schema`, or on first use).
         schema: Schema of the table.
         connect: A function returning a new psycopg2 connection (instead of ``dsn``).
+        prepared: The caller knows the tables exist (a Spark task of a batch whose driver
+            prepared the store before the job): no catalog questions before first use.
     """
 
     def __init__(self, dsn: str | None = None, table: str = "kafka_offsets",
-                 schema: str = "public", connect: Callable[[], Any] | None = None) -> None:
+                 schema: str = "public", connect: Callable[[], Any] | None = None,
+                 prepared: bool = False) -> None:
         if (dsn is None) == (connect is None):
             raise ConfigurationError("PostgresOffsetStore needs a dsn or a connect function "
                                      "(one of them)")
@@ -98,7 +101,7 @@ class PostgresOffsetStore(OffsetStore):
         self._connect = connect
         self.table = table
         self.schema = schema
-        self._ready = False
+        self._ready = prepared
         self._normalisedDsn: DatabaseIdentity | None = None
         self._database: DatabaseIdentity | None = None
         self._warned: set[str] = set()

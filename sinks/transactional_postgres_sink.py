@@ -147,6 +147,9 @@ class _PartitionWriter:
     statementTimeoutMs: int | None
     generation: int | None = None
     columnar: Any = None  # PartitionReadSettings: the range read as Arrow, COPYed as CSV
+    #: Indices of the ranges whose partition may be new to the store, seeded in their task
+    #: (None: every range). A row an earlier batch of the sink committed is not seeded again.
+    unseeded: frozenset[int] | None = None
 
     def __repr__(self) -> str:
         return f"_PartitionWriter({self.schema}.{self.table}, group={self.group!r})"
@@ -161,8 +164,11 @@ class _PartitionWriter:
         if not offsetRange.count():
             yield ("empty", index, 0)  # nothing to write, the offset stays
             return
+        # The driver prepared the store before this batch's job (``write``): asking the
+        # catalog again in every task cost three round trips a range.
         store = PostgresOffsetStore(table=self.offsetTable, schema=self.offsetSchema,
-                                    connect=lambda: cached_connection(Database(self.dsn)))
+                                    connect=lambda: cached_connection(Database(self.dsn)),
+                                    prepared=True)
         # A partition new to the store starts at the batch's lowest range of it, seeded in
         # this transaction: a failed write leaves no seed that a later start resumes from.
         chain = [r for r in self.ranges if r.topicPartition() == offsetRange.topicPartition()]
@@ -171,7 +177,11 @@ class _PartitionWriter:
         with database_errors(f"{self.schema}.{self.table}", offsetRange, self.dsn), \
                 transaction(Database(self.dsn), self.statementTimeoutMs) as cursor:
             store.fence(cursor, self.group, self.generation)
-            store.seed(self.group, {offsetRange.topicPartition(): start}, cursor=cursor)
+            if self.unseeded is None or index in self.unseeded:
+                # A row an earlier batch committed stays: seeding it again was a round trip
+                # a range, every batch (and a row deleted meanwhile is a mismatch, not a
+                # silent new start).
+                store.seed(self.group, {offsetRange.topicPartition(): start}, cursor=cursor)
             if not store.claim(cursor, self.group, offsetRange, chainEnd):
                 written = -1  # applied before: the transaction ends with nothing written
             elif self.columnar is not None:
@@ -232,6 +242,7 @@ class TransactionalPostgresSink(KafkaRDDSink):
         self.store = PostgresOffsetStore(dsn, table=offsetTable,
                                          schema=offsetSchema or schema)
         self.statementTimeoutMs = statementTimeoutMs
+        self._seeded: set[TopicPartition] = set()
 
     def __repr__(self) -> str:
         return f"TransactionalPostgresSink({self.schema}.{self.table}, group={self.group!r})"
@@ -365,7 +376,9 @@ class TransactionalPostgresSink(KafkaRDDSink):
         writer = _PartitionWriter(self._dsn, self.group, self.table, self.schema,
                                   self.columns, self.row, offsetRanges, self.store.table,
                                   self.store.schema, self.statementTimeoutMs, generation,
-                                  self._columnar(rdd))
+                                  self._columnar(rdd),
+                                  frozenset(i for i, r in enumerate(offsetRanges)
+                                            if r.topicPartition() not in self._seeded))
         from kafka_direct.task_errors import typed_errors
 
         rounds = write_rounds(offsetRanges)
@@ -377,6 +390,9 @@ class TransactionalPostgresSink(KafkaRDDSink):
                 outcomes = []
                 for partitions in rounds:
                     outcomes += rdd.context.runJob(written, list, partitions)
+        # Every range's transaction committed (or found its range applied before): each
+        # partition's offset row exists from now on.
+        self._seeded.update(r.topicPartition() for r in offsetRanges)
         written = sum(n for kind, _, n in outcomes if kind == "written")
         skipped = sum(1 for kind, _, _ in outcomes if kind == "skipped")
         logger.info("%r wrote %d rows (%d ranges already applied)", self, written, skipped)

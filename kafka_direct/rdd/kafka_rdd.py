@@ -190,8 +190,17 @@ class _ReadPartition:
     def __call__(self, split: int, ranges: Iterator[OffsetRange]) -> Iterator[Any]:
         from pyspark import TaskContext
 
+        # The task's input (its one range) is taken now, not when the records are first
+        # asked for: a function over the records that never starts them (the sinks' Arrow
+        # path reads the range itself) would otherwise leave the input unread, and PySpark
+        # does not reuse a worker whose input was not read to its end. Every such task
+        # then paid for a new worker process, its imports and its consumer.
+        taken = list(ranges)
         context = TaskContext.get()
         attempt = context.attemptNumber() if context is not None else 0
+        return self._read(taken, attempt)
+
+    def _read(self, ranges: list[OffsetRange], attempt: int) -> Iterator[Any]:
         for offsetRange in ranges:
             yield from carry_errors(read_range(offsetRange, self.settings, attempt=attempt))
 

@@ -221,6 +221,28 @@ def test_consecutive_ranges_reuse_one_cached_consumer_without_seeking(kafka, kaf
         cache.clear()
 
 
+def _worker_pid(index, records):
+    import os
+
+    return [os.getpid()]  # the records are never started, as the sinks' Arrow path does
+
+
+def test_a_task_that_never_starts_its_records_leaves_its_worker_reusable(kafka, kafka_topic,
+                                                                        spark, params):
+    # PySpark reuses a Python worker only when the task read its input to the end; a task
+    # over a KafkaRDD that never starts its records (the sinks read the range as Arrow
+    # themselves) left its range unread, and every such task started a new worker process.
+    topic = kafka_topic(partitions=4)
+    fill(kafka, topic, 4, 5)
+    ranges = [OffsetRange(topic, p, 0, 5) for p in range(4)]
+    pids = set()
+    for _ in range(4):
+        pids.update(KafkaUtils.createRDD(spark, params, ranges)
+                    .mapPartitionsWithIndex(_worker_pid).collect())
+    # 16 tasks on 2 cores: at most a few workers, not one per task.
+    assert len(pids) <= 4, f"{len(pids)} Python workers for 16 tasks"
+
+
 def test_to_df_has_the_schema_of_sparks_kafka_source(kafka, kafka_topic, spark, params):
     topic = kafka_topic()
     kafka.produce(topic, [b"a", b"b"], keys=[b"k", None], headers=[("h", b"1")])

@@ -339,3 +339,88 @@ def test_a_range_whose_write_fails_leaves_no_seed(spark, kafka, kafka_topic, pos
         sink.write(rdd)
     store = PostgresOffsetStore(postgres.dsn, schema=table)
     assert TopicPartition(topic, 0) not in store.load("failed")
+
+
+class _TasksHere:
+    """A KafkaRDD whose tasks run in this process, one after another (to count their work).
+
+    Only what the sink asks of an RDD: its ranges, read settings and a job over its
+    partitions.
+    """
+
+    def __init__(self, rdd):
+        self.rdd = rdd
+        self.context = rdd.context
+
+    def offsetRanges(self):
+        return self.rdd.offsetRanges()
+
+    def readSettings(self):
+        return self.rdd.readSettings()
+
+    def mapPartitionsWithIndex(self, function):
+        from kafka_direct.rdd.kafka_rdd import read_range
+
+        ranges, settings = self.rdd.offsetRanges(), self.rdd.readSettings()
+
+        class Job:
+            @staticmethod
+            def collect():
+                return [out for index in range(len(ranges))
+                        for out in function(index, read_range(ranges[index], settings))]
+
+        return Job()
+
+
+def test_a_batchs_tasks_ask_the_catalog_nothing_the_driver_prepared(spark, kafka, kafka_topic,
+                                                                     postgres, table,
+                                                                     monkeypatch):
+    # The driver prepares the offset store before each batch's job; its tasks asked the
+    # catalog again whether the offset tables exist (three round trips a range, every batch).
+    import offsets.postgres_offset_store as store_module
+
+    topic = kafka_topic(partitions=4)
+    for p in range(4):
+        kafka.produce(topic, [b"v"] * 3, partition=p)
+    sink = TransactionalPostgresSink(postgres.dsn, "events", "job", schema=table)
+    asked = []
+    original = store_module.ensure_tables
+    monkeypatch.setattr(store_module, "ensure_tables",
+                        lambda *args, **kwargs: asked.append(args[1]) or original(*args,
+                                                                                  **kwargs))
+    first = KafkaUtils.createRDD(spark, kafka.params(), [OffsetRange(topic, p, 0, 2)
+                                                         for p in range(4)])
+    assert sink.write(_TasksHere(first)) == {"rows": 8, "skipped": 0}
+    assert len(asked) == 1  # the driver's first preparation, none in the tasks
+    second = KafkaUtils.createRDD(spark, kafka.params(), [OffsetRange(topic, p, 2, 3)
+                                                          for p in range(4)])
+    assert sink.write(_TasksHere(second)) == {"rows": 4, "skipped": 0}
+    assert len(asked) == 1
+    assert len(rows(postgres, table)) == 12
+
+
+def test_a_partition_is_seeded_in_its_tasks_only_until_its_offset_row_exists(
+        spark, kafka, kafka_topic, postgres, table, monkeypatch):
+    # Each task seeded its partition's offset row (an INSERT ... ON CONFLICT DO NOTHING)
+    # in every batch; once a batch of the sink committed the row, it stays.
+    topic = kafka_topic(partitions=4)
+    for p in range(4):
+        kafka.produce(topic, [b"v"] * 3, partition=p)
+    sink = TransactionalPostgresSink(postgres.dsn, "events", "job", schema=table)
+    seeds = []
+    original = PostgresOffsetStore.seed
+
+    def seed(self, group, offsets, cursor=None):
+        seeds.append(sorted(offsets))
+        return original(self, group, offsets, cursor=cursor)
+
+    monkeypatch.setattr(PostgresOffsetStore, "seed", seed)
+    for batch, (start, end) in enumerate([(0, 1), (1, 2), (2, 3)]):
+        seeds.clear()
+        rdd = KafkaUtils.createRDD(spark, kafka.params(), [OffsetRange(topic, p, start, end)
+                                                           for p in range(4)])
+        assert sink.write(_TasksHere(rdd)) == {"rows": 4, "skipped": 0}
+        assert len(seeds) == (4 if batch == 0 else 0), batch
+    assert len(rows(postgres, table)) == 12
+    store = PostgresOffsetStore(postgres.dsn, schema=table)
+    assert store.load("job") == {TopicPartition(topic, p): 3 for p in range(4)}
