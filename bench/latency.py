@@ -342,7 +342,7 @@ def main() -> None:
     args = parser.parse_args()
     seconds = args.minutes * 60 if args.minutes else args.seconds
     ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    from kafka_direct.testing import jvm_archive
+    from kafka_direct.runtime import jvm_archive
 
     if jvm_archive.wanted(default=True):
         jvm_archive.build()
