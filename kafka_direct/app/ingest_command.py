@@ -20,7 +20,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -164,16 +164,49 @@ def _summary(settings: IngestSettings, cluster: KafkaCluster, dsn: str, result: 
     for topic in sorted({tp.topic for tp in result.offsets} | set(options.topics)):
         for p, (_, high) in cluster.end_offsets(topic, range(counts.get(topic, 0))).items():
             ends[TopicPartition(topic, p)] = high
-    check = check_table(dsn, options.schema, options.table, options.group, ends,
-                        stored=result.offsets if options.api == "structured" else None)
+    from kafka_direct.app.typed.routing import TableRoute
+
+    route = TableRoute(options.table)
+    tables = sorted(set(route.tables({tp.topic for tp in ends}).values())) \
+        if route.perTopic else [options.table]
     out.write(f"{result.batches} batches, {result.records} records read, "
               f"{result.rowsWritten} rows written\n")
-    out.write(f"table {options.schema}.{options.table}: {check.rows} rows, "
-              f"{check.duplicates} duplicates\n")
-    behind = {str(tp): (check.stored.get(tp), end) for tp, end in sorted(ends.items())
-              if check.stored.get(tp) != end}
-    out.write("stored offsets == log end\n" if check.caughtUp else
+    check = None
+    for table in tables:
+        if route.perTopic and not _table_exists(dsn, options.schema, table):
+            continue  # a pattern's topic with no record yet: no table yet
+        check = check_table(dsn, options.schema, table, options.group, ends,
+                            stored=result.offsets if options.api == "structured" else None)
+        out.write(f"table {options.schema}.{table}: {check.rows} rows, "
+                  f"{check.duplicates} duplicates\n")
+    stored = check.stored if check is not None else (
+        result.offsets if options.api == "structured" else _stored(dsn, options, ends))
+    caughtUp = stored == ends
+    behind = {str(tp): (stored.get(tp), end) for tp, end in sorted(ends.items())
+              if stored.get(tp) != end}
+    out.write("stored offsets == log end\n" if caughtUp else
               f"stored offsets behind the log end (stored, end): {behind}\n")
+
+
+def _table_exists(dsn: str, schema: str, table: str) -> bool:
+    from kafka_direct.postgres.connection import connect
+
+    connection = connect(dsn)
+    try:
+        with connection, connection.cursor() as cursor:
+            cursor.execute("SELECT to_regclass(format('%%I.%%I', %s, %s)) IS NOT NULL",
+                           (schema, table))
+            return bool(cursor.fetchone()[0])
+    finally:
+        connection.close()
+
+
+def _stored(dsn: str, options: Any, ends: Mapping[TopicPartition, int]
+            ) -> dict[TopicPartition, int]:
+    from offsets.postgres_offset_store import PostgresOffsetStore
+
+    return dict(PostgresOffsetStore(dsn, schema=options.schema).load(
+        options.group, {tp.topic for tp in ends}))
 
 
 def run_ingest_command(args: argparse.Namespace, out: TextIO, err: TextIO | None = None

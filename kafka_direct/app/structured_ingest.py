@@ -186,15 +186,17 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
     """
     from pyspark.sql import SparkSession
 
+    from kafka_direct.app.typed.routing import TableRoute
     from kafka_direct.sql import POSTGRES_SINK_FORMAT, SOURCE_FORMAT, register
     from kafka_direct.testing.spark import spark_context
 
-    typed = records is not None and records.active
+    typed = TableRoute(options.table).perTopic or (records is not None and records.active)
     if typed:
         from kafka_direct.app.typed.table import prepare_tables
 
-        assert records is not None
-        prepare_tables(dsn, options.schema, options.table, records, structured=True)
+        records = records or TypedOptions()  # raw key and value columns, a table per topic
+        prepare_tables(dsn, options.schema, options.table, records, structured=True,
+                       topics=options.topics)
     else:
         ensure_table(dsn, options.schema, options.table)
     result = IngestResult() if result is None else result

@@ -37,7 +37,7 @@ from kafka_direct.app.typed.table import (
 )
 from kafka_direct.errors import SchemaChangeError
 
-__all__ = ["MoveCounts", "batch_columns", "move_parts"]
+__all__ = ["MoveCounts", "batch_columns", "move_parts", "move_tables"]
 
 logger = logging.getLogger(__name__)
 
@@ -140,12 +140,56 @@ def _union(parts: Sequence[StagedPart], schema: str, select: Any, kinds: Sequenc
         sql.SQL("SELECT ") + select(part) + sql.SQL(" FROM {} WHERE {} IN ({})").format(
             sql.Identifier(schema, part.table), sql.Identifier(KIND),
             sql.SQL(", ").join(sql.Literal(k) for k in kinds))
+        + (sql.SQL(" AND topic IN ({})").format(sql.SQL(", ").join(
+            sql.Literal(t) for t in part.topics)) if part.topics else sql.SQL(""))
         for part in parts)
 
 
+def move_tables(cursor: Any, schema: str, table: str, options: TypedOptions,
+                parts: Sequence[StagedPart]) -> MoveCounts:
+    """Move the staged ``parts`` into their target tables; in the caller's transaction.
+
+    ``table`` is the ``--table`` option: one table, or a per-topic template
+    (:class:`~kafka_direct.app.typed.routing.TableRoute`). With a template, each table the
+    batch writes is prepared first (created, or checked, with its dead-letter table: a
+    pattern's topics appear while the job runs), and two topics of the batch that map onto
+    one table stop it before anything is written.
+
+    Raises:
+        ConfigurationError: Two topics map onto one table, or a table cannot work as it is.
+        SchemaChangeError: A field's type does not fit its column.
+        psycopg2.Error: The database failed (the caller rolls back).
+    """
+    from kafka_direct.app.typed.routing import TableRoute
+    from kafka_direct.app.typed.table import prepare_table
+
+    route = TableRoute(table)
+    if not route.perTopic:
+        views = [v for p in parts if (v := p.for_table(table)) is not None]
+        return move_parts(cursor, schema, table, options,
+                          views if any(p.shares for p in parts) else parts)
+    topics = {t for p in parts for share in p.shares for t in share.topics}
+    route.tables(topics)  # two topics onto one table: refused, nothing written
+    total = MoveCounts()
+    for name in sorted({t for p in parts for t in p.targets}):
+        views = [v for p in parts if (v := p.for_table(name)) is not None]
+        topic = min(t for p in parts for share in p.shares if share.table == name
+                    for t in share.topics)
+        deadLetter = route.dead_letter_table(options, topic)
+        prepare_table(cursor, schema, name, options, deadLetter)
+        counts = move_parts(cursor, schema, name, options, views, deadLetter=deadLetter)
+        total.written += counts.written
+        total.deleted += counts.deleted
+        total.deadLetters += counts.deadLetters
+        total.added += tuple(f"{name}.{c}" for c in counts.added)
+    return total
+
+
 def move_parts(cursor: Any, schema: str, table: str, options: TypedOptions,
-               parts: Sequence[StagedPart]) -> MoveCounts:
+               parts: Sequence[StagedPart], deadLetter: str | None = None) -> MoveCounts:
     """Move the staged ``parts`` into the target (see the module); in the caller's transaction.
+
+    ``deadLetter``: the dead-letter table (None: the options' for ``table``).
 
     Raises:
         SchemaChangeError: A field's type does not fit its column.
@@ -183,7 +227,7 @@ def move_parts(cursor: Any, schema: str, table: str, options: TypedOptions,
                                                      _union(parts, schema, lambda p: (
                                                          sql.Identifier(KIND) + sql.SQL(", ")
                                                          + casted(p)), (ROW, DELETE)))
-    deadLetter = options.dead_letter_table(table)
+    deadLetter = deadLetter or options.dead_letter_table(table)
     if deadLetter is not None and any(p.deadLetters for p in parts):
         cursor.execute(sql.SQL(
             "INSERT INTO {} (topic, kafka_partition, kafka_offset, key, value, error) ").format(

@@ -164,7 +164,7 @@ class _Writer(DataSourceStreamArrowWriter):
         _carried(lambda: self._commit(messages, batchId))
 
     def _commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        from kafka_direct.app.typed.commit import move_parts
+        from kafka_direct.app.typed.commit import move_tables
         from kafka_direct.sql.sink.commit import commit_batch
         from kafka_direct.sql.sink.staging import StagedAttempt
 
@@ -181,8 +181,8 @@ class _Writer(DataSourceStreamArrowWriter):
                                           message.part.rows))
 
         def move(cursor: Any, staged: Any) -> int:
-            moved = move_parts(cursor, s.schema, s.table, s.options,
-                               [parts[a.token] for a in staged])
+            moved = move_tables(cursor, s.schema, s.table, s.options,
+                                [parts[a.token] for a in staged])
             logger.info("batch %d: %d rows written, %d deleted, %d dead letters", batchId,
                         moved.written, moved.deleted, moved.deadLetters)
             return moved.written

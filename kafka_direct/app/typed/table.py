@@ -23,7 +23,8 @@ from kafka_direct.app.typed.options import COORDINATES, TypedOptions
 from kafka_direct.errors import ConfigurationError, SchemaChangeError
 
 __all__ = ["COORDINATE_TYPES", "add_columns", "create_target", "ensure_dead_letter",
-           "has_unique", "known_columns", "prepare_tables", "schema_exists", "table_columns"]
+           "has_unique", "known_columns", "prepare_table", "prepare_tables", "schema_exists",
+           "table_columns"]
 
 logger = logging.getLogger(__name__)
 
@@ -168,42 +169,62 @@ def _check_existing(cursor: Any, schema: str, table: str, existing: Mapping[str,
                 "with a unique constraint yourself, or choose another --table")
 
 
-def prepare_tables(dsn: str, schema: str, table: str, options: TypedOptions,
-                   structured: bool = False) -> None:
-    """Before the stream starts: the target, the dead-letter table, the staging records.
-
-    A missing target is created with the columns known now; a target that exists must
-    keep the coordinates, and have a unique constraint on ``--key-columns`` (or gain them
-    with their first records while it is empty).
+def prepare_table(cursor: Any, schema: str, table: str, options: TypedOptions,
+                  deadLetter: str | None) -> None:
+    """The target (created when missing, else checked) and its dead-letter table.
 
     Raises:
         ConfigurationError: The target cannot work as it is (the message says the fix).
+        SchemaChangeError: A column cannot hold what the job writes there.
+    """
+    existing = table_columns(cursor, schema, table)
+    if existing is None:
+        known = known_columns(options)
+        names = {name for name, _ in known} | set(COORDINATES)
+        keys = (options.keyColumns if all(k in names for k in options.keyColumns)
+                else ())
+        create_target(cursor, schema, table, known,
+                      keys if options.keyColumns else COORDINATES)
+    else:
+        _check_existing(cursor, schema, table, existing, options)
+    if deadLetter is not None:
+        ensure_dead_letter(cursor, schema, deadLetter)
+
+
+def prepare_tables(dsn: str, schema: str, table: str, options: TypedOptions,
+                   structured: bool = False, topics: Sequence[str] = ()) -> None:
+    """Before the stream starts: the targets, their dead-letter tables, the staging records.
+
+    A missing target is created with the columns known now; a target that exists must
+    keep the coordinates, and have a unique constraint on ``--key-columns`` (or gain them
+    with their first records while it is empty). With a per-topic ``table`` template, the
+    tables of ``topics`` are prepared (a pattern's: by the batch that first writes them).
+
+    Raises:
+        ConfigurationError: The target cannot work as it is (the message says the fix), or
+            two topics map onto one table.
         SchemaChangeError: A column cannot hold what the job writes there.
         OffsetStoreError: The database failed, or the role may not create what is missing.
     """
     import psycopg2
 
+    from kafka_direct.app.typed.routing import TableRoute
     from kafka_direct.errors import OffsetStoreError
     from kafka_direct.postgres.connection import connect
     from kafka_direct.postgres.errors import describe_database_error, fix_for
     from kafka_direct.sql.sink.staging import ensure_sink_tables
 
+    route = TableRoute(table)
+    targets = ({name: topic for topic, name in route.tables(topics).items()}
+               if route.perTopic else {table: ""})
     connection = connect(dsn)
     try:
         with connection, connection.cursor() as cursor:
-            existing = table_columns(cursor, schema, table)
-            if existing is None:
-                known = known_columns(options)
-                names = {name for name, _ in known} | set(COORDINATES)
-                keys = (options.keyColumns if all(k in names for k in options.keyColumns)
-                        else ())
-                create_target(cursor, schema, table, known,
-                              keys if options.keyColumns else COORDINATES)
-            else:
-                _check_existing(cursor, schema, table, existing, options)
-            deadLetter = options.dead_letter_table(table)
-            if deadLetter is not None:
-                ensure_dead_letter(cursor, schema, deadLetter)
+            for name, topic in targets.items():
+                table = name
+                prepare_table(cursor, schema, name, options,
+                              route.dead_letter_table(options, topic) if topic
+                              else options.dead_letter_table(name))
             ensure_sink_tables(cursor, schema)
             if structured:
                 from kafka_direct.sql.link.tables import ensure_link_tables

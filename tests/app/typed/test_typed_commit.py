@@ -108,3 +108,54 @@ def test_columns_new_in_a_batch_are_added_and_a_type_clash_refused(postgres, pg_
     assert "d" not in [c for (c,) in query(
         postgres, "SELECT column_name FROM information_schema.columns WHERE table_schema = "
                   f"'{pg_schema}' AND table_name = 't'")]
+
+
+def test_a_template_stages_each_topics_rows_for_its_own_table(postgres, pg_schema):
+    from kafka_direct.app.typed.commit import move_tables
+
+    options = TypedOptions(valueFormat="json", keyFormat="json", keyColumns=("id",),
+                           onTombstone="delete", onBadRecord="dead-letter")
+    prepare_tables(postgres.dsn, pg_schema, "{topic}", options, topics=["a.x"])
+    records = [("a.x", 0, 0, b'{"id": 1}', b'{"id": 1, "name": "one"}'),
+               ("b", 0, 0, b'{"id": 1}', b'{"id": 1, "price": 2.5}'),
+               ("a.x", 0, 1, b'{"id": 2}', b'{"id": 2, "name": "two"}'),
+               ("b", 0, 1, b'{"id": 9}', b"not json"),
+               ("a.x", 0, 2, b'{"id": 1}', None)]
+    part = stage(postgres, pg_schema, options, records, table="{topic}")
+    assert sorted(part.targets) == ["a_x", "b"] and part.rows == 5
+    other = stage(postgres, pg_schema, options, [("b", 1, 0, b'{"id": 3}', b'{"id": 3}')],
+                  partition=1, table="{topic}")
+    connection = psycopg2.connect(postgres.dsn)
+    try:
+        with connection, connection.cursor() as cursor:
+            counts = move_tables(cursor, pg_schema, "{topic}", options, [part, other])
+    finally:
+        connection.close()
+    assert (counts.written, counts.deadLetters) == (3, 1)  # id 1 of a.x: deleted in the batch
+    assert query(postgres, f'SELECT id, name FROM "{pg_schema}".a_x') == [(2, "two")]
+    assert query(postgres, f'SELECT id, price FROM "{pg_schema}".b ORDER BY id') == [
+        (1, 2.5), (3, None)]
+    assert query(postgres, f'SELECT topic, kafka_offset FROM "{pg_schema}".b_dead_letter') == [
+        ("b", 1)]
+    assert query(postgres, f'SELECT count(*) FROM "{pg_schema}".a_x_dead_letter') == [(0,)]
+    assert query(postgres, "SELECT column_name FROM information_schema.columns WHERE "
+                           f"table_schema = '{pg_schema}' AND table_name = 'a_x' AND "
+                           "column_name = 'price'") == []
+
+
+def test_a_template_refuses_two_topics_of_a_batch_onto_one_table(postgres, pg_schema):
+    from kafka_direct.app.typed.commit import move_tables
+    from kafka_direct.errors import ConfigurationError
+
+    options = TypedOptions(valueFormat="json")
+    prepare_tables(postgres.dsn, pg_schema, "{topic}", options)
+    parts = [stage(postgres, pg_schema, options, [(topic, 0, 0, None, b'{"a": 1}')],
+                   partition=i, table="{topic}") for i, topic in enumerate(("a.b", "a_b"))]
+    connection = psycopg2.connect(postgres.dsn)
+    try:
+        with pytest.raises(ConfigurationError, match="onto one table 'a_b'"), connection, \
+                connection.cursor() as cursor:
+            move_tables(cursor, pg_schema, "{topic}", options, parts)
+    finally:
+        connection.close()
+    assert query(postgres, f"SELECT to_regclass('\"{pg_schema}\".a_b')") == [(None,)]
