@@ -155,6 +155,14 @@ def source_options(options: IngestOptions, bootstrapServers: str, dsn: str,
     return source
 
 
+def _metadata_selection(records: TypedOptions | None) -> tuple[str, ...]:
+    """The source's timestamp and headers columns the record options need (if any)."""
+    if records is None:
+        return ()
+    return ((("timestamp",) if records.timestampColumn is not None else ())
+            + (("headers",) if records.headerColumns else ()))
+
+
 def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
                           out: TextIO | None = None,
                           kafkaParams: Mapping[str, Any] | None = None,
@@ -224,10 +232,14 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
             # when Spark closes it a minute later (see the module).
             end_lookup_daemon(sc)
         reader = spark.readStream.format(SOURCE_FORMAT)
-        for key, value in source_options(options, bootstrapServers, dsn,
-                                         kafkaParams or {}).items():
+        extra = _metadata_selection(records if typed else None)
+        given = source_options(options, bootstrapServers, dsn, kafkaParams or {})
+        if extra:  # the timestamp and header columns: the source builds them too
+            given["columns"] = ",".join((*_INGEST_COLUMNS, *extra))
+            given["includeHeaders"] = str("headers" in extra).lower()
+        for key, value in given.items():
             reader = reader.option(key, value)
-        rows = reader.load().selectExpr(*_INGEST_SELECTION)
+        rows = reader.load().selectExpr(*_INGEST_SELECTION, *extra)
         location = str(checkpointDir) if checkpointDir else str(Path(scratch) / "checkpoint")
         if typed:
             assert records is not None

@@ -29,7 +29,7 @@ from typing import Any
 from kafka_direct.errors import ConfigurationError
 
 __all__ = ["INTEGER_RANGES", "KNOWN_TYPES", "convert", "converter", "fits", "infer_type",
-           "normalise_type", "widest"]
+           "normalise_type", "split_types", "widest"]
 
 #: The types the job can check values for (others are written as text and left to
 #: PostgreSQL's input functions).
@@ -82,6 +82,20 @@ def normalise_type(text: str, flag: str | None = None) -> str:
             "bigint, numeric or numeric(p,s), real, double precision, boolean, text, "
             "varchar(n), bytea, jsonb, json, date, time, timestamp, timestamptz, uuid")
     return lowered
+
+
+def split_types(text: str) -> list[str]:
+    """``a:numeric(12,2),b:int`` -> its comma-separated pieces (commas in parentheses kept)."""
+    pieces, depth, current = [], 0, ""
+    for char in text:
+        if char == "," and depth == 0:
+            pieces.append(current)
+            current = ""
+            continue
+        depth += (char == "(") - (char == ")")
+        current += char
+    pieces.append(current)
+    return pieces
 
 
 def _base(kind: str) -> str:

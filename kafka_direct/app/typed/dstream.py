@@ -47,8 +47,8 @@ class _StageTask:
         return carry_errors(self._stage(index, records))
 
     def _stage(self, index: int, records: Iterator[Any]) -> Iterator[StagedPart]:
-        yield self.stager.stage(index, ((r.topic, r.partition, r.offset, r.key, r.value)
-                                        for r in records))
+        yield self.stager.stage(index, ((r.topic, r.partition, r.offset, r.key, r.value,
+                                         r.timestamp, r.headers) for r in records))
 
 
 @dataclass

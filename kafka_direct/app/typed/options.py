@@ -72,17 +72,9 @@ def parse_columns(text: str) -> tuple[tuple[str, str], ...]:
         ConfigurationError: A piece that is not ``name:type``, a name given twice, or a
             type the job cannot write (the message lists the ones it can).
     """
-    from kafka_direct.app.typed.columns import normalise_type
+    from kafka_direct.app.typed.columns import normalise_type, split_types
 
-    pieces, depth, current = [], 0, ""
-    for char in text:
-        if char == "," and depth == 0:
-            pieces.append(current)
-            current = ""
-            continue
-        depth += (char == "(") - (char == ")")
-        current += char
-    pieces.append(current)
+    pieces = split_types(text)
     declared: dict[str, str] = {}
     for piece in (p.strip() for p in pieces):
         name, separator, kind = piece.partition(":")
@@ -173,6 +165,10 @@ class TypedOptions:
         deadLetterTable: The dead-letter table (default ``<table>_dead_letter``).
         columns: Declared column types for JSON fields, as (name, PostgreSQL type) pairs;
             other fields' types are inferred from the first records that carry them.
+        timestampColumn: A ``timestamptz`` column holding each record's Kafka timestamp
+            (:mod:`.metadata`), or None.
+        headerColumns: (header name, PostgreSQL type) pairs: each header's value as a
+            column of that name (:mod:`.metadata`).
     """
 
     valueFormat: str = "raw"
@@ -183,8 +179,14 @@ class TypedOptions:
     onBadRecord: str = "fail"
     deadLetterTable: str | None = None
     columns: tuple[tuple[str, str], ...] = ()
+    timestampColumn: str | None = None
+    headerColumns: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
+        from kafka_direct.app.typed.metadata import check_metadata_columns
+
+        check_metadata_columns(self.timestampColumn, self.headerColumns, self.columns,
+                               (*COORDINATES, "key", "value"), check_column_name)
         for flag, value, allowed in (("--value-format", self.valueFormat, FORMATS),
                                      ("--key-format", self.keyFormat, FORMATS),
                                      ("--on-tombstone", self.onTombstone, TOMBSTONE_POLICIES),
@@ -246,7 +248,8 @@ class TypedOptions:
         """Whether the job needs the typed writer (anything beyond raw appends)."""
         return (self.valueFormat != "raw" or self.keyFormat != "raw" or bool(self.keyColumns)
                 or self.onTombstone != "row" or self.onBadRecord != "fail"
-                or bool(self.columns))
+                or bool(self.columns) or self.timestampColumn is not None
+                or bool(self.headerColumns))
 
     def dead_letter_table(self, table: str) -> str | None:
         """The dead-letter table of ``table`` (None without ``dead-letter``)."""
@@ -293,6 +296,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                               "in the batch's transaction)")
     records.add_argument("--dead-letter-table", default=None,
                          help="the dead-letter table (default <table>_dead_letter)")
+    records.add_argument("--timestamp-column", metavar="NAME", default=None,
+                         help="a timestamptz column holding each record's Kafka timestamp "
+                              "(CreateTime or LogAppendTime, as the topic keeps it)")
+    records.add_argument("--header-columns", metavar="NAME[:TYPE],...", default=None,
+                         help="record headers as columns of their names (default type text: "
+                              "the header's bytes as UTF-8; bytea keeps them; other types "
+                              "parse the text); a missing header is NULL, a repeated one's "
+                              "last value wins")
 
 
 def _names(text: str | None, flag: str) -> tuple[str, ...]:
@@ -351,6 +362,8 @@ def options_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> T
     Raises:
         ConfigurationError: A combination that cannot work, named with its flag and fix.
     """
+    from kafka_direct.app.typed.metadata import parse_header_columns
+
     columns = getattr(args, "columns", None)
     options = TypedOptions(
         valueFormat=getattr(args, "value_format", "raw"),
@@ -360,7 +373,9 @@ def options_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> T
         onTombstone=getattr(args, "on_tombstone", "row"),
         onBadRecord=getattr(args, "on_bad_record", "fail"),
         deadLetterTable=getattr(args, "dead_letter_table", None),
-        columns=parse_columns(columns) if columns is not None else ())
+        columns=parse_columns(columns) if columns is not None else (),
+        timestampColumn=getattr(args, "timestamp_column", None),
+        headerColumns=parse_header_columns(getattr(args, "header_columns", None)))
     if options.active and getattr(args, "sink", "transactional") != "transactional":
         raise ConfigurationError(
             f"--sink {args.sink} writes raw records only; typed rows, --key-columns, "

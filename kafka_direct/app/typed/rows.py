@@ -92,6 +92,7 @@ class RowBuilder:
         self.tombstone = options.onTombstone
         self.keyColumns = options.keyColumns
         self.deadLetter = options.onBadRecord == "dead-letter"
+        self.metadata = options.timestampColumn is not None or bool(options.headerColumns)
 
     def __repr__(self) -> str:
         return f"RowBuilder({self.target})"
@@ -102,8 +103,13 @@ class RowBuilder:
         return {**self.keyDecoder.fetched, **self.valueDecoder.fetched}
 
     def build(self, topic: str, partition: int, offset: int, key: bytes | None,
-              value: bytes | None) -> tuple[str, dict[str, Any] | str] | None:
+              value: bytes | None, timestamp: Any = None, headers: Any = None
+              ) -> tuple[str, dict[str, Any] | str] | None:
         """What the record is: ``(ROW|DELETE, columns)``, ``(BAD, reason)`` or None (skip).
+
+        ``timestamp`` and ``headers`` fill ``--timestamp-column`` and ``--header-columns``
+        (:mod:`.metadata`): ms since the epoch or a datetime; (name, bytes) pairs or the
+        source's ``{key, value}`` structs.
 
         Raises:
             BadRecordError: The record cannot be a row and bad records fail the batch.
@@ -115,6 +121,8 @@ class RowBuilder:
             return None
         try:
             row = self._fields(topic, partition, offset, key, value, tombstone)
+            if self.metadata:
+                self._metadata(row, (topic, partition, offset), timestamp, headers)
         except _BadRecordError as bad:
             if not self.deadLetter:
                 cause = str(bad)
@@ -173,6 +181,29 @@ class RowBuilder:
             if name in self.existing or name in self.new:  # a null of no type yet: not yet
                 self.columns.setdefault(name, None)
         return row
+
+    def _metadata(self, row: dict[str, Any], where: tuple[str, int, int], timestamp: Any,
+                  headers: Any) -> None:
+        """Add the record's timestamp and header columns to ``row``."""
+        from kafka_direct.app.typed.metadata import metadata_values
+
+        try:
+            values = metadata_values(self.options.timestampColumn, self.options.headerColumns,
+                                     timestamp, headers)
+        except ValueError as error:
+            raise _BadRecordError(str(error)) from None
+        pending: dict[str, ColumnInfo] = {}
+        for name, kind, raw in values:
+            if name in row:
+                raise _BadRecordError(
+                    f"the record has a field {name!r}, the name of the column the job fills "
+                    "from its " + ("timestamp" if name == self.options.timestampColumn
+                                   else "header of that name") + ": rename one of them")
+            row[name] = self._column(name, raw, kind, True, where, pending)
+        self.new.update(pending)
+        for name, _, _ in values:
+            if name in self.existing or name in self.new:
+                self.columns.setdefault(name, None)
 
     def _column(self, name: str, raw: Any, schemaType: str | None, fromSchema: bool,
                 where: tuple[str, int, int], pending: dict[str, ColumnInfo]) -> Any:

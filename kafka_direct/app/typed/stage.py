@@ -41,7 +41,9 @@ RAW_KEY = "kafka_direct_key"
 RAW_VALUE = "kafka_direct_value"
 ERROR = "kafka_direct_error"
 
-Record = tuple[str, int, int, "bytes | None", "bytes | None"]
+#: (topic, partition, offset, key, value[, timestamp, headers]): the last two for the
+#: timestamp and header columns.
+Record = tuple[Any, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +158,9 @@ class Stager:
 
     def stage(self, partitionId: int, records: Iterable[Record],
               token: str | None = None) -> StagedPart:
-        """Stage ``records`` (topic, partition, offset, key, value); returns what was staged.
+        """Stage ``records``; returns what was staged.
+
+        Each record is (topic, partition, offset, key, value[, timestamp, headers]).
 
         Raises:
             BadRecordError: A record cannot be a row and bad records fail the batch.
@@ -188,9 +192,10 @@ class Stager:
         created = False
         for chunk in _chunks(records, CHUNK_ROWS):
             rows = []
-            for topic, partition, offset, key, value in chunk:
+            for record in chunk:
+                topic, partition, offset, key, value = record[:5]
                 table, builder = builders.of(topic)
-                built = builder.build(topic, partition, offset, key, value)
+                built = builder.build(*record)
                 if built is None:
                     counts["ignored"] += 1
                     continue

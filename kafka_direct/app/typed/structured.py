@@ -39,13 +39,16 @@ from kafka_direct.app.typed.options import RegistrySettings, TypedOptions
 from kafka_direct.app.typed.stage import StagedPart, Stager
 from kafka_direct.errors import ConfigurationError
 
-__all__ = ["FORMAT", "TypedCommitMessage", "TypedIngestSink", "sink_options"]
+__all__ = ["FORMAT", "METADATA_COLUMNS", "TypedCommitMessage", "TypedIngestSink",
+           "sink_options"]
 
 logger = logging.getLogger(__name__)
 
 #: The sink's format name (registered by the ingest job).
 FORMAT = "kafka-direct-ingest-postgres"
 _REGISTRY_OPTION = "schemaRegistry.password"
+#: The source's columns the sink also takes, for the timestamp and header columns.
+METADATA_COLUMNS = ("timestamp", "headers")
 
 
 def sink_options(options: TypedOptions, dsn: str, schema: str, table: str, group: str,
@@ -58,7 +61,9 @@ def sink_options(options: TypedOptions, dsn: str, schema: str, table: str, group
     records = {"valueFormat": options.valueFormat, "keyFormat": options.keyFormat,
                "keyColumns": list(options.keyColumns), "onTombstone": options.onTombstone,
                "onBadRecord": options.onBadRecord, "deadLetterTable": options.deadLetterTable,
-               "columns": [list(c) for c in options.columns]}
+               "columns": [list(c) for c in options.columns],
+               "timestampColumn": options.timestampColumn,
+               "headerColumns": [list(c) for c in options.headerColumns]}
     given = {"dsn": dsn, "schema": schema, "table": table, "offsetStore.name": group,
              "records": json.dumps(records)}
     if statementTimeoutMs:
@@ -100,7 +105,9 @@ def _settings(given: Mapping[str, str]) -> _Settings:
             registry=settings, keyColumns=tuple(records["keyColumns"]),
             onTombstone=records["onTombstone"], onBadRecord=records["onBadRecord"],
             deadLetterTable=records["deadLetterTable"],
-            columns=tuple((str(n), str(t)) for n, t in records["columns"]))
+            columns=tuple((str(n), str(t)) for n, t in records["columns"]),
+            timestampColumn=records.get("timestampColumn"),
+            headerColumns=tuple((str(n), str(t)) for n, t in records.get("headerColumns", ())))
         timeout = lowered.get("statementtimeoutms")
         schemas = tuple(sorted((int(k), tuple(str(t) for t in v)) for k, v in
                                json.loads(lowered.get("schemas") or "{}").items()))
@@ -213,15 +220,21 @@ def _sink_options(s: _Settings) -> Any:
                        link=SourceLink(s.dsn, s.group, s.schema))
 
 
-def _records(batches: Iterator[Any]) -> Iterator[tuple[str, int, int, Any, Any]]:
-    """(topic, partition, offset, key, value) of Arrow record batches of the source's rows."""
+def _records(batches: Iterator[Any]) -> Iterator[tuple[Any, ...]]:
+    """(topic, partition, offset, key, value[, timestamp, headers]) of the source's rows.
+
+    The last two when the job selected them, from Arrow record batches.
+    """
     for batch in batches:
         if not batch.num_rows:
             continue
         names = batch.schema.names
         column = {name: batch.column(i).to_pylist() for i, name in enumerate(names)}
+        extra = [column[name] if name in column else [None] * batch.num_rows
+                 for name in METADATA_COLUMNS] if any(n in column for n in
+                                                      METADATA_COLUMNS) else []
         yield from zip(column["topic"], column["kafka_partition"], column["kafka_offset"],
-                       column["key"], column["value"], strict=True)
+                       column["key"], column["value"], *extra, strict=True)
 
 
 class TypedIngestSink(DataSource):
@@ -239,7 +252,7 @@ class TypedIngestSink(DataSource):
         """The micro-batch writer."""
         names = [f.name for f in schema.fields]
         wanted = ["topic", "kafka_partition", "kafka_offset", "key", "value"]
-        if names != wanted:
+        if names[:5] != wanted or not set(names[5:]) <= set(METADATA_COLUMNS):
             raise ConfigurationError(f"the {FORMAT} sink takes the columns {wanted}, got "
                                      f"{names}", setting="columns")
         return _carried(lambda: _Writer(_settings(self.options)))  # type: ignore[no-any-return]

@@ -74,12 +74,18 @@ def has_unique(cursor: Any, schema: str, table: str, keys: Sequence[str]) -> boo
 
 
 def known_columns(options: TypedOptions) -> list[tuple[str, str]]:
-    """The columns known before any record: raw parts' bytea columns, ``--columns``."""
+    """The columns known before any record (raw parts' bytea columns, ``--columns``, ...).
+
+    The timestamp and header columns too: their types are known from the options.
+    """
     columns = [(name, "bytea") for name, kind in (("key", options.keyFormat),
                                                   ("value", options.valueFormat))
                if kind == "raw"]
     taken = {name for name, _ in columns}
     columns += [(name, kind) for name, kind in options.columns if name not in taken]
+    if options.timestampColumn is not None:
+        columns.append((options.timestampColumn, "timestamptz"))
+    columns += list(options.headerColumns)
     return columns
 
 
