@@ -7,9 +7,12 @@ below commits with them or not at all:
 1. the columns the batch's rows carry, joined over its tasks (a column new in two tasks
    takes the type that holds both, or the batch stops with SchemaChangeError);
 2. the target: created from them when missing; new columns added (``ALTER TABLE ... ADD
-   COLUMN``, nullable); an existing column whose type cannot hold the new one stops the
-   batch with :class:`~kafka_direct.errors.SchemaChangeError` naming the field and both
-   types; key columns that arrive with the batch get their primary key;
+   COLUMN``, nullable); an existing column that a schema's field outgrew widened (``ALTER
+   COLUMN ... TYPE``: ``integer`` to ``bigint``, ``varchar(n)`` to ``text``, more digits of
+   ``numeric``...), and one whose schema field now lets rows be NULL loses ``NOT NULL``;
+   any other type change stops the batch with :class:`~kafka_direct.errors.
+   SchemaChangeError` naming the field, both types and the record's offset; key columns
+   that arrive with the batch get their primary key;
 3. rows: appended (``INSERT ... SELECT``, each staged text cast to its column's type), or
    with key columns reduced to the latest record of each key (highest offset; within a
    batch too), then deleted (the latest is a tombstone) or upserted (``ON CONFLICT (keys)
@@ -25,14 +28,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_direct.app.typed.columns import fits, widest
+from kafka_direct.app.typed.columns import fits, widens, widest
 from kafka_direct.app.typed.options import COORDINATES, TypedOptions
 from kafka_direct.app.typed.rows import BAD, DELETE, ROW
 from kafka_direct.app.typed.stage import ERROR, KIND, RAW_KEY, RAW_VALUE, StagedPart
 from kafka_direct.app.typed.table import (
     add_columns,
+    alter_column_type,
     create_target,
+    drop_not_null,
     has_unique,
+    not_null_columns,
     table_columns,
 )
 from kafka_direct.errors import SchemaChangeError
@@ -105,16 +111,21 @@ def _evolve(cursor: Any, schema: str, table: str, options: TypedOptions,
         create_target(cursor, schema, table, known, keys)
         return table_columns(cursor, schema, table) or {}, tuple(columns)
     new: list[tuple[str, str]] = []
-    for name, (kind, _, topic, partition, offset) in columns.items():
+    for name, (kind, fromSchema, topic, partition, offset) in columns.items():
         column = existing.get(name)
         if column is None:
             new.append((name, kind))
         elif not fits(column, kind):
+            reason = ("no widening of the column holds it" if not (fromSchema and widens(
+                column, kind)) else _widen(cursor, schema, table, name, kind))
+            if reason is None:
+                existing[name] = kind
+                continue
             raise SchemaChangeError(
                 f"field {name!r} now has type {kind} (first at {topic}-{partition} offset "
-                f"{offset}), which column {name} of {target} (type {column}) cannot hold. "
-                f"Change the column (ALTER TABLE {target} ALTER COLUMN {name} TYPE {kind}) "
-                "or the schema, then run the job again: it resumes at this batch",
+                f"{offset}), which column {name} of {target} (type {column}) cannot hold: "
+                f"{reason}. Change the column (ALTER TABLE {target} ALTER COLUMN {name} TYPE "
+                f"{kind}) or the schema, then run the job again: it resumes at this batch",
                 table=target, field=name, columnType=column, newType=kind,
                 topic=topic or None, partition=None if partition < 0 else partition,
                 offset=None if offset < 0 else offset)
@@ -131,9 +142,55 @@ def _evolve(cursor: Any, schema: str, table: str, options: TypedOptions,
     return existing, tuple(name for name, _ in new)
 
 
-def _union(parts: Sequence[StagedPart], schema: str, select: Any, kinds: Sequence[str]
-           ) -> Any:
-    """``SELECT <select per part> FROM stage WHERE kind IN kinds`` over the parts."""
+def _widen(cursor: Any, schema: str, table: str, name: str, kind: str) -> str | None:
+    """Alter column ``name`` to the wider ``kind``; None, or why PostgreSQL refused.
+
+    A refusal (a view or rule that uses the column...) is returned for the caller's
+    SchemaChangeError; the transaction is then lost, and the batch rolls back.
+    """
+    import psycopg2
+
+    try:
+        alter_column_type(cursor, schema, table, name, kind)
+    except psycopg2.Error as error:
+        primary = getattr(getattr(error, "diag", None), "message_primary", None)
+        return f"PostgreSQL refused to widen it ({primary or type(error).__name__})"
+    return None
+
+
+def _nullable(cursor: Any, schema: str, table: str, options: TypedOptions,
+              parts: Sequence[StagedPart], columns: dict[str, tuple[str, bool, str, int, int]]
+              ) -> list[str]:
+    """Drop NOT NULL of schema fields whose rows in the batch have a NULL; their names.
+
+    A schema that lets a field be null, or no longer has it, writes NULL there: the
+    column follows (a key column never: a null key is a bad record).
+    """
+    from psycopg2 import sql
+
+    fromSchema = [n for n, info in columns.items() if info[1] and n not in options.keyColumns
+                  and n not in COORDINATES]
+    if not fromSchema:
+        return []
+    strict = not_null_columns(cursor, schema, table)
+    dropped = []
+    for name in (n for n in fromSchema if n in strict):
+        rowParts = [p for p in parts if p.rows - p.deletes - p.deadLetters]
+        if any(name not in {c[0] for c in p.columns} for p in rowParts):
+            dropped.append(name)  # records of a schema without the field: NULL
+            continue
+        cursor.execute(sql.SQL("SELECT EXISTS (") + _union(
+            rowParts, schema, lambda _: sql.SQL("1"), (ROW,), sql.SQL(" AND {} IS NULL").format(
+                sql.Identifier(name))) + sql.SQL(")"))
+        if cursor.fetchone()[0]:
+            dropped.append(name)
+    drop_not_null(cursor, schema, table, dropped)
+    return dropped
+
+
+def _union(parts: Sequence[StagedPart], schema: str, select: Any, kinds: Sequence[str],
+           condition: Any = None) -> Any:
+    """``SELECT <select per part> FROM stage WHERE kind IN kinds [condition]`` over the parts."""
     from psycopg2 import sql
 
     return sql.SQL(" UNION ALL ").join(
@@ -142,6 +199,7 @@ def _union(parts: Sequence[StagedPart], schema: str, select: Any, kinds: Sequenc
             sql.SQL(", ").join(sql.Literal(k) for k in kinds))
         + (sql.SQL(" AND topic IN ({})").format(sql.SQL(", ").join(
             sql.Literal(t) for t in part.topics)) if part.topics else sql.SQL(""))
+        + (condition or sql.SQL(""))
         for part in parts)
 
 
@@ -204,6 +262,7 @@ def move_parts(cursor: Any, schema: str, table: str, options: TypedOptions,
         return counts
     columns = batch_columns(parts, target)
     existing, counts.added = _evolve(cursor, schema, table, options, columns)
+    _nullable(cursor, schema, table, options, parts, columns)
     fields = [name for name in columns if name not in COORDINATES]
     written = [*COORDINATES, *fields]
 

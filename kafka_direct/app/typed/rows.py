@@ -12,7 +12,9 @@ to its column (:mod:`.columns`) and says what the record is:
   with ``fail`` it raises :class:`~kafka_direct.errors.BadRecordError` instead;
 * ``None``: skipped (a tombstone with ``--on-tombstone ignore``).
 
-A field of a schema (Avro) whose type does not fit its existing column raises
+A field of a schema (Avro, JSON Schema) whose type does not fit its existing column widens
+it when a wider type holds both (``integer`` to ``bigint``, ``varchar(n)`` to ``text``...:
+the commit alters the column); any other change raises
 :class:`~kafka_direct.errors.SchemaChangeError`: every record of that schema would fail.
 
 :func:`latest_per_key` is the rule the commit applies in SQL, in Python: of several
@@ -24,7 +26,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from kafka_direct.app.typed.columns import convert, converter, fits, infer_type, widest
+from kafka_direct.app.typed.columns import (
+    convert,
+    converter,
+    fits,
+    infer_type,
+    widens,
+    widest,
+)
 from kafka_direct.app.typed.formats import DecodeError, SchemaTexts, decoders
 from kafka_direct.app.typed.options import (
     COORDINATES,
@@ -230,14 +239,8 @@ class RowBuilder:
         column = self.existing.get(name)
         if column is not None:
             if fromSchema and schemaType is not None and not fits(column, schemaType):
-                raise SchemaChangeError(
-                    f"field {name!r} of {where[0]}-{where[1]} at offset {where[2]} now has "
-                    f"type {schemaType}, which column {name} of {self.target} (type "
-                    f"{column}) cannot hold. Change the column (ALTER TABLE {self.target} "
-                    f"ALTER COLUMN {name} TYPE {schemaType}) or the schema, then run the job "
-                    "again: it resumes at this batch", table=self.target, field=name,
-                    columnType=column, newType=schemaType, topic=where[0],
-                    partition=where[1], offset=where[2])
+                return self._convert(name, self._widen(name, column, schemaType, where,
+                                                       pending), raw)
             self._settle(name, schemaType, column, None)
             return self._convert(name, column, raw)
         known = pending.get(name) or self.new.get(name)
@@ -267,6 +270,33 @@ class RowBuilder:
             # Values of this type (a schema's: any) leave the column's type as it is.
             self._settle(name, schemaType, kind, None if fromSchema else type(raw))
         return self._convert(name, kind, raw)
+
+    def _widen(self, name: str, column: str, schemaType: str, where: tuple[str, int, int],
+               pending: dict[str, ColumnInfo]) -> str:
+        """The wider type an existing column takes for a schema's field (into ``pending``).
+
+        The commit alters the column in the batch's transaction (:func:`~kafka_direct.app.
+        typed.columns.widens`); the values are converted for the wider type meanwhile.
+
+        Raises:
+            SchemaChangeError: No widening of the column holds the field's type.
+        """
+        known = pending.get(name) or self.new.get(name)
+        if known is not None and fits(known[0], schemaType):
+            return known[0]
+        wanted = schemaType if known is None else widest(known[0], schemaType)
+        if wanted is None or not widens(column, wanted):
+            raise SchemaChangeError(
+                f"field {name!r} of {where[0]}-{where[1]} at offset {where[2]} now has "
+                f"type {schemaType}, which column {name} of {self.target} (type "
+                f"{column}) cannot hold, and no widening of the column would (a change of "
+                f"kind, or a narrower type). Change the column (ALTER TABLE {self.target} "
+                f"ALTER COLUMN {name} TYPE {schemaType}) or the schema, then run the job "
+                "again: it resumes at this batch", table=self.target, field=name,
+                columnType=column, newType=schemaType, topic=where[0],
+                partition=where[1], offset=where[2])
+        pending[name] = (wanted, True, *(known[2:] if known is not None else where))
+        return wanted
 
     @staticmethod
     def _convert(name: str, kind: str, raw: Any) -> Any:

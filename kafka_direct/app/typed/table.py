@@ -22,8 +22,9 @@ from kafka_direct.app.typed.columns import fits, normalise_type
 from kafka_direct.app.typed.options import COORDINATES, TypedOptions
 from kafka_direct.errors import ConfigurationError, SchemaChangeError
 
-__all__ = ["COORDINATE_TYPES", "add_columns", "create_target", "ensure_dead_letter",
-           "has_unique", "known_columns", "prepare_table", "prepare_tables", "schema_exists",
+__all__ = ["COORDINATE_TYPES", "add_columns", "alter_column_type", "create_target",
+           "drop_not_null", "ensure_dead_letter", "has_unique", "known_columns",
+           "not_null_columns", "prepare_table", "prepare_tables", "schema_exists",
            "table_columns"]
 
 logger = logging.getLogger(__name__)
@@ -120,6 +121,41 @@ def add_columns(cursor: Any, schema: str, table: str, columns: Sequence[tuple[st
                    + sql.SQL(", ").join(sql.SQL("ADD COLUMN IF NOT EXISTS {} {}").format(
                        sql.Identifier(name), sql.SQL(kind)) for name, kind in columns))
     logger.info("added columns %s to %s.%s", [name for name, _ in columns], schema, table)
+
+
+def alter_column_type(cursor: Any, schema: str, table: str, name: str, kind: str) -> None:
+    """ALTER TABLE ... ALTER COLUMN ... TYPE (a widening), in the caller's transaction.
+
+    Raises:
+        psycopg2.Error: PostgreSQL refused (a view or rule uses the column...).
+    """
+    from psycopg2 import sql
+
+    cursor.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN {} TYPE {}").format(
+        sql.Identifier(schema, table), sql.Identifier(name), sql.SQL(kind)))
+    logger.info("widened column %s of %s.%s to %s", name, schema, table, kind)
+
+
+def not_null_columns(cursor: Any, schema: str, table: str) -> set[str]:
+    """The table's columns that are NOT NULL."""
+    cursor.execute(
+        "SELECT a.attname FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON "
+        "c.oid = a.attrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = %s AND c.relname = %s AND a.attnum > 0 AND NOT a.attisdropped "
+        "AND a.attnotnull", (schema, table))
+    return {str(row[0]) for row in cursor.fetchall()}
+
+
+def drop_not_null(cursor: Any, schema: str, table: str, names: Sequence[str]) -> None:
+    """ALTER TABLE ... ALTER COLUMN ... DROP NOT NULL for each, in the caller's transaction."""
+    from psycopg2 import sql
+
+    if not names:
+        return
+    cursor.execute(sql.SQL("ALTER TABLE {} ").format(sql.Identifier(schema, table))
+                   + sql.SQL(", ").join(sql.SQL("ALTER COLUMN {} DROP NOT NULL").format(
+                       sql.Identifier(name)) for name in names))
+    logger.info("columns %s of %s.%s are nullable now", list(names), schema, table)
 
 
 def ensure_dead_letter(cursor: Any, schema: str, table: str) -> None:

@@ -159,3 +159,71 @@ def test_a_template_refuses_two_topics_of_a_batch_onto_one_table(postgres, pg_sc
     finally:
         connection.close()
     assert query(postgres, f"SELECT to_regclass('\"{pg_schema}\".a_b')") == [(None,)]
+
+
+def avro_record(schemaId, schema, value):
+    import io
+
+    from fastavro import parse_schema, schemaless_writer
+
+    body = io.BytesIO()
+    schemaless_writer(body, parse_schema(schema), value)
+    return b"\x00" + schemaId.to_bytes(4, "big") + body.getvalue()
+
+
+def test_widened_and_nullable_schema_fields_alter_the_table_in_the_batch(postgres, pg_schema):
+    from kafka_direct.app.typed.options import RegistrySettings
+
+    query(postgres, f'CREATE TABLE "{pg_schema}".t (topic text NOT NULL, kafka_partition '
+                    "integer NOT NULL, kafka_offset bigint NOT NULL, key bytea, n integer NOT "
+                    "NULL, s varchar(5) NOT NULL, f real, d numeric(5,2), "
+                    "PRIMARY KEY (topic, kafka_partition, kafka_offset)); SELECT 1")
+    schema = {"type": "record", "name": "R", "fields": [
+        {"name": "n", "type": "long"}, {"name": "s", "type": ["null", "string"]},
+        {"name": "f", "type": "double"},
+        {"name": "d", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10,
+                               "scale": 2}}]}
+    options = TypedOptions(valueFormat="avro",
+                           registry=RegistrySettings("http://127.0.0.1:9"))  # never asked
+    prepare_tables(postgres.dsn, pg_schema, "t", options)
+    value = {"n": 2**40, "s": "longer than five", "f": 1e300,
+             "d": __import__("decimal").Decimal("12345678.91")}
+    records = [("t", 0, 0, None, avro_record(7, schema, value)),
+               ("t", 0, 1, None, avro_record(7, schema, {**value, "s": None}))]
+    part = Stager(postgres.dsn, pg_schema, "t", options, "test", 1,
+                  schemas=((7, (json.dumps(schema),)),)).stage(0, records)
+    commit(postgres, pg_schema, options, [part])
+    assert query(postgres, "SELECT column_name, format_type(atttypid, atttypmod), attnotnull "
+                           "FROM information_schema.columns JOIN pg_attribute ON attrelid = "
+                           f"'\"{pg_schema}\".t'::regclass AND attname = column_name WHERE "
+                           f"table_schema = '{pg_schema}' AND table_name = 't' AND column_name "
+                           "IN ('n', 's', 'f', 'd') ORDER BY column_name") == [
+        ("d", "numeric(10,2)", False), ("f", "double precision", False),
+        ("n", "bigint", True), ("s", "text", False)]
+    assert query(postgres, f'SELECT n, s, f, d::text FROM "{pg_schema}".t ORDER BY '
+                           "kafka_offset") == [(2**40, "longer than five", 1e300, "12345678.91"),
+                                               (2**40, None, 1e300, "12345678.91")]
+
+
+def test_a_change_no_alter_can_apply_stops_naming_field_types_and_offset(postgres, pg_schema):
+    from kafka_direct.app.typed.options import RegistrySettings
+
+    query(postgres, f'CREATE TABLE "{pg_schema}".t (topic text NOT NULL, kafka_partition '
+                    "integer NOT NULL, kafka_offset bigint NOT NULL, n integer, PRIMARY KEY "
+                    f'(topic, kafka_partition, kafka_offset)); CREATE VIEW "{pg_schema}".v AS '
+                    f'SELECT n FROM "{pg_schema}".t; SELECT 1')
+    schema = {"type": "record", "name": "R", "fields": [{"name": "n", "type": "long"}]}
+    options = TypedOptions(valueFormat="avro", registry=RegistrySettings("http://127.0.0.1:9"))
+    prepare_tables(postgres.dsn, pg_schema, "t", options)
+    part = Stager(postgres.dsn, pg_schema, "t", options, "test", 1,
+                  schemas=((8, (json.dumps(schema),)),)).stage(
+        0, [("t", 0, 41, None, avro_record(8, schema, {"n": 2**40}))])
+    with pytest.raises(SchemaChangeError) as caught:
+        commit(postgres, pg_schema, options, [part])
+    error = caught.value
+    assert (error.field, error.columnType, error.newType, error.offset) == (
+        "n", "integer", "bigint", 41)
+    assert "offset 41" in str(error) and "view" in str(error)
+    assert query(postgres, "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE "
+                           f"attrelid = '\"{pg_schema}\".t'::regclass AND attname = 'n'") == [
+        ("integer",)]
