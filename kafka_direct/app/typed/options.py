@@ -23,9 +23,9 @@ __all__ = ["BAD_RECORD_POLICIES", "COORDINATES", "FORMATS", "REGISTRY_FORMATS",
            "registry_client"]
 
 #: Record formats of keys and values.
-FORMATS = ("raw", "json", "avro", "json-schema")
+FORMATS = ("raw", "json", "avro", "json-schema", "protobuf")
 #: The formats whose records name their schema in a Schema Registry (Confluent's wire format).
-REGISTRY_FORMATS = ("avro", "json-schema")
+REGISTRY_FORMATS = ("avro", "json-schema", "protobuf")
 #: What a record with a null value (a tombstone) does: ``row`` writes it as a row (its value
 #: columns NULL: the raw job's behaviour), ``delete`` deletes its key's row, ``ignore``
 #: skips it.
@@ -151,9 +151,9 @@ class TypedOptions:
     """How the ingest job turns records into rows (see the README's ingest section).
 
     Attributes:
-        valueFormat: ``raw`` (a ``value bytea`` column), ``json``, ``avro`` or
-            ``json-schema`` (the value's top-level fields as columns; the last two in
-            Confluent's wire format, their schema in a Schema Registry).
+        valueFormat: ``raw`` (a ``value bytea`` column), ``json``, ``avro``,
+            ``json-schema`` or ``protobuf`` (the value's top-level fields as columns; the
+            last three in Confluent's wire format, their schema in a Schema Registry).
         keyFormat: The same for the key (``raw``: a ``key bytea`` column).
         registry: The Schema Registry (needed for ``avro`` and ``json-schema``), or None.
         keyColumns: Upsert on these columns (a later record of a key replaces the row);
@@ -195,6 +195,12 @@ class TypedOptions:
             if value not in allowed:
                 raise ConfigurationError(f"{flag} must be one of {', '.join(allowed)}, got "
                                          f"{value!r}")
+        for flag, value in (("--value-format", self.valueFormat),
+                            ("--key-format", self.keyFormat)):
+            if value == "protobuf":
+                from kafka_direct.app.typed.protobuf import require_protobuf
+
+                require_protobuf(flag)
         registered = [(f, v) for f, v in (("--value-format", self.valueFormat),
                                           ("--key-format", self.keyFormat))
                       if v in REGISTRY_FORMATS]
@@ -205,7 +211,8 @@ class TypedOptions:
                 "schema by its id in a Confluent-compatible Schema Registry")
         if self.registry is not None and not registered:
             raise ConfigurationError(
-                "--schema-registry is for --value-format/--key-format avro or json-schema; "
+                "--schema-registry is for --value-format/--key-format avro, json-schema or "
+                "protobuf; "
                 "drop it or choose one of those formats")
         for name in self.keyColumns:
             check_column_name(name, "--key-columns")
@@ -264,13 +271,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "records", "how records become rows (default: raw bytes in key and value columns)")
     records.add_argument("--value-format", choices=FORMATS, default="raw",
                          help="raw: a value bytea column (default); json: the value's "
-                              "top-level fields as columns; avro, json-schema: the same, the "
-                              "schema from --schema-registry")
+                              "top-level fields as columns; avro, json-schema, protobuf: the "
+                              "same, the schema from --schema-registry")
     records.add_argument("--key-format", choices=FORMATS, default="raw",
                          help="the same for the key (raw: a key bytea column)")
     records.add_argument("--schema-registry", metavar="URL", default=None,
-                         help="a Confluent-compatible Schema Registry (needed for avro and "
-                              "json-schema)")
+                         help="a Confluent-compatible Schema Registry (needed for avro, "
+                              "json-schema and protobuf)")
     records.add_argument("--schema-registry-auth", metavar="USER:PASSWORD", default=None,
                          help="basic auth for the registry; env:NAME reads it from a variable "
                               "(keep passwords off the command line)")

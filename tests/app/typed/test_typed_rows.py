@@ -41,7 +41,7 @@ def parse(*argv, environ=None):
     (["--value-format", "avro"], "--value-format avro needs --schema-registry"),
     (["--key-format", "avro"], "--key-format avro needs --schema-registry"),
     (["--schema-registry", "http://r:8081"],
-     "--schema-registry is for --value-format/--key-format avro or json-schema"),
+     "--schema-registry is for --value-format/--key-format avro, json-schema or protobuf"),
     (["--key-columns", "id"], "--key-columns id: with --key-format raw and --value-format raw"),
     (["--on-tombstone", "delete"], "--on-tombstone delete deletes the row"),
     (["--dead-letter-table", "dl"], "--dead-letter-table is for --on-bad-record dead-letter"),
