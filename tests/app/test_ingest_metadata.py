@@ -42,3 +42,16 @@ def test_the_timestamp_and_headers_become_columns(kafka, kafka_topic, postgres, 
     assert rows == [
         (i, start + datetime.timedelta(seconds=i), None if i == 5 else f"tr-{i}",
          None if i == 5 else (i + 10 if i % 2 else 1)) for i in range(6)]
+
+
+def test_a_log_append_time_topic_gives_the_brokers_time(kafka, kafka_topic, postgres, pg_schema,
+                                                       job_host):
+    topic = kafka_topic(partitions=1, config={"message.timestamp.type": "LogAppendTime"})
+    producer = Producer(kafka.params())
+    before = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=5)
+    producer.produce(topic, value=b"x", timestamp=int(time.time() * 1000) - 3_600_000)
+    producer.flush(30)
+    ok(ingest(job_host, kafka, postgres, pg_schema, "dstream", f"g-{topic}", "--topic", topic,
+              "--table", "appended", "--timestamp-column", "ts"))
+    ((ts,),) = query(postgres, f'SELECT ts FROM "{pg_schema}".appended')
+    assert ts >= before  # the broker's append time, not the hour-old time the producer set

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_direct.app.typed.options import TypedOptions
-from kafka_direct.app.typed.rows import BAD, DELETE, ColumnInfo, RowBuilder
+from kafka_direct.app.typed.rows import BAD, DELETE, ROW, ColumnInfo, RowBuilder
 
 __all__ = ["CHUNK_ROWS", "KIND", "StagedPart", "Stager", "TableShare"]
 
@@ -190,20 +190,24 @@ class Stager:
         counts = {"rows": 0, "deletes": 0, "dead": 0, "ignored": 0}
         shares: dict[str, list[int]] = {}  # table -> [rows, deletes, dead letters]
         created = False
+        lastTopic: str | None = None
+        builder: Any = None  # the builder of lastTopic's table
+        share = [0, 0, 0]
         for chunk in _chunks(records, CHUNK_ROWS):
             rows = []
             for record in chunk:
-                topic, partition, offset, key, value = record[:5]
-                table, builder = builders.of(topic)
+                if record[0] != lastTopic:  # a task reads one topic's range, mostly
+                    lastTopic = record[0]
+                    table, builder = builders.of(record[0])
+                    share = shares.setdefault(table, [0, 0, 0])
                 built = builder.build(*record)
                 if built is None:
                     counts["ignored"] += 1
                     continue
-                share = shares.setdefault(table, [0, 0, 0])
                 share[0] += 1
-                share[1] += built[0] == DELETE
-                share[2] += built[0] == BAD
-                rows.append((built, topic, partition, offset, key, value))
+                if built[0] != ROW:
+                    share[1 if built[0] == DELETE else 2] += 1
+                rows.append((built, *record[:5]))
             if not rows:
                 continue
             if not created:
@@ -237,7 +241,7 @@ class Stager:
              counts["rows"]))
         parts = tuple(TableShare(table, builders.topics(table), rows, deletes, dead,
                                  _described(builders.builders[table]))
-                      for table, (rows, deletes, dead) in shares.items())
+                      for table, (rows, deletes, dead) in shares.items() if rows)
         return StagedPart(partitionId, token, counts["rows"], counts["deletes"],
                           counts["dead"], counts["ignored"],
                           parts[0].columns if len(parts) == 1 else (), fetched, parts)
