@@ -261,7 +261,7 @@ def main() -> None:
     apis = args.api or ["dstream", "structured"]
     # As ``./run ingest`` does: the archive of Spark's classes built first (once), which the
     # job's JVM maps unless KAFKA_DIRECT_JVM_ARCHIVE=off.
-    from kafka_direct.testing import jvm_archive
+    from kafka_direct.runtime import jvm_archive
 
     if jvm_archive.wanted(default=True):
         jvm_archive.build()

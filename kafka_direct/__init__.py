@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kafka_direct.errors import (
+    BadRecordError,
     CheckpointError,
     ConfigurationError,
     DataLossError,
@@ -28,8 +29,11 @@ from kafka_direct.errors import (
     PartitionsRevokedError,
     PollTimeoutError,
     RecordError,
+    SchemaChangeError,
+    SchemaRegistryError,
     ServiceError,
     SinkWriteError,
+    StreamingQueryFailedError,
     StreamingStateError,
     UnknownTopicOrPartitionError,
 )
@@ -92,6 +96,7 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 __all__ = [
+    "BadRecordError",
     "CanCommitOffsets",
     "CheckpointError",
     "ConfigurationError",
@@ -118,9 +123,12 @@ __all__ = [
     "PerPartitionConfig",
     "PollTimeoutError",
     "RecordError",
+    "SchemaChangeError",
+    "SchemaRegistryError",
     "ServiceError",
     "SinkWriteError",
     "StreamingContext",
+    "StreamingQueryFailedError",
     "StreamingStateError",
     "TopicPartition",
     "UnknownTopicOrPartitionError",

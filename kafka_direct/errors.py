@@ -20,6 +20,7 @@ Every error the library raises on purpose derives from :class:`KafkaDirectError`
     ├── OffsetStoreError            an offset store could not be read or written; nothing changed
     ├── GroupBusyError              another running job holds the consumer group
     ├── StreamingStateError         a StreamingContext used in a state that forbids it
+    ├── StreamingQueryFailedError   a Structured Streaming query failed with an error not ours
     ├── CheckpointError             a checkpoint directory that cannot be read or restored
     └── ServiceError                an embedded test service failed to start or stop
 

@@ -30,6 +30,7 @@ from kafka_direct.postgres.advisory_lock import lock_session
 from kafka_direct.postgres.errors import describe_database_error
 
 __all__ = [
+    "DATABASE_DOWN_FIX",
     "DatabaseIdentity",
     "GroupLock",
     "LockingStore",
@@ -41,6 +42,10 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+#: What to do when the group's database does not answer while its lock is taken.
+DATABASE_DOWN_FIX = ("check that PostgreSQL answers at the store's DSN, then start the job "
+                     "again: it resumes from the stored offsets")
 
 LOCK_SPACE = 0x6B64  # first key of the store's advisory locks, apart from other users'
 # The connection parameters that name a database (a lock is per database, whoever connects).
@@ -240,8 +245,9 @@ class GroupLock:
             cause = describe_database_error(error, store._dsn)
             raise OffsetStoreError(
                 f"taking consumer group {group!r} in {store!r} "
-                + ("" if first else "again, after its lock was lost, ") + f"failed: {cause}",
-                store=repr(store), cause=cause) from error
+                + ("" if first else "again, after its lock was lost, ") + f"failed: {cause} "
+                f"({DATABASE_DOWN_FIX})",
+                store=repr(store), cause=cause, group=group) from error
         except BaseException:
             if connection is not None:
                 connection.close()

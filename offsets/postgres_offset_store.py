@@ -50,6 +50,7 @@ from kafka_direct.postgres.errors import (
     fix_for,
 )
 from offsets.group_lock import (
+    DATABASE_DOWN_FIX,
     DatabaseIdentity,
     GroupLock,
     database_of,
@@ -266,7 +267,13 @@ class PostgresOffsetStore(OffsetStore):
             GroupBusyError: Another session holds the group's lock.
             OffsetStoreError: The database did not answer.
         """
-        self._ensure()
+        try:
+            self._ensure()
+        except OffsetStoreError as error:  # before the lock: say which group waits for it
+            raise OffsetStoreError(
+                f"taking consumer group {group!r} failed: {error} ({DATABASE_DOWN_FIX})",
+                group=group,
+                **{k: v for k, v in error.context.items() if k != "group"}) from error
         lock = GroupLock(self, group)
         lock._take(first=True)
         register(lock)

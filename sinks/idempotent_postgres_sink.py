@@ -171,7 +171,8 @@ class _Upserter:
                 transaction(Database(self.dsn), self.statementTimeoutMs) as cursor:
             cursor.execute(self._stage())
             rows = ((*values, ordinal) for ordinal, values in
-                    enumerate(user_rows(self.row, records, self.ranges[index])))
+                    enumerate(user_rows(self.row, records, self.ranges[index],
+                                        f"{self.schema}.{self.table}", self.columns)))
             copied = copy_rows(cursor, sql.Identifier(_STAGE), (*self.columns, _ORDINAL),
                                rows)
             self._fence(cursor)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from decimal import Decimal
 from typing import Any
 
-from kafka_direct.errors import KafkaDirectError, SinkWriteError
+from kafka_direct.errors import ConfigurationError, KafkaDirectError, SinkWriteError
 
 __all__ = [
     "KafkaRDDSink",
@@ -52,43 +52,69 @@ _MAX_USER_MESSAGE = 500
 
 
 def user_rows(row: Callable[[Any], Sequence[Any]], records: Iterable[Any],
-              offsetRange: Any) -> Iterator[Sequence[Any]]:
+              offsetRange: Any, table: str, columns: Sequence[str]
+              ) -> Iterator[Sequence[Any]]:
     """``row(record)`` for each record; a failure is one typed error naming the record.
 
     A user's row function that raises on an executor would reach the driver as Spark's
-    untyped error; here it becomes a :class:`SinkWriteError` naming the function, topic,
-    partition and offset, with the user's exception type and message (shortened), never
-    the record's key or value. Raised inside the range's transaction, so nothing of the
-    range is committed.
+    untyped error; here it becomes a :class:`SinkWriteError` naming the function, the
+    target table, topic, partition and offset, with the user's exception type and message
+    (shortened), never the record's key or value. A row of another width than ``columns``
+    is a :class:`ConfigurationError` naming the function, both counts and the columns.
+    Raised inside the range's transaction, so nothing of the range is committed; carried
+    from the executor as data.
+
+    Args:
+        row: The user's row function.
+        records: The range's records.
+        offsetRange: The range.
+        table: The target table (schema-qualified), for the errors.
+        columns: The target columns the rows fill.
     """
+    width = len(columns)
     for record in records:
         # Only the function's own failure is the function's: a read that fails (data loss,
         # carried from the records' iterator) keeps its own type.
         try:
             values = row(record)
+            count = len(values)
         except KafkaDirectError:
             raise
         except Exception as error:
-            raise _row_failure(row, error, offsetRange, record.offset) from None
+            raise _row_failure(row, error, offsetRange, record.offset, table) from None
+        if count != width:
+            raise ConfigurationError(
+                f"row function {_name(row)} returned {count} values for the {width} columns "
+                f"{list(columns)} of table {table} (record {offsetRange.topic}-"
+                f"{offsetRange.partition} at offset {record.offset}); return one value per "
+                "column, in their order, or give the sink the columns the function fills. "
+                "Nothing of the range was committed",
+                table=table, topic=offsetRange.topic, partition=offsetRange.partition,
+                offset=record.offset, function="row", values=count, columns=width)
         yield values
 
 
+def _name(row: Callable[[Any], Sequence[Any]]) -> str:
+    return getattr(row, "__qualname__", None) or type(row).__qualname__
+
+
 def _row_failure(row: Callable[[Any], Sequence[Any]], error: Exception, offsetRange: Any,
-                 offset: int) -> SinkWriteError:
+                 offset: int, table: str) -> SinkWriteError:
     """The SinkWriteError of ``row`` failing on the record at ``offset``."""
-    name = getattr(row, "__qualname__", None) or type(row).__qualname__
     text = str(error)
     if len(text) > _MAX_USER_MESSAGE:
         text = text[:_MAX_USER_MESSAGE] + "..."
     kind = type(error).__qualname__
     where = f"{offsetRange.topic}-{offsetRange.partition}"
     return SinkWriteError(
-        f"row function {name} failed on {where} at offset {offset} (range "
-        f"[{offsetRange.fromOffset}, {offsetRange.untilOffset})): {kind}: {text}. Nothing "
-        "of the range was committed; fix the function (or the record) and run again",
-        topic=offsetRange.topic, partition=offsetRange.partition,
+        f"row function {_name(row)} failed on {where} at offset {offset} (range "
+        f"[{offsetRange.fromOffset}, {offsetRange.untilOffset})), a row of table {table}: "
+        f"{kind}: {text}. "
+        "Nothing of the range was committed; fix the function (or the record) and run again",
+        table=table, topic=offsetRange.topic, partition=offsetRange.partition,
         fromOffset=offsetRange.fromOffset, untilOffset=offsetRange.untilOffset,
-        offset=offset, function="row", errorType=kind, errorMessage=text)
+        offset=offset, function="row", errorType=kind, errorMessage=text,
+        cause=f"{kind}: {text}", outcome="rolled back")
 
 
 def copy_rows(cursor: Any, table: Any, columns: Sequence[str], rows: Iterable[Sequence[Any]],
@@ -107,7 +133,9 @@ def copy_rows(cursor: Any, table: Any, columns: Sequence[str], rows: Iterable[Se
     pending = 0
     for row in rows:
         if len(row) != width:
-            raise ValueError(f"a row has {len(row)} values for {width} columns {list(columns)}")
+            raise ConfigurationError(
+                f"a row has {len(row)} values for the {width} columns {list(columns)}; "
+                "give one value per column, in their order")
         buffer.write("\t".join(map(encode_copy_value, row)))
         buffer.write("\n")
         pending += 1

@@ -187,7 +187,9 @@ class _PartitionWriter:
                 store.advance(cursor, self.group, offsetRange)
             else:
                 written = copy_rows(cursor, sql.Identifier(self.schema, self.table),
-                                    self.columns, user_rows(self.row, records, offsetRange))
+                                    self.columns, user_rows(
+                                        self.row, records, offsetRange,
+                                        f"{self.schema}.{self.table}", self.columns))
                 store.advance(cursor, self.group, offsetRange)
         if written < 0:
             yield ("skipped", index, 0)

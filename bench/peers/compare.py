@@ -488,7 +488,8 @@ def main() -> None:
     parts = args.part or ["read", "ingest", "kill"]
     datasets = args.dataset or ["raw", "typed", "updates"]
 
-    from kafka_direct.testing import ApacheKafka, EmbeddedPostgres, jvm_archive
+    from kafka_direct.runtime import jvm_archive
+    from kafka_direct.testing import ApacheKafka, EmbeddedPostgres
     from kafka_direct.testing.jvm_peers import (
         debezium_jdbc_sink,
         kafka_connect_jars,

@@ -18,8 +18,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
+from kafka_direct.runtime.spark_home import cache_directory, close_cache, closed
 from kafka_direct.testing.jvm_peers import SPARK_KAFKA_RELEASES
-from kafka_direct.testing.spark_home import cache_directory, close_cache, closed
 
 REEXEC_ENV = "KAFKA_DIRECT_BENCH_PEER_ENV"
 

@@ -7,8 +7,9 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
+from kafka_direct.app.stops import INTERRUPTED, OTHER_ERROR, exit_code, first_line
 from kafka_direct.errors import ConfigurationError, KafkaDirectError
-from kafka_direct.redaction import RedactingFormatter, redact_text
+from kafka_direct.redaction import RedactingFormatter
 
 __all__ = ["main"]
 
@@ -66,30 +67,29 @@ def _parser() -> argparse.ArgumentParser:
 def _guarded(command: str, run: Callable[[], int]) -> int:
     """Run a sub-command: a mistake or an unreachable service is one line, never a traceback.
 
-    Exit codes: what ``run`` returns; 2 for a ConfigurationError (a mistake in the options);
-    1 for any other error; 130 for a second Ctrl-C (the job stopped at once).
+    Exit codes: what ``run`` returns (a job that stopped on a typed error returns its
+    code, :mod:`kafka_direct.app.stops`); the code of a kafka-direct error raised before
+    the job ran (2 for a ConfigurationError, a mistake in the options); 1 for any other
+    error; 130 for a second Ctrl-C (the job stopped at once). ``-v``: with the details.
     """
     try:
         return run()
     except KafkaDirectError as error:
-        print(f"kafka-direct {command}: {type(error).__name__}: {_one_line(error)}",
+        print(f"kafka-direct {command}: {type(error).__name__}: {first_line(error, 2000)}",
               file=sys.stderr)
-        return 2 if isinstance(error, ConfigurationError) else 1
+        if logging.getLogger().isEnabledFor(logging.INFO):
+            logger.error("%s failed", command, exc_info=True)
+        return exit_code(error)
     except KeyboardInterrupt:
         print(f"kafka-direct {command}: stopped at once; a batch cut short is read again by "
               "the next run", file=sys.stderr)
-        return 130
+        return INTERRUPTED
     except Exception as error:  # a defect of ours or a library's: the details only with -v
         print(f"kafka-direct {command}: unexpected {type(error).__name__}: "
-              f"{_one_line(error)} (-v shows the details)", file=sys.stderr)
+              f"{first_line(error)} (-v shows the details)", file=sys.stderr)
         if logging.getLogger().isEnabledFor(logging.INFO):
             logger.error("%s failed", command, exc_info=True)
-        return 1
-
-
-def _one_line(error: BaseException) -> str:
-    """The error's message, redacted, on one line."""
-    return " ".join(redact_text(str(error)).split())
+        return OTHER_ERROR
 
 
 def _run_ingest(args: argparse.Namespace) -> int:
@@ -119,7 +119,7 @@ def _run_demo(args: argparse.Namespace) -> int:
                                  f"{args.partitions}")
     check_master(args.master, "--master")
     check_topic_name(args.topic)
-    from kafka_direct.testing.jvm_archive import wanted
+    from kafka_direct.runtime.jvm_archive import wanted
 
     wanted(True)  # a wrong KAFKA_DIRECT_JVM_ARCHIVE: refused before anything starts
     result = run_demo(DemoOptions(
@@ -127,7 +127,8 @@ def _run_demo(args: argparse.Namespace) -> int:
         maxRatePerPartition=args.max_rate_per_partition, sink=args.sink, kills=args.kills,
         seed=args.seed, topic=args.topic, bootstrapServers=args.bootstrap_servers,
         dsn=args.dsn, master=args.master, recreateTopic=args.recreate_topic), sys.stdout)
-    return 0 if result.ok else 1
+    # A run of the job that stopped: its block is shown, and the demo exits with its code.
+    return 0 if result.ok else (result.jobExitCode or OTHER_ERROR)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -32,7 +32,7 @@ from kafka_direct.errors import ConfigurationError, ServiceError
 from kafka_direct.redaction import redact_text
 from kafka_direct.topic_partition import TopicPartition
 
-__all__ = ["DemoOptions", "DemoResult", "run_demo"]
+__all__ = ["DemoOptions", "DemoResult", "run_demo", "split_stop_block"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +87,8 @@ class DemoResult:
     duplicates: int
     kills: int
     caughtUp: bool
+    #: The exit code of a run of the job that failed (0: none did).
+    jobExitCode: int = 0
 
     @property
     def ok(self) -> bool:
@@ -186,8 +188,25 @@ class _Job:
         return code
 
 
-def run_demo(options: DemoOptions, out: TextIO) -> DemoResult:
-    """Run the demo, writing its report to ``out``."""
+def split_stop_block(lines: list[str]) -> tuple[list[str], list[str]]:
+    """A failed run's last lines: those before its stop block, and the block.
+
+    The block (:func:`kafka_direct.app.stops.stop_block`) starts at the last line the job
+    starts with ``kafka-direct ingest stopped:``; without one, every line comes before.
+    """
+    starts = [i for i, line in enumerate(lines)
+              if line.startswith("kafka-direct ingest stopped: ")]
+    if not starts:
+        return list(lines), []
+    return list(lines[:starts[-1]]), list(lines[starts[-1]:])
+
+
+def run_demo(options: DemoOptions, out: TextIO, err: TextIO | None = None) -> DemoResult:
+    """Run the demo, writing its report to ``out``.
+
+    A run of the job that fails has its stop block written to ``err`` (None: stderr), and
+    its exit code in the result.
+    """
     chooser = random.Random(options.seed)
     with services(options.bootstrapServers, options.dsn) as (kafka, dsn):
         out.write(f"kafka: {kafka.bootstrap_servers}\n")
@@ -231,9 +250,12 @@ def run_demo(options: DemoOptions, out: TextIO) -> DemoResult:
             else:
                 code = job.wait()
             if code != 0:
-                out.write("".join(redact_text(line) for line in job.tail))
+                before, block = split_stop_block(job.tail)
+                out.write("".join(redact_text(line) for line in before))
                 out.write(f"FAILED: the ingest job exited with code {code}\n")
-                return DemoResult(produced, 0, 0, 0, kills, False)
+                out.flush()
+                (err or sys.stderr).write("".join(redact_text(line) for line in block))
+                return DemoResult(produced, 0, 0, 0, kills, False, jobExitCode=code)
             break
         partitions = kafka.end_offsets(options.topic, range(options.partitions))
         ends = {TopicPartition(options.topic, p): high for p, (_, high) in partitions.items()}

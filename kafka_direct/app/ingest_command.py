@@ -31,18 +31,19 @@ from kafka_direct.app.ingest_options import (
     IngestSettings,
     add_arguments,
     describe,
-    parse_starting_offsets,
     settings_from_args,
 )
 from kafka_direct.app.ingest_table import check_table
 from kafka_direct.app.interrupts import TwoStageInterrupt
 from kafka_direct.app.kafka_cluster import KafkaCluster
+from kafka_direct.app.stops import exit_code, stop_block
+from kafka_direct.app.typed.options import TypedOptions
+from kafka_direct.app.typed.routing import TableRoute
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.redaction import redact_text
 from kafka_direct.topic_partition import TopicPartition
 
 __all__ = ["DEFAULT_TOPIC", "add_arguments", "produce_samples", "run_ingest_command",
-           "sample_events", "services"]
+           "sample_events", "services", "stop_dead_letters"]
 
 logger = logging.getLogger(__name__)
 
@@ -120,9 +121,25 @@ def _embedded(settings: IngestSettings, stack: contextlib.ExitStack) -> tuple[Ka
     return KafkaCluster({**settings.kafkaParams, "bootstrap.servers": bootstrap}), dsn
 
 
+def stop_dead_letters(records: TypedOptions | None, table: str, error: BaseException
+                      ) -> str | None:
+    """The dead-letter table a stop's block names (None: the job keeps no dead letters).
+
+    With a table per topic (``--table '{topic}'``), the stopping record's topic's own, or
+    None when the error names no topic.
+    """
+    if records is None:
+        return None
+    route = TableRoute(table)
+    if not route.perTopic:
+        return records.dead_letter_table(table)
+    topic = getattr(error, "topic", None)
+    return route.dead_letter_table(records, topic) if isinstance(topic, str) else None
+
+
 def _check_starting_partitions(options: Any, cluster: KafkaCluster) -> None:
     """Refuse starting offsets for partitions their (existing) topic does not have."""
-    _, explicit = parse_starting_offsets(options.startingOffsets)
+    _, explicit = options.starting
     if not explicit:
         return
     counts = cluster.topics()
@@ -164,8 +181,6 @@ def _summary(settings: IngestSettings, cluster: KafkaCluster, dsn: str, result: 
     for topic in sorted({tp.topic for tp in result.offsets} | set(options.topics)):
         for p, (_, high) in cluster.end_offsets(topic, range(counts.get(topic, 0))).items():
             ends[TopicPartition(topic, p)] = high
-    from kafka_direct.app.typed.routing import TableRoute
-
     route = TableRoute(options.table)
     tables = sorted(set(route.tables({tp.topic for tp in ends}).values())) \
         if route.perTopic else [options.table]
@@ -261,10 +276,13 @@ def run_ingest_command(args: argparse.Namespace, out: TextIO, err: TextIO | None
         except KafkaDirectError as error:
             if isinstance(error, ConfigurationError) and not result.batches:
                 raise  # a mistake in the options, found before any batch ran: exit 2
-            out.write(f"kafka-direct ingest stopped: {type(error).__name__}: "
-                      f"{redact_text(str(error))}\nrun it again to resume from the stored "
-                      "offsets\n")
-            return 1
+            logger.info("ingest stopped", exc_info=True)  # the details, with --verbose
+            out.flush()
+            deadLetters = stop_dead_letters(settings.records, options.table, error)
+            err.write(stop_block("ingest", error, deadLetters and
+                                 f"{options.schema}.{deadLetters}"))
+            err.flush()
+            return exit_code(error)
         if signals.signal_name is not None:
             out.write(f"stopped on {signals.signal_name} after the running batch"
                       + (f"; {result.batchesNotRun} queued batch(es) not run, the next run "

@@ -15,6 +15,7 @@ missing, is :mod:`~kafka_direct.app.ingest_table`'s.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Mapping
@@ -24,9 +25,9 @@ from kafka_direct.app.ingest_options import (
     TASK_ATTEMPTS,
     IngestOptions,
     IngestResult,
-    parse_starting_offsets,
 )
 from kafka_direct.app.ingest_table import ensure_table
+from kafka_direct.app.stops import reported_once
 from kafka_direct.streaming.batch_info import BatchInfo
 from kafka_direct.streaming.batch_log import BatchLogListener
 from kafka_direct.streaming.listener import StreamingListener, StreamingListenerBatchCompleted
@@ -99,14 +100,15 @@ def run_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
         KafkaDirectError: What stopped the stream (SinkWriteError, KafkaUnavailableError...);
             run again to resume.
     """
+    from kafka_direct.runtime.spark import spark_context
+    from kafka_direct.runtime.spark_log import quiet_spark_log
     from kafka_direct.streaming.context import StreamingContext
-    from kafka_direct.testing.spark import spark_context
     from offsets.from_store import createDirectStreamFromStore
     from offsets.postgres_offset_store import PostgresOffsetStore
     from sinks.idempotent_postgres_sink import IdempotentPostgresSink
     from sinks.transactional_postgres_sink import TransactionalPostgresSink, default_row
 
-    policy, explicit = parse_starting_offsets(options.startingOffsets)
+    policy, explicit = options.starting
     store = PostgresOffsetStore(dsn, schema=options.schema)
     store.ensure_schema()
     from kafka_direct.app.typed.routing import TableRoute
@@ -148,9 +150,14 @@ def run_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
     defaults = {} if local else {"spark.task.maxFailures": str(TASK_ATTEMPTS)}
     with store.lockGroup(options.group), spark_context(
             options.master, "kafka-direct-ingest", test_conf=local, loopback=loopback,
-            defaults=defaults, own_session=signals is not None, archive=True) as sc:
+            defaults=defaults, own_session=signals is not None, archive=True) as sc, \
+            contextlib.ExitStack() as scope:
         if signals is not None:
             signals.install()
+        if not logger.isEnabledFor(logging.INFO):
+            # A failed batch: one block at the end, not Spark's pages per task attempt.
+            scope.enter_context(quiet_spark_log(sc))
+            scope.enter_context(reported_once())
         conf = {"spark.streaming.kafka.maxRatePerPartition": str(options.maxRatePerPartition),
                 "spark.streaming.backpressure.enabled": str(options.backpressure).lower()}
         if options.uiPort is not None:

@@ -24,10 +24,11 @@ from typing import Any
 
 from kafka_direct.app.kafka_cluster import check_topic_name
 from kafka_direct.app.kafka_properties import ENV_PREFIX, kafka_params
+from kafka_direct.app.stops import EXIT_CODES_HELP
 from kafka_direct.app.typed.options import TypedOptions, options_from_args
 from kafka_direct.app.typed.options import add_arguments as add_record_arguments
-from kafka_direct.conf_values import MAX_OFFSET
 from kafka_direct.errors import ConfigurationError
+from kafka_direct.offsets_json import offsets_from_json
 from kafka_direct.streaming.durations import to_ms
 from kafka_direct.topic_partition import TopicPartition
 
@@ -63,33 +64,13 @@ def check_master(master: str, name: str = "the Spark master") -> None:
             f"(N, F >= 1), got {master!r}")
 
 
-def _offset_document(text: str) -> dict[TopicPartition, int]:
-    def strict(value: Any) -> int:
-        # JSON numbers only: 1.9, true, "7" and 1e30 are mistakes, not offsets.
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"offset {value!r} is not a whole number")
-        return value
-
-    document = json.loads(text)
-    if not isinstance(document, dict):
-        raise ValueError("not a JSON object of topics")
-    offsets: dict[TopicPartition, int] = {}
-    for topic, partitions in document.items():
-        if not isinstance(partitions, dict):
-            raise ValueError(f"topic {topic!r} maps to {partitions!r}, not to partitions")
-        for partition, offset in partitions.items():
-            if not re.fullmatch(r"\d{1,9}", partition):
-                raise ValueError(f"partition {partition!r} of {topic!r} is not a number "
-                                 ">= 0")
-            offsets[TopicPartition(topic, int(partition))] = strict(offset)
-    return offsets
-
-
 def parse_starting_offsets(text: str) -> tuple[str, dict[TopicPartition, int]]:
     """``earliest``, ``latest`` or JSON ``{"topic": {"0": 42}}`` -> (policy, offsets).
 
-    JSON offsets are next offsets to read for the partitions they name (whole numbers from
-    0 to 2**63-1); other partitions start at their earliest offset.
+    JSON offsets are next offsets to read for the partitions they name, read by the one
+    offsets-JSON codec (:func:`~kafka_direct.offsets_json.offsets_from_json`: partitions
+    as the source spells them, offsets from 0 to 2**63-1); other partitions start at their
+    earliest offset. :class:`IngestOptions` parses its option once (``starting``).
 
     Raises:
         ConfigurationError: Anything else.
@@ -97,20 +78,12 @@ def parse_starting_offsets(text: str) -> tuple[str, dict[TopicPartition, int]]:
     if text in ("earliest", "latest"):
         return text, {}
     try:
-        offsets = _offset_document(text)
-    except ValueError as error:
+        document = json.loads(text)
+    except (ValueError, RecursionError) as error:
         raise ConfigurationError(
             f"starting offsets must be earliest, latest or JSON like "
-            f"'{{\"events\": {{\"0\": 42}}}}', got {text!r} ({error})") from error
-    negative = [str(tp) for tp, o in offsets.items() if o < 0]
-    if negative:
-        raise ConfigurationError(f"starting offsets must be >= 0; {negative} are not "
-                                 "(use earliest or latest for the ends of the log)")
-    huge = [str(tp) for tp, o in offsets.items() if o > MAX_OFFSET]
-    if huge:
-        raise ConfigurationError(f"starting offsets must be at most {MAX_OFFSET} (Kafka's "
-                                 f"largest offset); {huge} are not")
-    return "earliest", offsets
+            f"'{{\"events\": {{\"0\": 42}}}}', got {text[:200]!r} ({error})") from None
+    return "earliest", offsets_from_json(document, "starting offsets")
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +106,7 @@ class IngestOptions:
         stopAfterIdleBatches: Stop after this many batches in a row read nothing (0: run
             until stopped).
         master: Spark master. A local one (``local...``) runs with the quick-start settings
-            of :mod:`kafka_direct.testing.spark`; any other gets Spark's own defaults and
+            of :mod:`kafka_direct.runtime.spark`; any other gets Spark's own defaults and
             spark-submit's settings, with ``spark.task.maxFailures`` = :data:`TASK_ATTEMPTS`
             unless set there.
         loopbackDriver: Bind the Spark driver to 127.0.0.1 (right when embedded services
@@ -143,6 +116,8 @@ class IngestOptions:
             port (0: a free one); None: no page.
         api: ``dstream`` (the direct stream) or ``structured`` (a Structured Streaming
             query through the kafka-direct source and sink).
+        starting: ``startingOffsets`` as :func:`parse_starting_offsets` reads it, parsed
+            once when the options are made.
     """
 
     topics: tuple[str, ...] = ()
@@ -161,6 +136,9 @@ class IngestOptions:
     uiPort: int | None = None
     loopbackDriver: bool | None = None
     api: str = "dstream"
+    #: ``startingOffsets`` parsed, once: (policy for partitions it does not name, offsets).
+    starting: tuple[str, Mapping[TopicPartition, int]] = field(
+        init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.api not in APIS:
@@ -190,7 +168,8 @@ class IngestOptions:
             raise ConfigurationError(f"--table {self.table!r} (a table per topic) is written "
                                      "with the offsets in one transaction per batch: drop "
                                      f"--sink {self.sink} (transactional is the default)")
-        _, explicit = parse_starting_offsets(self.startingOffsets)
+        object.__setattr__(self, "starting", parse_starting_offsets(self.startingOffsets))
+        _, explicit = self.starting
         pattern = re.compile(self.pattern) if self.pattern else None
         unread = sorted({tp.topic for tp in explicit
                          if (tp.topic not in self.topics if pattern is None
@@ -255,8 +234,12 @@ stopping:
   Ctrl-C or SIGTERM stops after the running batch: it finishes and commits, no batch
   starts after it (one queued behind it reads and writes nothing: the next run reads
   it), and the summary is printed (exit 0). A second signal stops at once
-  (exit 130); the cancelled batch is read again by the next run. Exit codes: 0 done,
-  1 the job failed (run it again to resume), 2 a mistake in the options.
+  (exit 130); the cancelled batch is read again by the next run.
+  A job that stops on an error prints one short block on stderr: what happened, where
+  (topic, partition, offset), what to do, where the dead letters are; --verbose adds
+  Spark's report and the traceback. Running it again resumes from the stored offsets.
+
+{EXIT_CODES_HELP}
 """
 
 
@@ -499,7 +482,7 @@ def settings_from_args(args: argparse.Namespace,
         ConfigurationError: The first mistake found, named with its option.
     """
     environ = os.environ if environ is None else environ
-    from kafka_direct.testing.jvm_archive import wanted
+    from kafka_direct.runtime.jvm_archive import wanted
 
     wanted(True, environ)  # a wrong KAFKA_DIRECT_JVM_ARCHIVE: refused before anything starts
     _check_numbers(args)

@@ -11,24 +11,21 @@ repeated.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from kafka_direct.app.ingest_options import (
-    TASK_ATTEMPTS,
-    IngestOptions,
-    IngestResult,
-    parse_starting_offsets,
-)
+from kafka_direct.app.ingest_options import TASK_ATTEMPTS, IngestOptions, IngestResult
 from kafka_direct.app.ingest_table import ensure_table
 from kafka_direct.app.interrupts import TwoStageInterrupt
 from kafka_direct.app.typed.options import TypedOptions
 from kafka_direct.errors import KafkaDirectError, StreamingQueryFailedError
+from kafka_direct.offsets_json import offsets_from_json, offsets_to_json
 from kafka_direct.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
@@ -47,22 +44,15 @@ def stored_offsets(dsn: str, schema: str, group: str) -> dict[TopicPartition, in
     from kafka_direct.sql.link.source_side import SourceLink
 
     committed = SourceLink(dsn=dsn, store=group, schema=schema).committed() or {}
-    return {TopicPartition(topic, int(partition)): int(offset)
-            for topic, partitions in committed.items()
-            for partition, offset in partitions.items()}
+    return offsets_from_json(committed, f"the offsets stored under {group!r}")
 
 
-def _spark_starting_offsets(text: str) -> str:
-    policy, explicit = parse_starting_offsets(text)
+def _spark_starting_offsets(options: IngestOptions) -> str:
+    policy, explicit = options.starting
     if not explicit:
         return policy
     # Spark's JSON: -2 is the earliest offset, -1 the latest, for partitions not named.
-    import json
-
-    document: dict[str, dict[str, int]] = {}
-    for tp, offset in sorted(explicit.items()):
-        document.setdefault(tp.topic, {})[str(tp.partition)] = offset
-    return json.dumps(document)
+    return json.dumps(offsets_to_json(explicit))
 
 
 class _Progress:
@@ -139,7 +129,7 @@ def source_options(options: IngestOptions, bootstrapServers: str, dsn: str,
         source["subscribePattern"] = options.pattern
     else:
         source["subscribe"] = ",".join(options.topics)
-    source["startingOffsets"] = _spark_starting_offsets(options.startingOffsets)
+    source["startingOffsets"] = _spark_starting_offsets(options)
     if options.maxRatePerPartition:
         perPartition = max(int(options.maxRatePerPartition * options.batchInterval), 1)
         source["maxOffsetsPerPartitionPerTrigger"] = str(perPartition)
@@ -195,8 +185,9 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
     from pyspark.sql import SparkSession
 
     from kafka_direct.app.typed.routing import TableRoute
+    from kafka_direct.runtime.spark import spark_context
+    from kafka_direct.runtime.spark_log import quiet_spark_log
     from kafka_direct.sql import POSTGRES_SINK_FORMAT, SOURCE_FORMAT, register
-    from kafka_direct.testing.spark import spark_context
 
     typed = TableRoute(options.table).perTopic or (records is not None and records.active)
     if typed:
@@ -222,7 +213,7 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
         if signals is not None:
             signals.install()
         if not logger.isEnabledFor(logging.INFO):
-            scope.enter_context(_quiet_query_failures(sc))
+            scope.enter_context(quiet_spark_log(sc))
         spark = SparkSession(sc)
         register(spark)
         if local:
@@ -248,6 +239,8 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
             query = (rows.writeStream.format(POSTGRES_SINK_FORMAT)
                      .option("dsn", dsn).option("schema", options.schema)
                      .option("table", options.table)
+                     # Tasks COPY straight into the table, claiming their offsets.
+                     .option("offsetColumns", "topic,kafka_partition,kafka_offset")
                      .option("offsetStore.name", options.group)
                      .option("offsetStore.schema", options.schema)
                      .option("checkpointLocation", location)
@@ -293,38 +286,6 @@ def _typed_query(spark: Any, rows: Any, records: TypedOptions, options: IngestOp
         writer.option("checkpointLocation", location).queryName(QUERY_NAME)
         .trigger(processingTime=f"{options.batchInterval} seconds").start())
     return query
-
-
-#: Spark's streaming engine: it logs a failed query's whole JVM and Python stack at ERROR.
-_STREAM_EXECUTION_LOGGERS = "org.apache.spark.sql.execution.streaming"
-
-
-@contextlib.contextmanager
-def _quiet_query_failures(sc: Any) -> Iterator[None]:
-    """Keep Spark's report of a failed query off the terminal while the job's query runs.
-
-    The job ends a failed query with one line naming the typed error and the fix (``-v``:
-    with the details, and Spark's report too). Spark's engine would print a page of JVM
-    and Python stack above it first. The level is given back afterwards: queries the
-    application runs after the job keep Spark's report. Best effort: another logging
-    backend keeps its report.
-    """
-    try:
-        log4j = sc._jvm.org.apache.logging.log4j
-        configurator = log4j.core.config.Configurator
-        previous = log4j.LogManager.getLogger(_STREAM_EXECUTION_LOGGERS).getLevel()
-        configurator.setLevel(_STREAM_EXECUTION_LOGGERS, log4j.Level.OFF)
-    except Exception:  # not log4j 2: Spark's report stays
-        logger.debug("could not quiet Spark's streaming engine log", exc_info=True)
-        yield
-        return
-    try:
-        yield
-    finally:
-        try:
-            configurator.setLevel(_STREAM_EXECUTION_LOGGERS, previous)
-        except Exception:  # the JVM is gone: nothing left to give back
-            logger.debug("could not restore Spark's streaming engine log", exc_info=True)
 
 
 def _stop_after_running_batch(query: Any, timeout: float = 600.0) -> None:

@@ -4,7 +4,8 @@ PostgreSQL checks the CREATE privilege even for ``CREATE ... IF NOT EXISTS``, so
 schema and table the package keeps (offset stores, the sinks' tables, the offset link's
 tables, the ingest job's table) is looked up first and created only when missing: a role
 without CREATE works where an administrator created them. :func:`ensure_tables` is that
-rule, once.
+rule, once. :func:`has_unique` answers whether an upsert's ``ON CONFLICT`` has the unique
+constraint it needs.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["ensure_tables", "schema_exists", "table_exists"]
+__all__ = ["ensure_tables", "has_unique", "schema_exists", "table_exists"]
 
 
 def schema_exists(cursor: Any, schema: str) -> bool:
@@ -58,3 +59,19 @@ def ensure_tables(cursor: Any, schema: str, tables: Mapping[str, Sequence[Any]]
             cursor.execute(statement)
         created.append(table)
     return created
+
+
+def has_unique(cursor: Any, schema: str, table: str, keys: Sequence[str]) -> bool:
+    """Whether a unique index covers exactly ``keys`` (what ``ON CONFLICT (keys)`` needs).
+
+    Only an index without a predicate or expressions counts: an upsert cannot name others.
+    """
+    cursor.execute(
+        "SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_catalog.pg_index i "
+        "JOIN pg_catalog.pg_class c ON c.oid = i.indrelid "
+        "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+        "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = ANY(i.indkey) "
+        "WHERE n.nspname = %s AND c.relname = %s AND i.indisunique AND i.indpred IS NULL "
+        "AND i.indexprs IS NULL GROUP BY i.indexrelid", (schema, table))
+    wanted = sorted(keys)
+    return any(sorted(row[0]) == wanted for row in cursor.fetchall())

@@ -31,20 +31,28 @@ from kafka_direct.client.columnar import (
     use_native,
 )
 from kafka_direct.client.data_consumer import ConsumerCache, KafkaDataConsumer, consumer_cache
+from kafka_direct.client.fetch_session import FetchSession, session_ranges
 from kafka_direct.errors import ConfigurationError, DataLossError, OffsetOutOfRangeError
 from kafka_direct.offset_range import OffsetRange
-from kafka_direct.rdd.arrow_rows import ChunkBatchBuilder, RecordBatchBuilder
+from kafka_direct.rdd.arrow_rows import ChunkBatchBuilder, RangesBatchBuilder, RecordBatchBuilder
 from kafka_direct.rdd.kafka_schema import MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS, select_columns
 from kafka_direct.rdd.read_settings import ReadSettings
 from kafka_direct.task_errors import carry_errors
 
-__all__ = ["ROWS_PER_BATCH", "PartitionReadSettings", "read_partition", "read_task", "task_attempt"]
+__all__ = ["ROWS_PER_BATCH", "SESSION_MAX_OFFSETS_PER_RANGE", "PartitionReadSettings",
+           "in_session", "read_partition", "read_task", "task_attempt"]
 
 #: Fewest records per Arrow batch handed to Spark (but for a range's last one): the
 #: consumer's own batches can be small, and each record batch has a fixed cost. Not much
 #: more than a full consumer batch, though: a batch is built while its messages are still in
 #: the CPU's caches, and holding twice as many costs more per record than it saves.
 ROWS_PER_BATCH = 4096
+
+#: A task's ranges are read in one fetch session (:func:`in_session`) when they hold at
+#: most this many offsets on average: below it a range's fixed cost (an assignment, a first
+#: fetch, a pause) outweighs what the native reader saves per record over the Python
+#: client's messages; above it, each range is read on its own by the chosen reader.
+SESSION_MAX_OFFSETS_PER_RANGE = 2048
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,17 +211,63 @@ def read_task(offsetRanges: OffsetRange | Sequence[OffsetRange],
               settings: PartitionReadSettings) -> Iterator[Any]:
     """:func:`read_partition` as a task runs it: its attempt number, errors carried as data.
 
-    Several ranges (a task of packed ranges) are read one after the other, in order, each
-    with a consumer of the worker's cache: the cache hands a consumer it no longer needs
-    over to the next partition rather than close it and make another
-    (:meth:`~kafka_direct.client.data_consumer.ConsumerCache.acquire`).
+    Several small ranges of distinct partitions (:func:`in_session`) are read together by one
+    consumer in one fetch session (:class:`~kafka_direct.client.fetch_session.FetchSession`),
+    their batches handed on in the order of the ranges. Other tasks' ranges are read one
+    after the other, in order, each with a consumer of the worker's cache: the cache hands
+    a consumer it no longer needs over to the next partition rather than close it and make
+    another (:meth:`~kafka_direct.client.data_consumer.ConsumerCache.acquire`).
     """
     if isinstance(offsetRanges, OffsetRange):
         offsetRanges = (offsetRanges,)
     return carry_errors(_read_ranges(tuple(offsetRanges), settings, task_attempt()))
 
 
+def in_session(offsetRanges: Sequence[OffsetRange]) -> bool:
+    """Whether a task reads ``offsetRanges`` in one fetch session.
+
+    When they are several non-empty ranges of distinct partitions holding at most
+    :data:`SESSION_MAX_OFFSETS_PER_RANGE` offsets on average. A pure function of the
+    ranges: a retried task reads the way the failed attempt did.
+    """
+    return session_ranges(offsetRanges) and sum(r.count() for r in offsetRanges) <= (
+        SESSION_MAX_OFFSETS_PER_RANGE * len(offsetRanges))
+
+
 def _read_ranges(offsetRanges: tuple[OffsetRange, ...], settings: PartitionReadSettings,
                  attempt: int) -> Iterator[Any]:
+    if in_session(offsetRanges):
+        yield from _session_batches(offsetRanges, settings, attempt)
+        return
     for offsetRange in offsetRanges:
         yield from read_partition(offsetRange, settings, attempt=attempt)
+
+
+def _session_batches(offsetRanges: tuple[OffsetRange, ...], settings: PartitionReadSettings,
+                     attempt: int) -> Iterator[Any]:
+    """The ranges read in one fetch session: record batches of many ranges, in their order.
+
+    A range the session hands back (an error, no progress) is finished by
+    :func:`read_partition`, which decides data loss, log ends and stalls as for any range.
+    """
+    read = settings.read
+    builder = RangesBatchBuilder(settings.includeHeaders, settings.columns)
+    pending: list[tuple[str, int, list[Any]]] = []
+    rows = 0
+    for part in FetchSession(read.params).read(offsetRanges, read.pollTimeoutMs):
+        offsetRange = part.offsetRange
+        if part.messages:
+            pending.append((offsetRange.topic, offsetRange.partition, part.messages))
+            rows += len(part.messages)
+        if part.resumeAt is not None and part.resumeAt < offsetRange.untilOffset:
+            if pending:  # the rows before it first: the ranges' order is kept
+                yield builder.build_ranges(pending)
+                pending, rows = [], 0
+            yield from read_partition(
+                OffsetRange(offsetRange.topic, offsetRange.partition, part.resumeAt,
+                            offsetRange.untilOffset), settings, attempt=attempt)
+        elif rows >= ROWS_PER_BATCH:
+            yield builder.build_ranges(pending)
+            pending, rows = [], 0
+    if pending:
+        yield builder.build_ranges(pending)

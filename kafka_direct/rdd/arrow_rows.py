@@ -34,7 +34,8 @@ from kafka_direct.rdd.kafka_schema import (
     timestamp_error,
 )
 
-__all__ = ["ChunkBatchBuilder", "RecordBatchBuilder", "arrow_schema", "source_schema"]
+__all__ = ["ChunkBatchBuilder", "RangesBatchBuilder", "RecordBatchBuilder", "arrow_schema",
+           "source_schema"]
 
 _first = itemgetter(0)
 _second = itemgetter(1)
@@ -133,15 +134,21 @@ class RecordBatchBuilder(_PartitionBatches):
         if "value" in wanted:
             made["value"] = pa.array(list(map(kind.value, messages)), pa.binary())
         if "topic" in wanted:
-            made["topic"] = pa.repeat(self._topic, count)
+            made["topic"] = self._topics(count)
         if "partition" in wanted:
-            made["partition"] = pa.repeat(self._partition, count)
+            made["partition"] = self._partitions(count)
         if "offset" in wanted:
             made["offset"] = self._offsets(messages, kind, count)
         if self._headers is not None:
             headers = [h if h else None for h in map(kind.headers, messages)]
             made["headers"] = pa.array(headers, self._headers)
         return self._batch(made)
+
+    def _topics(self, count: int) -> pa.Array:
+        return pa.repeat(self._topic, count)
+
+    def _partitions(self, count: int) -> pa.Array:
+        return pa.repeat(self._partition, count)
 
     def _stamps(self, messages: Sequence[Any], kind: Any, count: int) -> dict[str, Any]:
         """The ``timestamp`` and ``timestampType`` columns (checked when ``timestamp`` is read)."""
@@ -190,11 +197,14 @@ class RecordBatchBuilder(_PartitionBatches):
         outside = pc.or_(pc.less(millis, MIN_TIMESTAMP_MS),
                          pc.greater(millis, MAX_TIMESTAMP_MS))
         row = pc.index(outside, True).as_py()
-        return timestamp_error(self.topic, self.partition, messages[row].offset(),
-                               millis[row].as_py())
+        topic, partition = self._partition_of(row)
+        return timestamp_error(topic, partition, messages[row].offset(), millis[row].as_py())
 
-    @staticmethod
-    def _offsets(messages: Sequence[Any], kind: Any, count: int) -> pa.Array:
+    def _partition_of(self, row: int) -> tuple[str, int]:
+        """The topic and partition of the batch's ``row``."""
+        return self.topic, self.partition
+
+    def _offsets(self, messages: Sequence[Any], kind: Any, count: int) -> pa.Array:
         """The offsets column: computed when the offsets have no gap, else read one by one.
 
         A partition's offsets only grow, so first and last ``count - 1`` apart means the
@@ -208,6 +218,62 @@ class RecordBatchBuilder(_PartitionBatches):
             return pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), count),
                                      start=pa.scalar(first - 1, pa.int64()))
         return pa.array(list(map(kind.offset, messages)), pa.int64())
+
+
+class RangesBatchBuilder(RecordBatchBuilder):
+    """Turns the messages of several partitions' ranges into one record batch.
+
+    A task that reads many small ranges in one fetch session hands Spark one batch for many
+    ranges rather than a batch of a few rows per range: a record batch's fixed cost (its
+    columns' checks and arrays here, its handling in Spark) is paid once. The rows keep the
+    order of the ranges given, each range's in offset order.
+
+    Args:
+        includeHeaders: Whether to build the ``headers`` column.
+        columns: Only these columns, in this order (None: all of the schema's).
+    """
+
+    def __init__(self, includeHeaders: bool, columns: Sequence[str] | None = None) -> None:
+        super().__init__("", 0, includeHeaders, columns)
+        self._parts: list[tuple[str, int, int]] = []
+
+    def build_ranges(self, parts: Sequence[tuple[str, int, Sequence[Any]]]
+                     ) -> pa.RecordBatch:
+        """One record batch of ``(topic, partition, messages)`` parts, in their order.
+
+        Each part's messages are records of its partition in increasing offset order.
+        """
+        self._parts = [(topic, partition, len(messages)) for topic, partition, messages in parts]
+        joined: list[Any] = []
+        for _, _, messages in parts:
+            joined.extend(messages)
+        try:
+            return self.build(joined)
+        finally:
+            self._parts = []
+
+    def _topics(self, count: int) -> pa.Array:
+        topics: list[str] = []
+        for topic, _, size in self._parts:
+            topics.extend([topic] * size)
+        return pa.array(topics, pa.string())
+
+    def _partitions(self, count: int) -> pa.Array:
+        partitions: list[int] = []
+        for _, partition, size in self._parts:
+            partitions.extend([partition] * size)
+        return pa.array(partitions, pa.int32())
+
+    def _offsets(self, messages: Sequence[Any], kind: Any, count: int) -> pa.Array:
+        # Offsets of several partitions: never computed from the first and the last.
+        return pa.array(list(map(kind.offset, messages)), pa.int64())
+
+    def _partition_of(self, row: int) -> tuple[str, int]:
+        for topic, partition, size in self._parts:
+            if row < size:
+                return topic, partition
+            row -= size
+        return self.topic, self.partition
 
 
 class ChunkBatchBuilder(_PartitionBatches):

@@ -13,7 +13,7 @@ process: before each task it waits for the socket to be readable and, when the J
 it instead of sending a task, returns a non-zero code, which makes the daemon's child leave
 its loop and exit without a word. It is installed on import of :mod:`kafka_direct` (every
 task of ours imports it), only in a process forked by PySpark's daemon; the warm daemon of
-:mod:`kafka_direct.testing.worker_daemon` installs it before it forks
+:mod:`kafka_direct.runtime.worker_daemon` installs it before it forks
 (:func:`quiet_idle_exit_in`).
 
 One worker never runs code of ours: the one that looks for statically registered data
@@ -65,7 +65,7 @@ def quiet_idle_exit_in(daemon: Any) -> None:
     """Install the quiet exit in ``daemon``, the module whose loop forks the workers.
 
     For a daemon that runs PySpark's loop from an import of ``pyspark.daemon`` (the warm
-    daemon of :mod:`kafka_direct.testing.worker_daemon`), before it forks: the workers
+    daemon of :mod:`kafka_direct.runtime.worker_daemon`), before it forks: the workers
     inherit it.
     """
     original: Callable[[socket.socket, bool], int] | None = getattr(daemon, "worker", None)

@@ -13,7 +13,7 @@ such needs.
 
 Inside: :mod:`~kafka_direct.sql.source`, :mod:`~kafka_direct.sql.sink` and the offset
 link between them (:mod:`~kafka_direct.sql.link`), on the names they share
-(:mod:`~kafka_direct.sql.formats`) and the offsets JSON (:mod:`~kafka_direct.sql.offsets_json`).
+(:mod:`~kafka_direct.sql.formats`) and the offsets JSON (:mod:`~kafka_direct.offsets_json`).
 """
 
 from kafka_direct.sql.formats import POSTGRES_SINK_FORMAT, SOURCE_FORMAT, check_structured_support

@@ -16,6 +16,7 @@ plugins such as Debezium's JDBC sink: the benchmarks' JVM peers.
 
 from __future__ import annotations
 
+from kafka_direct.runtime.spark import spark_context
 from kafka_direct.testing.apache_kafka import ApacheKafka
 from kafka_direct.testing.broker_choice import kafka_service, local_kafka
 from kafka_direct.testing.kafka import (
@@ -32,7 +33,7 @@ from kafka_direct.testing.postgres import (
     postgres_service,
 )
 from kafka_direct.testing.process import free_port
-from kafka_direct.testing.spark import local_cluster_context, spark_context, wait_for_executors
+from kafka_direct.testing.spark_cluster import local_cluster_context, wait_for_executors
 from kafka_direct.testing.spark_connect import SparkConnectServer
 
 __all__ = [

@@ -26,10 +26,12 @@ from kafka_direct.testing.kafka_jars import KAFKA_VERSION
 from kafka_direct.testing.maven import JarSet, resolve_jars
 
 __all__ = [
+    "DEBEZIUM_POSTGRES_VERSION",
     "DEBEZIUM_VERSION",
     "POSTGRES_JDBC_VERSION",
     "SPARK_KAFKA_RELEASES",
     "debezium_jdbc_sink",
+    "debezium_postgres_source",
     "kafka_connect_jars",
     "postgres_jdbc_driver",
     "spark_jars_option",
@@ -39,6 +41,9 @@ __all__ = [
 #: Debezium's release of its JDBC sink: 3.6.1.Final's jar is not on Maven Central, so the
 #: newest whole one.
 DEBEZIUM_VERSION = "3.6.0.Final"
+#: Debezium's PostgreSQL source connector (change data capture into Kafka, for the ingest
+#: job's --envelope debezium).
+DEBEZIUM_POSTGRES_VERSION = "3.6.1.Final"
 #: The PostgreSQL JDBC driver the peers write with.
 POSTGRES_JDBC_VERSION = "42.7.14"
 #: Spark releases of 4.x whose Kafka connectors Maven Central serves (checked by
@@ -106,6 +111,15 @@ def debezium_jdbc_sink(version: str = DEBEZIUM_VERSION) -> Path:
         f"debezium-connector-jdbc-{version}", f"Debezium's JDBC sink connector {version}",
         (f"io.debezium:debezium-connector-jdbc:{version}:tar.gz:plugin",),
         marker=f"debezium-connector-jdbc-{version}.jar", size="about 58 MB"))
+
+
+def debezium_postgres_source(version: str = DEBEZIUM_POSTGRES_VERSION) -> Path:
+    """Debezium's PostgreSQL source connector, the jars of its Connect plugin archive."""
+    return resolve_jars(JarSet(
+        f"debezium-connector-postgres-{version}",
+        f"Debezium's PostgreSQL connector {version}",
+        (f"io.debezium:debezium-connector-postgres:{version}:tar.gz:plugin",),
+        marker=f"debezium-connector-postgres-{version}.jar", size="about 20 MB"))
 
 
 def postgres_jdbc_driver(version: str = POSTGRES_JDBC_VERSION) -> Path:

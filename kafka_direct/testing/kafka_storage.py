@@ -22,7 +22,7 @@ import uuid
 from pathlib import Path
 
 from kafka_direct.errors import ServiceError
-from kafka_direct.testing.spark_home import cache_directory, close_cache, closed
+from kafka_direct.runtime.spark_home import cache_directory, close_cache, closed
 
 __all__ = ["JVM_OPTIONS", "bootstrap_snapshot", "format_log_dir", "java", "random_id"]
 

@@ -46,8 +46,8 @@ from xml.sax.saxutils import quoteattr
 
 from kafka_direct.errors import ConfigurationError, ServiceError
 from kafka_direct.redaction import redact_text
+from kafka_direct.runtime.spark_home import cache_directory, close_cache, closed, pyspark_home
 from kafka_direct.testing.process import ServiceProcess
-from kafka_direct.testing.spark_home import cache_directory, close_cache, closed, pyspark_home
 
 __all__ = ["JarSet", "resolve_jars", "spark_defaults"]
 

@@ -53,6 +53,7 @@ _HBA = """\
 local all all scram-sha-256
 host  all all 127.0.0.1/32 scram-sha-256
 """
+_REPLICATION_HBA = "host  replication all 127.0.0.1/32 scram-sha-256\n"
 
 
 def _bin_dir() -> Path:
@@ -202,12 +203,16 @@ class EmbeddedPostgres(LocalService, PostgresService):
             the service user's and is closed to others.
         port: Port (default: a free one, kept across restarts).
         startup_timeout: Seconds to wait for the server to accept connections.
+        logical: Serve logical replication (``wal_level=logical``, replication slots and
+            WAL senders, replication connections from 127.0.0.1): a source for change data
+            capture such as Debezium's PostgreSQL connector. Off by default.
     """
 
     restartable = True
 
     def __init__(self, data_dir: str | Path | None = None, port: int | None = None,
-                 startup_timeout: float = 60.0) -> None:
+                 startup_timeout: float = 60.0, logical: bool = False) -> None:
+        self.logical = logical
         self._own_dir = data_dir is None
         self.base_dir = Path(data_dir or tempfile.mkdtemp(prefix="kafka-direct-pg-"))
         self._root = self.base_dir
@@ -246,7 +251,8 @@ class EmbeddedPostgres(LocalService, PostgresService):
         self.dsn = self._dsn()
         if not initialised:
             self._initdb(bin_dir, password_file)
-        _write_private(self.data_dir / "pg_hba.conf", _HBA, self._uid, self._gid)
+        _write_private(self.data_dir / "pg_hba.conf", _HBA + (_REPLICATION_HBA if self.logical
+                                                               else ""), self._uid, self._gid)
 
     def _initdb(self, bin_dir: Path, password_file: Path) -> None:
         log = self.base_dir / "initdb.log"
@@ -299,6 +305,9 @@ class EmbeddedPostgres(LocalService, PostgresService):
                 "-c", "password_encryption=scram-sha-256",
                 "-c", "fsync=off", "-c", "full_page_writes=off",
                 "-c", "max_connections=200", "-c", "shared_buffers=64MB"]
+        if self.logical:
+            argv += ["-c", "wal_level=logical", "-c", "max_replication_slots=10",
+                     "-c", "max_wal_senders=10"]
         self._process = ServiceProcess("postgres", argv, self.base_dir / "postgres.log",
                                        uid=self._uid, gid=self._gid,
                                        death_signal=signal.SIGQUIT,

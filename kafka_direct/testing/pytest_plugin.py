@@ -24,11 +24,11 @@ from typing import Any
 import pytest
 
 from kafka_direct.errors import ServiceError
+from kafka_direct.runtime.spark import spark_context
 from kafka_direct.testing.apache_kafka import ApacheKafka
 from kafka_direct.testing.broker_choice import kafka_service
 from kafka_direct.testing.kafka import KafkaService, TestcontainersKafka
 from kafka_direct.testing.postgres import PostgresService, postgres_service
-from kafka_direct.testing.spark import spark_context
 from kafka_direct.testing.spark_connect import SparkConnectServer
 
 _names = itertools.count()

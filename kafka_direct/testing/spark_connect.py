@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError, ServiceError
+from kafka_direct.runtime.spark import SPARK_TEST_CONF, driver_java_options
+from kafka_direct.runtime.spark_home import only_this_interpreter, spark_home
+from kafka_direct.runtime.warm_daemon import daemon_module
 from kafka_direct.testing.process import LocalService, ServiceProcess, free_port
-from kafka_direct.testing.spark import SPARK_TEST_CONF, driver_java_options
-from kafka_direct.testing.spark_home import only_this_interpreter, spark_home
-from kafka_direct.testing.warm_daemon import daemon_module
 
 __all__ = ["SparkConnectServer"]
 
@@ -33,7 +33,7 @@ def _spark_submit(master: str, conf: Mapping[str, str]) -> Path:
         import pyspark
     except ImportError as missing:  # pragma: no cover - pyspark is a dependency
         raise ConfigurationError("a Spark Connect server needs PySpark") from missing
-    # Where its Python processes import PySpark compiled (kafka_direct.testing.spark_home).
+    # Where its Python processes import PySpark compiled (kafka_direct.runtime.spark_home).
     home = spark_home(master, conf) or Path(pyspark.__file__).parent
     submit = home / "bin" / "spark-submit"
     if not submit.exists() or not any(home.glob("jars/spark-connect_*.jar")):

@@ -129,7 +129,7 @@ class JobHost:
 
 
 def _serve(address: str) -> None:
-    import kafka_direct.testing.spark as spark_module
+    import kafka_direct.runtime.spark as spark_module
 
     make_context = spark_module._make_context
     shared: dict[str, Any] = {}

@@ -28,7 +28,7 @@ ING, DEMO = "ingest", "demo"
 SECONDS = "--batch-interval must be a number of seconds > 0"
 NOT_A_TOPIC = "is not a valid Kafka topic name"
 START = [ING, "--topic", "t", "--starting-offsets"]
-WHOLE = "is not a whole number"
+WHOLE = "it must be an integer >= 0"
 
 CASES = [  # (argv, exit code, phrase of the one line on stderr); {{ }} is a brace in argv
     ([ING, *DEAD, "--topic", "t", *QUICK], 1, "no Kafka broker answers at 127.0.0.1:1"),
@@ -76,8 +76,8 @@ CASES = [  # (argv, exit code, phrase of the one line on stderr); {{ }} is a bra
     ([ING, "--dsn-file", "{tmp}/missing-dsn"], 2, "cannot be read: No such file or directory"),
     ([ING, "--dsn", f"env:{UNSET}"], 2, f"'{UNSET}', which is not set"),
     ([ING, "--dsn", f"host=db password {SECRET}"], 2, "not a valid libpq connection string"),
-    ([ING, "--dsn", f"{NO_PG} password={SECRET}"], 1, "cannot connect to PostgreSQL"),
-    ([ING, "--dsn", f"postgresql://u:{SECRET}@127.0.0.1:1/db"], 1, "cannot connect to PostgreSQL"),
+    ([ING, "--dsn", f"{NO_PG} password={SECRET}"], 72, "cannot connect to PostgreSQL"),
+    ([ING, "--dsn", f"postgresql://u:{SECRET}@127.0.0.1:1/db"], 72, "cannot connect to PostgreSQL"),
     ([ING, "--master", "local[0]"], 2, "--master must be local, local[N]"),
     ([ING, "--master", "local[-1]"], 2, "--master must be local, local[N]"),
     ([ING, "--master", "garbage"], 2, "--master must be local, local[N]"),
@@ -86,9 +86,10 @@ CASES = [  # (argv, exit code, phrase of the one line on stderr); {{ }} is a bra
     ([*START, '{{"t": {{"0": true}}}}'], 2, WHOLE),
     ([*START, '{{"t": {{"0": 1e30}}}}'], 2, WHOLE),
     ([*START, '{{"t": {{"0": 99999999999999999999}}}}'], 2,
-     "starting offsets must be at most 9223372036854775807"),
-    ([*START, '{{"t": {{"-1": 3}}}}'], 2, "is not a number >= 0"),
-    ([*START, '{{"t": {{"0": -3}}}}'], 2, "must be >= 0"),
+     "it must be an integer >= 0 and at most 9223372036854775807"),
+    ([*START, '{{"t": {{"-1": 3}}}}'], 2, "partition '-1' of topic 't' is not a partition number"),
+    ([*START, '{{"t": {{"007": 3}}}}'], 2, "partition '007' of topic 't' is not a"),
+    ([*START, '{{"t": {{"0": -3}}}}'], 2, "the offset of t-0 is -3; it must be an integer >= 0"),
     ([*START, '{{"u": {{"0": 3}}}}'], 2,
      "starting offsets name topics the job does not read: ['u']"),
     ([ING, "--pattern", "ev.*", "--starting-offsets", '{{"u": {{"0": 3}}}}'], 2,
@@ -206,9 +207,11 @@ def test_a_configuration_error_of_the_job_before_any_batch_is_exit_2(
     assert main(argv) == 2
     out, err = capsys.readouterr()
     assert "ConfigurationError: a mistake the job found" in err and "resume" not in out
-    batches["n"] = 3  # after batches ran, it is a failed job: run it again to resume
-    assert main(argv) == 1
-    assert "run it again to resume" in capsys.readouterr().out
+    batches["n"] = 3  # after batches ran, it is a stop: its block, and the same exit code
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kafka-direct ingest stopped: ConfigurationError: a mistake the job")
+    assert "it resumes from the stored offsets" in err
 
 
 def test_ingest_help_documents_the_real_cluster_options(capsys):

@@ -13,7 +13,7 @@ single broker down loses nothing acknowledged.
 At the end the producers stop, one run goes to completion, and the table must equal the log
 as a read_committed consumer reads it: every committed record once, no aborted one, no gap,
 and the stored offsets at the log end. A run may also stop on its own with a typed error
-(exit code 1 and ``kafka-direct ingest stopped: <error>``: PostgreSQL or Kafka unreachable
+(its kind's exit code and ``kafka-direct ingest stopped: <error>``: PostgreSQL or Kafka unreachable
 past the job's patience); it is started again. The log itself is checked against what the
 writer was told: every acknowledged record there once, in order, no aborted one visible.
 
@@ -35,6 +35,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 import kafka_direct.errors
+from kafka_direct.app.stops import exit_code
 from kafka_direct.app.structured_ingest import stored_offsets
 from kafka_direct.testing import EmbeddedPostgres
 
@@ -243,12 +244,14 @@ class Chaos:
         return True
 
     def typed_stop(self, code, text):
-        """A run that stopped on its own: exit code 1 and one line naming a typed error."""
+        """A run that stopped on its own: a block naming a typed error, and its exit code."""
         stopped = [line for line in text.splitlines()
                    if line.startswith("kafka-direct ingest stopped: ")]
-        assert code == 1 and stopped, f"exit code {code}:\n{text[-4000:]}"
+        assert stopped, f"exit code {code}:\n{text[-4000:]}"
         name = stopped[-1].split(": ", 2)[1]
         assert name.endswith("Error") and name in dir(kafka_direct.errors), stopped[-1]
+        assert code == exit_code(getattr(kafka_direct.errors, name)) != 0, \
+            f"exit code {code}:\n{text[-4000:]}"
         self.counts["typed stops"] += 1
 
     def broker_fault(self, kind):

@@ -95,9 +95,9 @@ def test_a_failing_job_ends_with_its_typed_error_on_both_apis(kafka, kafka_topic
     kafka.delete_records(topic, 0, 10)
     # What the user's terminal shows: a process of its own, Spark's error output included.
     done = _ingest(job_host, kafka, postgres, topic, pg_schema, "--api", api, process=True)
-    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "kafka-direct ingest stopped: DataLossError: " in done.stdout, done.stdout[-3000:]
-    assert f"{topic}-0" in done.stdout and "run it again to resume" in done.stdout
+    assert done.returncode == 73, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "kafka-direct ingest stopped: DataLossError: " in done.stderr, done.stderr[-3000:]
+    assert f"{topic}-0" in done.stderr and "it resumes from the stored offsets" in done.stderr
     # The job's own last words (Spark's task-failure log lines, in a process of its own
     # above them, are Spark's).
     for text in (done.stdout, done.stderr.strip().splitlines()[-1]):

@@ -2,6 +2,7 @@
 dead letters, every topic's offsets in the batch's one transaction, on both APIs, against
 the real broker and PostgreSQL."""
 
+import decimal
 import json
 
 import pytest
@@ -76,3 +77,42 @@ def test_a_patterns_raw_records_go_to_a_table_per_topic(kafka, kafka_topic, post
     assert sorted(bytes(v) for (v,) in values) == sorted(b"x%d" % i for i in range(12))
     assert query(postgres, f'SELECT count(*) FROM "{pg_schema}"."{second.replace(".", "_")}"'
                  ) == [(5,)]
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_debezium_topics_each_mirror_their_table_truncates_and_kept_values_per_table(
+        kafka, kafka_topic, postgres, pg_schema, api, job_host):
+    from kafka_direct.app.typed.envelope import PLACEHOLDER
+    from tests.app.typed.debezium_events import json_event, sample
+
+    first = kafka_topic(partitions=1, prefix="cdc.a")
+    second = kafka_topic(partitions=1, prefix="cdc.b")
+
+    def produce(topic, events):
+        pairs = [json_event(*e) for e in events]
+        kafka.produce(topic, [v for _, v in pairs], keys=[k for k, _ in pairs])
+
+    produce(first, [("c", 1, None, sample(1)), ("c", 2, None, sample(2)),
+                    ("u", 2, None, sample(2, name=PLACEHOLDER)), ("t", None),
+                    ("c", 3, None, sample(3))])
+    produce(second, [("c", 1, None, sample(1)), ("c", 2, None, sample(2)),
+                     ("u", 1, None, sample(1, name=PLACEHOLDER, born=None))])
+    args = ("--topic", first, "--topic", second, "--table", "m_{topic}", "--envelope",
+            "debezium", "--value-format", "json", "--key-format", "json", "--key-columns",
+            "id", "--on-truncate", "truncate")
+    out = ok(ingest(job_host, kafka, postgres, pg_schema, api, f"g-{first}", *args))
+    assert "stored offsets == log end" in out
+    a, b = (f'"{pg_schema}"."m_{t.replace(".", "_")}"' for t in (first, second))
+    # The truncate of the first topic empties its table only, up to the truncate.
+    assert query(postgres, f"SELECT id, name FROM {a} ORDER BY id") == [(3, "n3")]
+    # The second table keeps the name its update did not send (TOAST), within the batch.
+    assert query(postgres, f"SELECT id, name, born FROM {b} ORDER BY id") == [
+        (1, "n1", None), (2, "n2", sample(2)["born"])]
+    # Kept from the table in a later batch; a truncate of the second topic leaves the first's.
+    produce(first, [("u", 3, None, sample(3, name=PLACEHOLDER, amount=decimal.Decimal("7.00")))])
+    produce(second, [("t", None), ("c", 9, None, sample(9))])
+    again = ok(ingest(job_host, kafka, postgres, pg_schema, api, f"g-{first}", *args))
+    assert "stored offsets == log end" in again
+    assert query(postgres, f"SELECT id, name, amount FROM {a} ORDER BY id") == [
+        (3, "n3", decimal.Decimal("7.00"))]
+    assert query(postgres, f"SELECT id FROM {b} ORDER BY id") == [(9,)]

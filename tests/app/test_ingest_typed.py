@@ -165,10 +165,10 @@ def test_bad_records_fail_the_batch_naming_the_record(kafka, kafka_topic, postgr
     topic = kafka_topic()
     kafka.produce(topic, [b'{"id": 1}', b'{"id": 2}', b"not json", b'{"id": 4}'])
     done = ingest(job_host, kafka, postgres, topic, pg_schema, api, "--value-format", "json")
-    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "kafka-direct ingest stopped: BadRecordError: " in done.stdout, done.stdout[-3000:]
-    assert f"record {topic}-0 at offset 2 cannot be a row" in done.stdout
-    assert "not JSON" in done.stdout
+    assert done.returncode == 65, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "kafka-direct ingest stopped: BadRecordError: " in done.stderr, done.stderr[-3000:]
+    assert f"record {topic}-0 at offset 2 cannot be a row" in done.stderr
+    assert "not JSON" in done.stderr
     assert query(postgres, f'SELECT count(*) FROM "{pg_schema}".typed') == [(0,)]
 
 
@@ -209,10 +209,10 @@ def test_an_incompatible_schema_change_stops_the_job_naming_field_and_types(
         {"name": "id", "type": "int"}, {"name": "n", "type": "string"}]}, topic)
     kafka.produce(topic, [second({"id": 9, "n": "nine"})])
     done = ingest(job_host, kafka, postgres, topic, pg_schema, api, *args)
-    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "kafka-direct ingest stopped: SchemaChangeError: field 'n'" in done.stdout, \
-        done.stdout[-3000:]
-    assert "type text" in done.stdout and "(type integer)" in done.stdout
+    assert done.returncode == 66, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "kafka-direct ingest stopped: SchemaChangeError: field 'n'" in done.stderr, \
+        done.stderr[-3000:]
+    assert "type text" in done.stderr and "(type integer)" in done.stderr
     assert query(postgres, f'SELECT count(*) FROM "{pg_schema}".typed') == [(3,)]
 
 

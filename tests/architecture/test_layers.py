@@ -6,7 +6,8 @@ the engine (``streaming/``), the Kafka clients (``client/``) and PostgreSQL (``p
 which know nothing of each other; ``rdd/`` on the clients; ``dstream/`` on the RDD and the
 engine; the face (``kafka_direct``, ``kafka_utils``) and ``compat/`` on the direct stream;
 ``sql/`` on the clients, the RDD and PostgreSQL; ``offsets/`` and ``sinks/`` on all of it;
-the app on top.
+the jobs' runtime (``runtime/``: starting Spark) on the RDD layer, under the test services
+(``testing/``) and the app; the app on top.
 """
 
 import ast
@@ -20,7 +21,7 @@ PACKAGES = ("kafka_direct", "offsets", "sinks")
 #: The vocabulary every layer speaks: root modules that import only each other.
 VOCABULARY = {f"kafka_direct.{name}" for name in (
     "errors", "task_errors", "redaction", "conf_values", "topic_partition",
-    "consumer_record", "offset_range", "arrow_values")}
+    "consumer_record", "offset_range", "arrow_values", "offsets_json")}
 #: The face: the package itself, Spark's entry points, and a moved module's old path.
 FACE = {"kafka_direct", "kafka_direct.kafka_utils", "kafka_direct.spark_support"}
 
@@ -28,22 +29,27 @@ ENGINE, CLIENT, POSTGRES = ("kafka_direct.streaming", "kafka_direct.client",
                             "kafka_direct.postgres")
 RDD, DSTREAM, SQL = "kafka_direct.rdd", "kafka_direct.dstream", "kafka_direct.sql"
 APP, TESTING, COMPAT = "kafka_direct.app", "kafka_direct.testing", "kafka_direct.compat"
+RUNTIME = "kafka_direct.runtime"
 OFFSETS, SINKS = "offsets", "sinks"
 
 #: What each folder must never import: everything above it, and its siblings.
 FORBIDDEN = {
-    ENGINE: (CLIENT, POSTGRES, RDD, DSTREAM, SQL, APP, TESTING, COMPAT, OFFSETS, SINKS,
+    ENGINE: (CLIENT, POSTGRES, RDD, DSTREAM, SQL, APP, TESTING, RUNTIME, COMPAT, OFFSETS, SINKS,
              *FACE, "confluent_kafka"),
-    CLIENT: (ENGINE, POSTGRES, RDD, DSTREAM, SQL, APP, TESTING, COMPAT, OFFSETS, SINKS, *FACE),
-    POSTGRES: (ENGINE, CLIENT, RDD, DSTREAM, SQL, APP, TESTING, COMPAT, OFFSETS, SINKS, *FACE,
-               "confluent_kafka"),
-    RDD: (ENGINE, POSTGRES, DSTREAM, SQL, APP, TESTING, COMPAT, OFFSETS, SINKS, *FACE),
-    DSTREAM: (POSTGRES, SQL, APP, TESTING, COMPAT, OFFSETS, SINKS, *FACE),
-    COMPAT: (POSTGRES, SQL, APP, TESTING, OFFSETS, SINKS),
-    SQL: (ENGINE, DSTREAM, APP, TESTING, COMPAT, OFFSETS, SINKS, *FACE),
+    CLIENT: (ENGINE, POSTGRES, RDD, DSTREAM, SQL, APP, TESTING, RUNTIME, COMPAT, OFFSETS, SINKS,
+             *FACE),
+    POSTGRES: (ENGINE, CLIENT, RDD, DSTREAM, SQL, APP, TESTING, RUNTIME, COMPAT, OFFSETS, SINKS,
+               *FACE, "confluent_kafka"),
+    RDD: (ENGINE, POSTGRES, DSTREAM, SQL, APP, TESTING, RUNTIME, COMPAT, OFFSETS, SINKS, *FACE),
+    DSTREAM: (POSTGRES, SQL, APP, TESTING, RUNTIME, COMPAT, OFFSETS, SINKS, *FACE),
+    COMPAT: (POSTGRES, SQL, APP, TESTING, RUNTIME, OFFSETS, SINKS),
+    SQL: (ENGINE, DSTREAM, APP, TESTING, RUNTIME, COMPAT, OFFSETS, SINKS, *FACE),
+    # The jobs' runtime starts Spark for the app and the test services; it knows neither.
+    RUNTIME: (ENGINE, CLIENT, POSTGRES, DSTREAM, SQL, APP, TESTING, COMPAT, OFFSETS, SINKS,
+              *FACE),
     TESTING: (ENGINE, DSTREAM, SQL, APP, COMPAT, OFFSETS, SINKS, *FACE),
-    OFFSETS: (SQL, APP, TESTING, SINKS),
-    SINKS: (SQL, APP, TESTING),
+    OFFSETS: (SQL, APP, TESTING, RUNTIME, SINKS),
+    SINKS: (SQL, APP, TESTING, RUNTIME),
     APP: (),
 }
 #: Inside sql/: the offset link is below both sides; the sides stand apart; only the face
@@ -119,7 +125,7 @@ def test_the_vocabulary_imports_only_itself():
 
 
 def test_the_face_imports_no_layer_above_the_direct_stream():
-    assert offenders(FACE, (POSTGRES, SQL, APP, TESTING, COMPAT, OFFSETS, SINKS)) == []
+    assert offenders(FACE, (POSTGRES, SQL, APP, TESTING, RUNTIME, COMPAT, OFFSETS, SINKS)) == []
 
 
 def test_only_the_app_imports_offsets_and_sinks():
@@ -141,6 +147,25 @@ def test_the_two_ingest_jobs_stand_apart():
     # Both stand on the job's options and table; neither runs through the other.
     assert offenders(["kafka_direct.app.structured_ingest"], ("kafka_direct.app.ingest_job",)) == []
     assert offenders(["kafka_direct.app.ingest_job"], ("kafka_direct.app.structured_ingest",)) == []
+
+
+def test_the_direct_stream_job_runs_without_structured_streaming():
+    # Its typed path stages through postgres/ (the staging protocol lives there), so the
+    # direct stream's job imports nothing of kafka_direct.sql: only the structured path may.
+    direct = ["kafka_direct.app.ingest_job", "kafka_direct.app.typed.dstream",
+              "kafka_direct.app.typed.stage", "kafka_direct.app.typed.commit",
+              "kafka_direct.app.typed.rows"]
+    assert offenders(direct, (SQL,)) == []
+
+
+def test_the_app_starts_spark_through_the_runtime_not_the_test_services():
+    # The test services stay the embedded default's (Kafka, PostgreSQL); Spark's start-up,
+    # its Spark home, warm daemon and class archive are the runtime's.
+    moved = ("kafka_direct.testing.spark", "kafka_direct.testing.spark_home",
+             "kafka_direct.testing.warm_daemon", "kafka_direct.testing.worker_daemon",
+             "kafka_direct.testing.jvm_archive")
+    assert offenders(modules_of(APP), moved) == []
+    assert not any(name in MODULES for name in moved)
 
 
 def test_every_module_is_under_a_rule():

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from kafka_direct.testing.spark import driver_java_options, spark_context
-from kafka_direct.testing.spark_home import compiled_spark_home, only_this_interpreter
-from kafka_direct.testing.warm_daemon import daemon_module
+from kafka_direct.runtime.spark import driver_java_options, spark_context
+from kafka_direct.runtime.spark_home import compiled_spark_home, only_this_interpreter
+from kafka_direct.runtime.warm_daemon import daemon_module
 from tests.conformance.kafka_sql_utils import REFERENCE
 
 _CHILD = "KAFKA_DIRECT_OWN_PROCESS_TEST"
@@ -39,11 +39,11 @@ def _run_alone(item: pytest.Item) -> None:
     # Spark's Python workers run this interpreter, as the suite's own contexts have them
     # (kafka_direct.testing.spark_context), not whatever python3 is first on the PATH.
     env.setdefault("PYSPARK_PYTHON", sys.executable)
-    # The driver JVM as the suite's others: quick to start (kafka_direct.testing.spark).
+    # The driver JVM as the suite's others: quick to start (kafka_direct.runtime.spark).
     home = compiled_spark_home("local[2]")  # Spark's Python processes import PySpark compiled
     if home is not None and not env.get("SPARK_HOME"):
         env["SPARK_HOME"] = str(home)
-    # Their Python workers fork from the suite's warm daemon (kafka_direct.testing.warm_daemon).
+    # Their Python workers fork from the suite's warm daemon (kafka_direct.runtime.warm_daemon).
     module = daemon_module() if only_this_interpreter("local[2]") else None
     daemon = f"--conf spark.python.daemon.module={module} " if module else ""
     env["PYSPARK_SUBMIT_ARGS"] = ("--master local[2] --driver-java-options "

@@ -2,8 +2,8 @@
 
 import pytest
 
-from kafka_direct.testing.spark_home import compiled_spark_home, only_this_interpreter
-from kafka_direct.testing.warm_daemon import DAEMON_MODULE, daemon_module
+from kafka_direct.runtime.spark_home import compiled_spark_home, only_this_interpreter
+from kafka_direct.runtime.warm_daemon import DAEMON_MODULE, daemon_module
 
 
 def _facts(_):

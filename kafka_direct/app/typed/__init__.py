@@ -11,6 +11,8 @@ this package, on both APIs:
 * :mod:`.routing`: which table a topic's records go to (``--table '{topic}'``);
 * :mod:`.metadata`: the record's timestamp and headers as columns;
 * :mod:`.json_schema`: JSON Schema's types and the columns they give;
+* :mod:`.keys`: keys of Kafka's primitive serializers (``string``, ``long`` ...) as one
+  column;
 * :mod:`.columns`: PostgreSQL column types, what fits where, and value conversion;
 * :mod:`.rows`: a record as a staged row (a row, a delete, or a dead letter);
 * :mod:`.stage`: executor tasks stage their rows in unlogged tables of their own;

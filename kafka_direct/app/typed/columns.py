@@ -29,8 +29,32 @@ from typing import Any
 
 from kafka_direct.errors import ConfigurationError
 
-__all__ = ["INTEGER_RANGES", "KNOWN_TYPES", "convert", "converter", "fits", "infer_type",
-           "normalise_type", "split_types", "widens", "widest"]
+__all__ = ["INTEGER_RANGES", "KNOWN_TYPES", "JsonNumber", "JsonText", "convert", "converter",
+           "fits", "infer_type", "normalise_type", "split_types", "widens", "widest"]
+
+
+class JsonNumber(float):
+    """A JSON number with a fraction or an exponent: a float that keeps its text.
+
+    ``repr`` (and so ``str``) gives the text as written: a numeric column takes the exact
+    digits the producer wrote (``123456789012345678.91``), not the nearest float's
+    (``123456789012345680``); arithmetic and float columns see the float. JSON encoders
+    write it as the float (they call float's own repr).
+    """
+
+    _text: str
+
+    def __new__(cls, text: str) -> JsonNumber:
+        """The number of JSON text ``text`` (what ``json.loads`` hands ``parse_float``)."""
+        number = super().__new__(cls, text)
+        number._text = text
+        return number
+
+    def __repr__(self) -> str:
+        return self._text
+
+    __str__ = __repr__
+
 
 #: The types the job can check values for (others are written as text and left to
 #: PostgreSQL's input functions).
@@ -307,7 +331,21 @@ def _uuid(value: Any) -> str:
     raise ValueError(f"{_describe(value)} is not a UUID")
 
 
+class JsonText(str):
+    """JSON text already checked (Debezium's ``io.debezium.data.Json``): written as it is.
+
+    Parsing it into Python values and back would lose what ``jsonb`` keeps (``1.10`` is not
+    ``1.1``).
+    """
+
+    __slots__ = ()
+
+
 def _json(value: Any) -> str:
+    if isinstance(value, JsonText):
+        if "\\u0000" in value:
+            raise ValueError("the JSON holds a NUL character (\\u0000), which jsonb cannot")
+        return str(value)
     try:
         text = json.dumps(value, default=_json_default, allow_nan=False, ensure_ascii=False,
                           separators=(",", ":"))

@@ -19,6 +19,11 @@ below commits with them or not at all:
    DO UPDATE``) — a compacted topic's view;
 4. dead letters into the dead-letter table;
 5. the staging tables dropped with their registry rows.
+
+With ``--envelope debezium`` (:mod:`.envelope`): a batch's truncate events (``--on-truncate
+truncate``) first delete the topic's rows and every staged row of their partition before
+them; a column a row keeps (Debezium's unavailable value) takes the value the key had
+before it, in the batch or in the target.
 """
 
 from __future__ import annotations
@@ -29,6 +34,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_direct.app.typed.columns import fits, widens, widest
+from kafka_direct.app.typed.envelope import (
+    KEEP,
+    after_truncates,
+    apply_truncates,
+    fill_kept,
+    truncated,
+)
 from kafka_direct.app.typed.options import COORDINATES, TypedOptions
 from kafka_direct.app.typed.rows import BAD, DELETE, ROW
 from kafka_direct.app.typed.stage import ERROR, KIND, RAW_KEY, RAW_VALUE, StagedPart
@@ -37,11 +49,11 @@ from kafka_direct.app.typed.table import (
     alter_column_type,
     create_target,
     drop_not_null,
-    has_unique,
     not_null_columns,
     table_columns,
 )
 from kafka_direct.errors import SchemaChangeError
+from kafka_direct.postgres.catalog import has_unique
 
 __all__ = ["MoveCounts", "batch_columns", "move_parts", "move_tables"]
 
@@ -159,12 +171,13 @@ def _widen(cursor: Any, schema: str, table: str, name: str, kind: str) -> str | 
 
 
 def _nullable(cursor: Any, schema: str, table: str, options: TypedOptions,
-              parts: Sequence[StagedPart], columns: dict[str, tuple[str, bool, str, int, int]]
-              ) -> list[str]:
+              parts: Sequence[StagedPart], columns: dict[str, tuple[str, bool, str, int, int]],
+              after: Any = None) -> list[str]:
     """Drop NOT NULL of schema fields whose rows in the batch have a NULL; their names.
 
     A schema that lets a field be null, or no longer has it, writes NULL there: the
-    column follows (a key column never: a null key is a bad record).
+    column follows (a key column never: a null key is a bad record). ``after``: SQL that
+    keeps the staged rows a Debezium truncate of the batch leaves (None: all).
     """
     from psycopg2 import sql
 
@@ -175,13 +188,17 @@ def _nullable(cursor: Any, schema: str, table: str, options: TypedOptions,
     strict = not_null_columns(cursor, schema, table)
     dropped = []
     for name in (n for n in fromSchema if n in strict):
-        rowParts = [p for p in parts if p.rows - p.deletes - p.deadLetters]
+        rowParts = [p for p in parts
+                    if p.rows - p.deletes - p.deadLetters - len(p.truncates)]
         if any(name not in {c[0] for c in p.columns} for p in rowParts):
             dropped.append(name)  # records of a schema without the field: NULL
             continue
+        # A row that keeps the column (Debezium's unavailable value) takes its old value.
+        isNull = sql.SQL("{} IS NULL AND NOT coalesce({}::jsonb ? {}, false)").format(
+            sql.Identifier(name), sql.Identifier(KEEP), sql.Literal(name))
         cursor.execute(sql.SQL("SELECT EXISTS (") + _union(
-            rowParts, schema, lambda _: sql.SQL("1"), (ROW,), sql.SQL(" AND {} IS NULL").format(
-                sql.Identifier(name))) + sql.SQL(")"))
+            rowParts, schema, lambda _: sql.SQL("1"), (ROW,),
+            isNull if after is None else isNull + sql.SQL(" AND ") + after) + sql.SQL(")"))
         if cursor.fetchone()[0]:
             dropped.append(name)
     drop_not_null(cursor, schema, table, dropped)
@@ -189,17 +206,21 @@ def _nullable(cursor: Any, schema: str, table: str, options: TypedOptions,
 
 
 def _union(parts: Sequence[StagedPart], schema: str, select: Any, kinds: Sequence[str],
-           condition: Any = None) -> Any:
-    """``SELECT <select per part> FROM stage WHERE kind IN kinds [condition]`` over the parts."""
+           where: Any = None) -> Any:
+    """``SELECT <select per part> FROM stage WHERE kind IN kinds [AND where]`` over the parts.
+
+    A part that is a view of one table of several (``part.topics``) selects only their rows.
+    """
     from psycopg2 import sql
 
+    extra = sql.SQL(" AND ") + where if where is not None else sql.SQL("")
     return sql.SQL(" UNION ALL ").join(
         sql.SQL("SELECT ") + select(part) + sql.SQL(" FROM {} WHERE {} IN ({})").format(
             sql.Identifier(schema, part.table), sql.Identifier(KIND),
             sql.SQL(", ").join(sql.Literal(k) for k in kinds))
         + (sql.SQL(" AND topic IN ({})").format(sql.SQL(", ").join(
             sql.Literal(t) for t in part.topics)) if part.topics else sql.SQL(""))
-        + (condition or sql.SQL(""))
+        + extra
         for part in parts)
 
 
@@ -262,7 +283,12 @@ def move_parts(cursor: Any, schema: str, table: str, options: TypedOptions,
         return counts
     columns = batch_columns(parts, target)
     existing, counts.added = _evolve(cursor, schema, table, options, columns)
-    _nullable(cursor, schema, table, options, parts, columns)
+    goal = sql.Identifier(schema, table)
+    last = truncated([t for p in parts for t in p.truncates])
+    after = after_truncates(last) if last else None
+    _nullable(cursor, schema, table, options, parts, columns, after)
+    if last:
+        counts.deleted += apply_truncates(cursor, goal, last)
     fields = [name for name in columns if name not in COORDINATES]
     written = [*COORDINATES, *fields]
 
@@ -275,17 +301,18 @@ def move_parts(cursor: Any, schema: str, table: str, options: TypedOptions,
         return sql.SQL(", ").join(values)
 
     names = sql.SQL(", ").join(sql.Identifier(c) for c in written)
-    goal = sql.Identifier(schema, table)
-    if any(p.rows - p.deadLetters for p in parts):
+    kept = [c for c in dict.fromkeys(k for p in parts for k in p.kept) if c in fields]
+    if any(p.rows - p.deadLetters - len(p.truncates) for p in parts):
         if not options.keyColumns:
             cursor.execute(sql.SQL("INSERT INTO {} ({}) ").format(goal, names)
-                           + _union(parts, schema, casted, (ROW,)))
+                           + _union(parts, schema, casted, (ROW,), after))
             counts.written = cursor.rowcount
         else:
-            counts.written, counts.deleted = _upsert(cursor, goal, options.keyColumns, written,
-                                                     _union(parts, schema, lambda p: (
-                                                         sql.Identifier(KIND) + sql.SQL(", ")
-                                                         + casted(p)), (ROW, DELETE)))
+            head = sql.SQL(", ").join(sql.Identifier(c) for c in (KIND, KEEP))
+            written_, deleted = _upsert(cursor, goal, options.keyColumns, written, _union(
+                parts, schema, lambda p: head + sql.SQL(", ") + casted(p), (ROW, DELETE),
+                after), kept)
+            counts.written, counts.deleted = written_, counts.deleted + deleted
     deadLetter = deadLetter or options.dead_letter_table(table)
     if deadLetter is not None and any(p.deadLetters for p in parts):
         cursor.execute(sql.SQL(
@@ -298,8 +325,11 @@ def move_parts(cursor: Any, schema: str, table: str, options: TypedOptions,
 
 
 def _upsert(cursor: Any, goal: Any, keys: Sequence[str], written: Sequence[str],
-            staged: Any) -> tuple[int, int]:
-    """Reduce to each key's latest record, delete tombstoned keys, upsert the rest."""
+            staged: Any, kept: Sequence[str] = ()) -> tuple[int, int]:
+    """Reduce to each key's latest record, delete tombstoned keys, upsert the rest.
+
+    ``kept``: columns some rows keep (Debezium): filled from before them first.
+    """
     from psycopg2 import sql
 
     keyList = sql.SQL(", ").join(sql.Identifier(k) for k in keys)
@@ -309,6 +339,8 @@ def _upsert(cursor: Any, goal: Any, keys: Sequence[str], written: Sequence[str],
         "CREATE TEMP TABLE {} ON COMMIT DROP AS SELECT DISTINCT ON ({}) * FROM (").format(
         sql.Identifier(_LATEST), keyList) + staged + sql.SQL(
         ") AS staged ORDER BY {}, kafka_offset DESC, kafka_partition DESC").format(keyList))
+    if kept:
+        fill_kept(cursor, sql.Identifier(_LATEST), goal, keys, kept, staged)
     cursor.execute(sql.SQL("DELETE FROM {} AS t USING {} AS l WHERE l.{} = %s AND ").format(
         goal, sql.Identifier(_LATEST), sql.Identifier(KIND)) + sql.SQL(" AND ").join(
         sql.SQL("t.{} = l.{}").format(sql.Identifier(k), sql.Identifier(k)) for k in keys),

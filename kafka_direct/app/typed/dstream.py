@@ -155,7 +155,7 @@ class TypedDStreamWriter(KafkaRDDSink):
     def _dropIn(self, cursor: Any, batch: int | None) -> int:
         from psycopg2 import sql
 
-        from kafka_direct.sql.sink.staging import drop_staged
+        from kafka_direct.postgres.staging import drop_staged
 
         if batch is None:
             return drop_staged(cursor, self.schema, sql.SQL("query_id = %s"), (self.queryId,))

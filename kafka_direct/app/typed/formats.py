@@ -47,6 +47,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kafka_direct.app.typed.columns import JsonNumber
 from kafka_direct.app.typed.json_schema import (
     JSON_CHECKS,
     json_kind,
@@ -162,6 +163,8 @@ class PartDecoder:
         self.known = dict(known or {})
         #: Schemas this decoder had to ask the registry for (their texts).
         self.fetched: dict[int, tuple[str, ...]] = {}
+        #: The writer schema (parsed) of the last Avro record decoded (Debezium's types).
+        self.lastSchema: Any = None
         self._rawTypes = {part: "bytea"}
         self._jsonTypes = dict(declared)
 
@@ -192,7 +195,8 @@ class PartDecoder:
 
     def _document(self, data: bytes) -> Any:
         try:
-            document = json.loads(data)
+            # Fractions keep their text: a numeric column takes the digits as written.
+            document = json.loads(data, parse_float=JsonNumber)
             if _SURROGATE_ESCAPE.search(data):
                 # An escaped UTF-16 surrogate without its pair decodes to a str no
                 # encoding holds (PostgreSQL would refuse the batch): a bad record here.
@@ -253,6 +257,7 @@ class PartDecoder:
     def _avro(self, data: bytes, topic: str) -> Decoded:
         schemaId = self._schema_id(data)
         parsed, types, isRecord = self._schema(schemaId)
+        self.lastSchema = parsed
         from fastavro import schemaless_reader
 
         try:

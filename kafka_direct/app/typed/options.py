@@ -11,25 +11,34 @@ from __future__ import annotations
 import argparse
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafka_direct.app.typed.keys import KEY_TYPES, PRIMITIVE_FORMATS, key_fits
 from kafka_direct.errors import ConfigurationError
 
-__all__ = ["BAD_RECORD_POLICIES", "COORDINATES", "FORMATS", "REGISTRY_FORMATS",
-           "RESERVED_PREFIX", "TOMBSTONE_POLICIES", "RegistrySettings", "TypedOptions",
+__all__ = ["BAD_RECORD_POLICIES", "COORDINATES", "ENVELOPES", "FORMATS", "KEY_FORMATS",
+           "REGISTRY_FORMATS", "RESERVED_PREFIX", "TOMBSTONE_POLICIES", "TRUNCATE_POLICIES",
+           "RegistrySettings", "TypedOptions",
            "add_arguments", "check_column_name", "options_from_args", "parse_columns",
            "registry_client"]
 
 #: Record formats of keys and values.
 FORMATS = ("raw", "json", "avro", "json-schema", "protobuf")
+#: Key formats: those, and the primitive ones of Kafka's serializers (:mod:`.keys`).
+KEY_FORMATS = (*FORMATS, *PRIMITIVE_FORMATS)
 #: The formats whose records name their schema in a Schema Registry (Confluent's wire format).
 REGISTRY_FORMATS = ("avro", "json-schema", "protobuf")
 #: What a record with a null value (a tombstone) does: ``row`` writes it as a row (its value
 #: columns NULL: the raw job's behaviour), ``delete`` deletes its key's row, ``ignore``
 #: skips it.
 TOMBSTONE_POLICIES = ("row", "delete", "ignore")
+#: ``--envelope``: ``debezium`` reads Debezium's change events (:mod:`.envelope`).
+ENVELOPES = ("none", "debezium")
+#: What a Debezium truncate event does: ``fail`` (a bad record naming ``--on-truncate``),
+#: ``truncate`` (delete the topic's rows in the batch's transaction) or ``ignore``.
+TRUNCATE_POLICIES = ("fail", "truncate", "ignore")
 #: What a record that cannot be a row does.
 BAD_RECORD_POLICIES = ("fail", "dead-letter")
 #: The Kafka coordinates every row keeps.
@@ -90,6 +99,46 @@ def parse_columns(text: str) -> tuple[tuple[str, str], ...]:
                                      "job fills itself; drop it")
         declared[name] = normalise_type(kind.strip(), "--columns")
     return tuple(declared.items())
+
+
+def _check_envelope(envelope: str, onTruncate: str, valueFormat: str, keyFormat: str,
+                  keyColumns: Sequence[str], onTombstone: str) -> None:
+    """Refuse record options that cannot read Debezium events (before anything starts).
+
+    Raises:
+        ConfigurationError: Naming the option at fault and the fix.
+    """
+    for flag, value, allowed in (("--envelope", envelope, ENVELOPES),
+                                 ("--on-truncate", onTruncate, TRUNCATE_POLICIES)):
+        if value not in allowed:
+            raise ConfigurationError(f"{flag} must be one of {', '.join(allowed)}, got "
+                                     f"{value!r}", setting=flag)
+    if envelope == "none":
+        if onTruncate != "fail":
+            raise ConfigurationError("--on-truncate is for --envelope debezium (truncate "
+                                     "events); drop it, or add --envelope debezium",
+                                     setting="--on-truncate")
+        return
+    if valueFormat not in ("json", "avro"):
+        raise ConfigurationError(
+            f"--envelope debezium reads Debezium's JSON (with or without schemas.enable) or "
+            f"Avro values, not --value-format {valueFormat}: add --value-format json or "
+            "--value-format avro", setting="--envelope")
+    if keyFormat not in ("json", "avro"):
+        raise ConfigurationError(
+            f"--envelope debezium upserts and deletes by the event's key, a struct of the "
+            f"table's primary key columns, which --key-format {keyFormat} cannot read: add "
+            "--key-format json or --key-format avro (as the connector's key.converter)",
+            setting="--envelope")
+    if not keyColumns:
+        raise ConfigurationError(
+            "--envelope debezium upserts on the table's primary key: give --key-columns "
+            "with the fields of Debezium's key (e.g. --key-columns id)", setting="--envelope")
+    if onTombstone == "row":
+        raise ConfigurationError(
+            "--on-tombstone row: with --envelope debezium a tombstone follows a delete and "
+            "is no row; use --on-tombstone delete (the default here) or ignore",
+            setting="--on-tombstone")
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +203,9 @@ class TypedOptions:
         valueFormat: ``raw`` (a ``value bytea`` column), ``json``, ``avro``,
             ``json-schema`` or ``protobuf`` (the value's top-level fields as columns; the
             last three in Confluent's wire format, their schema in a Schema Registry).
-        keyFormat: The same for the key (``raw``: a ``key bytea`` column).
+        keyFormat: The same for the key (``raw``: a ``key bytea`` column), or a primitive
+            format of Kafka's serializers (``string``, ``long``, ``int``, ``short``,
+            ``double``, ``float``, ``bytes``, ``uuid``: one column, see :attr:`keyColumn`).
         registry: The Schema Registry (needed for ``avro`` and ``json-schema``), or None.
         keyColumns: Upsert on these columns (a later record of a key replaces the row);
             empty: append every record.
@@ -169,6 +220,10 @@ class TypedOptions:
             (:mod:`.metadata`), or None.
         headerColumns: (header name, PostgreSQL type) pairs: each header's value as a
             column of that name (:mod:`.metadata`).
+        envelope: ``none``, or ``debezium``: values are Debezium change events
+            (:mod:`.envelope`).
+        onTruncate: A Debezium truncate event: ``fail`` (a bad record), ``truncate`` or
+            ``ignore``.
     """
 
     valueFormat: str = "raw"
@@ -181,6 +236,8 @@ class TypedOptions:
     columns: tuple[tuple[str, str], ...] = ()
     timestampColumn: str | None = None
     headerColumns: tuple[tuple[str, str], ...] = ()
+    envelope: str = "none"
+    onTruncate: str = "fail"
 
     def __post_init__(self) -> None:
         from kafka_direct.app.typed.metadata import check_metadata_columns
@@ -188,7 +245,7 @@ class TypedOptions:
         check_metadata_columns(self.timestampColumn, self.headerColumns, self.columns,
                                (*COORDINATES, "key", "value"), check_column_name)
         for flag, value, allowed in (("--value-format", self.valueFormat, FORMATS),
-                                     ("--key-format", self.keyFormat, FORMATS),
+                                     ("--key-format", self.keyFormat, KEY_FORMATS),
                                      ("--on-tombstone", self.onTombstone, TOMBSTONE_POLICIES),
                                      ("--on-bad-record", self.onBadRecord,
                                       BAD_RECORD_POLICIES)):
@@ -229,26 +286,83 @@ class TypedOptions:
                     "of the key's latest value), or --key-format/--value-format json, avro "
                     "or json-schema "
                     "to get the records' fields as columns")
+        _check_envelope(self.envelope, self.onTruncate, self.valueFormat, self.keyFormat,
+                      self.keyColumns, self.onTombstone)
         if self.onTombstone == "delete" and not self.keyColumns:
             raise ConfigurationError(
                 "--on-tombstone delete deletes the row of the tombstone's key: give "
                 "--key-columns (the columns that identify a row, from the key), e.g. "
                 "--key-columns id")
+        self._check_key()
         if self.deadLetterTable is not None:
             if self.onBadRecord != "dead-letter":
                 raise ConfigurationError("--dead-letter-table is for --on-bad-record "
                                          "dead-letter; add that, or drop the table")
             check_column_name(self.deadLetterTable, "--dead-letter-table")
-        if self.columns and "json" not in (self.valueFormat, self.keyFormat):
+        if self.columns and "json" not in (self.valueFormat, self.keyFormat) and any(
+                name != self.keyColumn for name, _ in self.columns):
             raise ConfigurationError(
                 "--columns declares the types of JSON fields: it needs --value-format json "
                 "or --key-format json (Avro and JSON Schema records carry their types in "
                 "their schema)")
 
+    def _check_key(self) -> None:
+        """Key columns the key format cannot supply, refused before anything starts."""
+        names = [k for k in self.keyColumns if k not in COORDINATES]
+        if self.keyFormat in PRIMITIVE_FORMATS:
+            if len(names) > 1:
+                raise ConfigurationError(
+                    f"--key-columns {','.join(self.keyColumns)}: a {self.keyFormat} key is "
+                    "one column (--key-columns id: the key itself is column id; the "
+                    "coordinates topic, kafka_partition, kafka_offset may join it). Name "
+                    "one column, or read keys with several fields with --key-format json, "
+                    "avro or json-schema")
+            column = self.keyColumn
+            if column == "value" and self.valueFormat == "raw":
+                raise ConfigurationError(
+                    "--key-columns value: the raw value's column is named value; name the "
+                    "key's column otherwise (e.g. --key-columns id)")
+            declared = dict(self.columns).get(column or "")
+            if declared is not None and not key_fits(self.keyFormat, declared):
+                raise ConfigurationError(
+                    f"--columns {column}:{declared}: a {self.keyFormat} key cannot be read "
+                    f"as {declared}; declare a type that holds it (its own is "
+                    f"{KEY_TYPES[self.keyFormat]}), or drop the declaration")
+        if self.onTombstone != "delete":
+            return
+        if not names:
+            raise ConfigurationError(
+                f"--on-tombstone delete deletes the row of the tombstone's key, but "
+                f"--key-columns {','.join(self.keyColumns)} names no column of the key "
+                "(the coordinates are the tombstone's own): add the key's column, e.g. "
+                "--key-columns key for a raw key, or id with --key-format string")
+        if self.keyFormat == "raw" and names != ["key"]:
+            missing = [k for k in names if k != "key"]
+            raise ConfigurationError(
+                f"--key-columns {','.join(missing)} with --on-tombstone delete: a "
+                f"tombstone has no value, so its key must supply {', '.join(missing)}, and "
+                "--key-format raw gives one column, key (bytea). If the key is the id as "
+                "text (str(id)), add --key-format string (the key is then column "
+                f"{missing[0]}; long, int, short, double, float for Kafka's number "
+                "serializers); if it is a JSON object, --key-format json; or mirror the "
+                "raw key with --key-columns key")
+
+    @property
+    def keyColumn(self) -> str | None:
+        """The column of a primitive key: ``--key-columns``' one name, else ``key``.
+
+        None when the key format is not primitive (its fields are columns by name).
+        """
+        if self.keyFormat not in PRIMITIVE_FORMATS:
+            return None
+        names = [k for k in self.keyColumns if k not in COORDINATES]
+        return names[0] if names else "key"
+
     def __repr__(self) -> str:
         return (f"TypedOptions(value={self.valueFormat}, key={self.keyFormat}, "
                 f"keyColumns={list(self.keyColumns)}, onTombstone={self.onTombstone}, "
-                f"onBadRecord={self.onBadRecord}, registry={self.registry!r})")
+                f"onBadRecord={self.onBadRecord}, envelope={self.envelope}, "
+                f"registry={self.registry!r})")
 
     @property
     def active(self) -> bool:
@@ -256,7 +370,7 @@ class TypedOptions:
         return (self.valueFormat != "raw" or self.keyFormat != "raw" or bool(self.keyColumns)
                 or self.onTombstone != "row" or self.onBadRecord != "fail"
                 or bool(self.columns) or self.timestampColumn is not None
-                or bool(self.headerColumns))
+                or bool(self.headerColumns) or self.envelope != "none")
 
     def dead_letter_table(self, table: str) -> str | None:
         """The dead-letter table of ``table`` (None without ``dead-letter``)."""
@@ -273,8 +387,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help="raw: a value bytea column (default); json: the value's "
                               "top-level fields as columns; avro, json-schema, protobuf: the "
                               "same, the schema from --schema-registry")
-    records.add_argument("--key-format", choices=FORMATS, default="raw",
-                         help="the same for the key (raw: a key bytea column)")
+    records.add_argument("--key-format", choices=KEY_FORMATS, default="raw",
+                         help="the same for the key (raw: a key bytea column); or one "
+                              "column written by Kafka's serializers: string (UTF-8), long, "
+                              "int, short (big-endian), double, float (IEEE 754), bytes, "
+                              "uuid; --key-columns names it")
     records.add_argument("--schema-registry", metavar="URL", default=None,
                          help="a Confluent-compatible Schema Registry (needed for avro, "
                               "json-schema and protobuf)")
@@ -292,11 +409,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                               "are inferred from the first records carrying them")
     records.add_argument("--key-columns", metavar="A,B", default=None,
                          help="upsert on these columns: a later record of a key replaces its "
-                              "row (within a batch too, in offset order)")
-    records.add_argument("--on-tombstone", choices=TOMBSTONE_POLICIES, default="row",
+                              "row (within a batch too, in offset order); with a primitive "
+                              "--key-format, the one name is the key's column")
+    records.add_argument("--on-tombstone", choices=TOMBSTONE_POLICIES, default=None,
                          help="a record with a null value: row (default: written, value "
                               "columns NULL), delete (delete its key's row; needs "
-                              "--key-columns) or ignore")
+                              "--key-columns; the default with --envelope debezium) or "
+                              "ignore")
     records.add_argument("--on-bad-record", choices=BAD_RECORD_POLICIES, default="fail",
                          help="a record that cannot be a row: fail (default: stop, nothing of "
                               "the batch written) or dead-letter (into the dead-letter table, "
@@ -311,6 +430,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                               "the header's bytes as UTF-8; bytea keeps them; other types "
                               "parse the text); a missing header is NULL, a repeated one's "
                               "last value wins")
+    records.add_argument("--envelope", choices=ENVELOPES, default="none",
+                         help="debezium: values are Debezium change events (JSON with or "
+                              "without schemas.enable, or Avro): c/r/u upsert the after "
+                              "image on --key-columns, d deletes the key's row")
+    records.add_argument("--on-truncate", choices=TRUNCATE_POLICIES, default=None,
+                         help="a Debezium truncate event: fail (default: a bad record), "
+                              "truncate (delete the topic's rows in the batch's "
+                              "transaction) or ignore")
 
 
 def _names(text: str | None, flag: str) -> tuple[str, ...]:
@@ -372,17 +499,21 @@ def options_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> T
     from kafka_direct.app.typed.metadata import parse_header_columns
 
     columns = getattr(args, "columns", None)
+    envelope = getattr(args, "envelope", None) or "none"
+    onTombstone = getattr(args, "on_tombstone", None) or (
+        "delete" if envelope == "debezium" else "row")
     options = TypedOptions(
         valueFormat=getattr(args, "value_format", "raw"),
         keyFormat=getattr(args, "key_format", "raw"),
         registry=_registry(args, environ),
         keyColumns=_names(getattr(args, "key_columns", None), "--key-columns"),
-        onTombstone=getattr(args, "on_tombstone", "row"),
+        onTombstone=onTombstone,
         onBadRecord=getattr(args, "on_bad_record", "fail"),
         deadLetterTable=getattr(args, "dead_letter_table", None),
         columns=parse_columns(columns) if columns is not None else (),
         timestampColumn=getattr(args, "timestamp_column", None),
-        headerColumns=parse_header_columns(getattr(args, "header_columns", None)))
+        headerColumns=parse_header_columns(getattr(args, "header_columns", None)),
+        envelope=envelope, onTruncate=getattr(args, "on_truncate", None) or "fail")
     if options.active and getattr(args, "sink", "transactional") != "transactional":
         raise ConfigurationError(
             f"--sink {args.sink} writes raw records only; typed rows, --key-columns, "
@@ -395,7 +526,7 @@ def describe(options: TypedOptions) -> dict[str, Any]:
     """The options fit for a log line (no secret)."""
     return {"value": options.valueFormat, "key": options.keyFormat,
             "keyColumns": list(options.keyColumns), "onTombstone": options.onTombstone,
-            "onBadRecord": options.onBadRecord,
+            "onBadRecord": options.onBadRecord, "envelope": options.envelope,
             "registry": "given" if options.registry is not None else None}
 
 

@@ -8,9 +8,16 @@ to its column (:mod:`.columns`) and says what the record is:
   inferred from the first value a task sees (widened when a later value needs it:
   ``bigint`` then ``double precision``);
 * ``DELETE``: a tombstone with ``--on-tombstone delete``: its key columns only;
+* a primitive key (``--key-format string``...) is one column (:mod:`.keys`), and a value
+  field of its name must agree with it;
 * ``BAD``: a record that cannot be a row (``--on-bad-record dead-letter``), with the reason;
   with ``fail`` it raises :class:`~kafka_direct.errors.BadRecordError` instead;
-* ``None``: skipped (a tombstone with ``--on-tombstone ignore``).
+* ``TRUNCATE``: a Debezium truncate event with ``--on-truncate truncate`` (no fields);
+* ``None``: skipped (a tombstone with ``--on-tombstone ignore``, a Debezium message).
+
+With ``--envelope debezium`` the key and value are unwrapped first (:mod:`.envelope`): the
+``after`` image is the row, a ``d`` event a delete of the key, and a column Debezium could
+not read (an unchanged TOASTed value) is kept: its name goes with the row (``KEEP``).
 
 A field of a schema (Avro, JSON Schema) whose type does not fit its existing column widens
 it when a wider type holds both (``integer`` to ``bigint``, ``varchar(n)`` to ``text``...:
@@ -23,6 +30,7 @@ records of one key, the one with the highest offset wins.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -34,7 +42,9 @@ from kafka_direct.app.typed.columns import (
     widens,
     widest,
 )
+from kafka_direct.app.typed.envelope import KEEP, EnvelopeReader
 from kafka_direct.app.typed.formats import DecodeError, SchemaTexts, decoders
+from kafka_direct.app.typed.keys import KEY_TYPES, PrimitiveKey
 from kafka_direct.app.typed.options import (
     COORDINATES,
     NAME_LIMIT,
@@ -43,11 +53,12 @@ from kafka_direct.app.typed.options import (
 )
 from kafka_direct.errors import BadRecordError, SchemaChangeError
 
-__all__ = ["BAD", "DELETE", "ROW", "ColumnInfo", "RowBuilder", "latest_per_key"]
+__all__ = ["BAD", "DELETE", "ROW", "TRUNCATE", "ColumnInfo", "RowBuilder", "latest_per_key"]
 
 ROW = "r"
 DELETE = "d"
 BAD = "x"
+TRUNCATE = "t"
 
 #: (type, fromSchema, topic, partition, offset of the first record that had it)
 ColumnInfo = tuple[str, bool, str, int, int]
@@ -91,6 +102,13 @@ class RowBuilder:
         self.target = target
         self.existing = dict(existing or {})
         self.keyDecoder, self.valueDecoder = decoders(options, schemas)
+        #: A primitive key (``--key-format string``...): read as its one column's value.
+        self.primitiveKey: PrimitiveKey | None = None
+        if options.keyColumn is not None:
+            column = options.keyColumn
+            self.primitiveKey = PrimitiveKey(
+                options.keyFormat, column, self.existing.get(column)
+                or dict(options.columns).get(column) or KEY_TYPES[options.keyFormat])
         #: Columns the task's rows carry that the table does not have yet.
         self.new: dict[str, ColumnInfo] = {}
         #: Every column the task's rows carry, in the order first seen.
@@ -102,6 +120,10 @@ class RowBuilder:
         self.keyColumns = options.keyColumns
         self.deadLetter = options.onBadRecord == "dead-letter"
         self.metadata = options.timestampColumn is not None or bool(options.headerColumns)
+        self.envelope = (EnvelopeReader(options.onTruncate)
+                         if options.envelope == "debezium" else None)
+        #: Columns some rows keep (Debezium's unavailable values).
+        self.kept: dict[str, None] = {}
 
     def __repr__(self) -> str:
         return f"RowBuilder({self.target})"
@@ -129,8 +151,8 @@ class RowBuilder:
         if tombstone and self.tombstone == "ignore":
             return None
         try:
-            row = self._fields(topic, partition, offset, key, value, tombstone)
-            if self.metadata:
+            kind, row = self._fields(topic, partition, offset, key, value, tombstone)
+            if self.metadata and kind is not None and kind != TRUNCATE:
                 self._metadata(row, (topic, partition, offset), timestamp, headers)
         except _BadRecordError as bad:
             if not self.deadLetter:
@@ -142,19 +164,42 @@ class RowBuilder:
                     "records aside", topic=topic, partition=partition, offset=offset,
                     cause=cause) from None
             return BAD, str(bad)
-        return (DELETE if tombstone and self.tombstone == "delete" else ROW), row
+        return None if kind is None else (kind, row)
 
     def _fields(self, topic: str, partition: int, offset: int, key: bytes | None,
-                value: bytes | None, tombstone: bool) -> dict[str, Any]:
+                value: bytes | None, tombstone: bool) -> tuple[str | None, dict[str, Any]]:
         valueTypes: Mapping[str, str]
+        keyFields: dict[str, Any]
+        keyTypes: Mapping[str, str]
+        primitive = self.primitiveKey
+        kind: str | None = DELETE if tombstone and self.tombstone == "delete" else ROW
+        kept: tuple[str, ...] = ()
         try:
-            keyFields, keyTypes, keySchema = self.keyDecoder.decode(key, topic)
+            if primitive is not None:
+                try:
+                    keyFields = {primitive.column: primitive.read(key)}
+                except ValueError as error:
+                    raise _BadRecordError(str(error)) from None
+                keyTypes, keySchema = {primitive.column: primitive.columnType}, True
+            else:
+                keyFields, keyTypes, keySchema = self.keyDecoder.decode(key, topic)
             if tombstone:
                 valueFields, valueTypes, valueSchema = (
                     ({"value": None}, {}, True) if self.valueDecoder.kind == "raw" else
                     ({}, {}, True))
             else:
                 valueFields, valueTypes, valueSchema = self.valueDecoder.decode(value, topic)
+            if self.envelope is not None:
+                keyFields, keyTypes, keySchema = self.envelope.key(
+                    keyFields, keyTypes, keySchema, self.keyDecoder.lastSchema)
+                if not tombstone:
+                    op, valueFields, valueTypes, valueSchema, kept = self.envelope.value(
+                        valueFields, valueTypes, valueSchema, self.valueDecoder.lastSchema)
+                    if op == "skip":
+                        return None, {}
+                    if op == "t":
+                        return TRUNCATE, {}
+                    kind = DELETE if op == "d" else ROW
         except DecodeError as error:
             raise _BadRecordError(str(error)) from None
         for part, other, fields in (("key", "value", valueFields),
@@ -171,6 +216,15 @@ class RowBuilder:
         for name, raw in keyFields.items():
             row[name] = self._column(name, raw, keyTypes.get(name), keySchema, where, pending)
         for name, raw in valueFields.items():
+            if primitive is not None and name == primitive.column:
+                # One column: the key's value is the row's, and the field must agree.
+                if row[name] is None and name in self.keyColumns:
+                    raise _BadRecordError(f"key column {name!r} is null (a null key)")
+                if not primitive.agrees(row[name], raw):
+                    raise _BadRecordError(
+                        f"the key gives column {name!r} a value that the value's field "
+                        f"{name!r} contradicts (the key decides the row; fix the producer)")
+                continue
             converted = self._column(name, raw, valueTypes.get(name), valueSchema, where,
                                      pending)
             if name in row and row[name] != converted and row[name] is not None:
@@ -181,15 +235,22 @@ class RowBuilder:
             if name in COORDINATES:
                 continue
             if name not in row:
-                raise _BadRecordError(f"key column {name!r} is not a field of the "
-                           f"{'key' if tombstone else 'record'}")
+                raise _BadRecordError(
+                    f"key column {name!r} is not a field of the "
+                    f"{'key' if tombstone or kind == DELETE else 'record'}" + (
+                        " (a tombstone has no value: --on-tombstone ignore skips it)"
+                        if tombstone and self.tombstone == "row" else ""))
             if row[name] is None:
                 raise _BadRecordError(f"key column {name!r} is null")
         self.new.update(pending)
         for name in row:
             if name in self.existing or name in self.new:  # a null of no type yet: not yet
                 self.columns.setdefault(name, None)
-        return row
+        if kept:
+            kept = tuple(k for k in kept if k not in self.keyColumns)
+            row[KEEP] = json.dumps(kept)
+            self.kept.update(dict.fromkeys(kept))
+        return kind, row
 
     def _metadata(self, row: dict[str, Any], where: tuple[str, int, int], timestamp: Any,
                   headers: Any) -> None:

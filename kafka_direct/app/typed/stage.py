@@ -26,8 +26,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafka_direct.app.typed.envelope import KEEP
 from kafka_direct.app.typed.options import TypedOptions
-from kafka_direct.app.typed.rows import BAD, DELETE, ROW, ColumnInfo, RowBuilder
+from kafka_direct.app.typed.rows import BAD, DELETE, TRUNCATE, ColumnInfo, RowBuilder
 
 __all__ = ["CHUNK_ROWS", "KIND", "StagedPart", "Stager", "TableShare"]
 
@@ -57,6 +58,8 @@ class TableShare:
         deletes: Of them, keys to delete.
         deadLetters: Of them, dead letters.
         columns: As :attr:`StagedPart.columns`, for this table.
+        truncates: As :attr:`StagedPart.truncates`, of this table's topics.
+        kept: As :attr:`StagedPart.kept`, of this table's rows.
     """
 
     table: str
@@ -65,6 +68,8 @@ class TableShare:
     deletes: int = 0
     deadLetters: int = 0
     columns: tuple[tuple[str, str, bool, str, int, int], ...] = ()
+    truncates: tuple[tuple[str, int, int], ...] = ()
+    kept: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +93,8 @@ class StagedPart:
             per-topic template and the task read several topics).
         topics: Of a view of one table (:meth:`for_table`): the topics to select from a
             staging table shared with other tables; empty: all of its rows.
+        truncates: ``(topic, partition, offset)`` of Debezium truncate events (staged too).
+        kept: Columns some staged rows keep (Debezium's unavailable values).
     """
 
     partitionId: int
@@ -100,11 +107,13 @@ class StagedPart:
     schemas: tuple[tuple[int, tuple[str, ...]], ...] = field(default=(), repr=False)
     shares: tuple[TableShare, ...] = field(default=())
     topics: tuple[str, ...] = ()
+    truncates: tuple[tuple[str, int, int], ...] = ()
+    kept: tuple[str, ...] = ()
 
     @property
     def table(self) -> str:
         """The staging table's name."""
-        from kafka_direct.sql.sink.staging import STAGE_PREFIX
+        from kafka_direct.postgres.staging import STAGE_PREFIX
 
         return STAGE_PREFIX + self.token
 
@@ -123,7 +132,8 @@ class StagedPart:
             if share.table == table:
                 return StagedPart(self.partitionId, self.token, share.rows, share.deletes,
                                   share.deadLetters, 0, share.columns,
-                                  topics=share.topics if len(self.shares) > 1 else ())
+                                  topics=share.topics if len(self.shares) > 1 else (),
+                                  truncates=share.truncates, kept=share.kept)
         return None
 
 
@@ -169,7 +179,7 @@ class Stager:
             SinkWriteError: The database failed (nothing staged).
         """
         from kafka_direct.postgres.connection import Database, transaction
-        from kafka_direct.sql.sink.staging import new_token
+        from kafka_direct.postgres.staging import new_token
         from sinks.postgres_writer import database_errors
 
         token = token or new_token()
@@ -183,12 +193,13 @@ class Stager:
                records: Iterable[Record]) -> StagedPart:
         from psycopg2 import sql
 
-        from kafka_direct.sql.sink.staging import STAGE_PREFIX, STAGED_TABLE
+        from kafka_direct.postgres.staging import STAGE_PREFIX, STAGED_TABLE
 
         stage = sql.Identifier(self.schema, STAGE_PREFIX + token)
         staged: list[str] = []  # field columns the staging table has, in order
         counts = {"rows": 0, "deletes": 0, "dead": 0, "ignored": 0}
         shares: dict[str, list[int]] = {}  # table -> [rows, deletes, dead letters]
+        truncates: dict[str, list[tuple[str, int, int]]] = {}  # table -> truncate events
         created = False
         lastTopic: str | None = None
         builder: Any = None  # the builder of lastTopic's table
@@ -205,8 +216,12 @@ class Stager:
                     counts["ignored"] += 1
                     continue
                 share[0] += 1
-                if built[0] != ROW:
-                    share[1 if built[0] == DELETE else 2] += 1
+                if built[0] == DELETE:
+                    share[1] += 1
+                elif built[0] == BAD:
+                    share[2] += 1
+                elif built[0] == TRUNCATE:
+                    truncates.setdefault(table, []).append(record[:3])
                 rows.append((built, *record[:5]))
             if not rows:
                 continue
@@ -214,9 +229,9 @@ class Stager:
                 cursor.execute(sql.SQL(
                     "CREATE UNLOGGED TABLE {} ({} \"char\" NOT NULL, topic text NOT NULL, "
                     "kafka_partition integer NOT NULL, kafka_offset bigint NOT NULL, "
-                    "{} bytea, {} bytea, {} text)").format(
+                    "{} bytea, {} bytea, {} text, {} text)").format(
                     stage, sql.Identifier(KIND), sql.Identifier(RAW_KEY),
-                    sql.Identifier(RAW_VALUE), sql.Identifier(ERROR)))
+                    sql.Identifier(RAW_VALUE), sql.Identifier(ERROR), sql.Identifier(KEEP)))
                 created = True
             fresh = [c for c in builders.columns() if c not in staged]
             if fresh:
@@ -224,7 +239,7 @@ class Stager:
                     sql.SQL("ADD COLUMN {} text").format(sql.Identifier(c)) for c in fresh))
                 staged += fresh
             columns = (KIND, "topic", "kafka_partition", "kafka_offset", RAW_KEY, RAW_VALUE,
-                       ERROR, *staged)
+                       ERROR, KEEP, *staged)
             text = "".join(_lines(rows, staged, counts))
             cursor.copy_expert(sql.SQL("COPY {} ({}) FROM STDIN").format(
                 stage, sql.SQL(", ").join(sql.Identifier(c) for c in columns)).as_string(cursor),
@@ -240,11 +255,15 @@ class Stager:
             (token, self.queryId, self.batchId, partitionId, STAGE_PREFIX + token,
              counts["rows"]))
         parts = tuple(TableShare(table, builders.topics(table), rows, deletes, dead,
-                                 _described(builders.builders[table]))
+                                 _described(builders.builders[table]),
+                                 tuple(truncates.get(table, ())),
+                                 tuple(builders.builders[table].kept))
                       for table, (rows, deletes, dead) in shares.items() if rows)
         return StagedPart(partitionId, token, counts["rows"], counts["deletes"],
                           counts["dead"], counts["ignored"],
-                          parts[0].columns if len(parts) == 1 else (), fetched, parts)
+                          parts[0].columns if len(parts) == 1 else (), fetched, parts,
+                          truncates=tuple(t for share in parts for t in share.truncates),
+                          kept=tuple(dict.fromkeys(k for share in parts for k in share.kept)))
 
 
 class _Builders:
@@ -323,14 +342,15 @@ def _lines(rows: list[tuple[Any, ...]], staged: list[str], counts: dict[str, int
         if kind == BAD:
             counts["dead"] += 1
             line = "\t".join((BAD, head, _copy_text(key), _copy_text(value),
-                              _copy_text(body)))
+                              _copy_text(body), "\\N"))
             yield f"{line}\t{nulls}\n" if staged else f"{line}\n"
             continue
         if kind == DELETE:
             counts["deletes"] += 1
         fields = "\t".join([_copy_text(body.get(c)) for c in staged])
-        yield f"{kind}\t{head}\t\\N\t\\N\t\\N\t{fields}\n" if staged else \
-            f"{kind}\t{head}\t\\N\t\\N\t\\N\n"
+        keep = _copy_text(body.get(KEEP))
+        yield f"{kind}\t{head}\t\\N\t\\N\t\\N\t{keep}\t{fields}\n" if staged else \
+            f"{kind}\t{head}\t\\N\t\\N\t\\N\t{keep}\n"
 
 
 def _described(builder: RowBuilder) -> tuple[tuple[str, str, bool, str, int, int], ...]:

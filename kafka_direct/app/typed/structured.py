@@ -63,7 +63,8 @@ def sink_options(options: TypedOptions, dsn: str, schema: str, table: str, group
                "onBadRecord": options.onBadRecord, "deadLetterTable": options.deadLetterTable,
                "columns": [list(c) for c in options.columns],
                "timestampColumn": options.timestampColumn,
-               "headerColumns": [list(c) for c in options.headerColumns]}
+               "headerColumns": [list(c) for c in options.headerColumns],
+               "envelope": options.envelope, "onTruncate": options.onTruncate}
     given = {"dsn": dsn, "schema": schema, "table": table, "offsetStore.name": group,
              "records": json.dumps(records)}
     if statementTimeoutMs:
@@ -107,7 +108,9 @@ def _settings(given: Mapping[str, str]) -> _Settings:
             deadLetterTable=records["deadLetterTable"],
             columns=tuple((str(n), str(t)) for n, t in records["columns"]),
             timestampColumn=records.get("timestampColumn"),
-            headerColumns=tuple((str(n), str(t)) for n, t in records.get("headerColumns", ())))
+            headerColumns=tuple((str(n), str(t)) for n, t in records.get("headerColumns", ())),
+            envelope=records.get("envelope", "none"),
+            onTruncate=records.get("onTruncate", "fail"))
         timeout = lowered.get("statementtimeoutms")
         schemas = tuple(sorted((int(k), tuple(str(t) for t in v)) for k, v in
                                json.loads(lowered.get("schemas") or "{}").items()))
@@ -172,8 +175,8 @@ class _Writer(DataSourceStreamArrowWriter):
 
     def _commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         from kafka_direct.app.typed.commit import move_tables
+        from kafka_direct.postgres.staging import StagedAttempt
         from kafka_direct.sql.sink.commit import commit_batch
-        from kafka_direct.sql.sink.staging import StagedAttempt
 
         s = self.settings
         attempts: list[StagedAttempt | None] = []
@@ -199,8 +202,8 @@ class _Writer(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Drop micro-batch ``batchId``'s staged rows."""
+        from kafka_direct.postgres.staging import StagedAttempt
         from kafka_direct.sql.sink.commit import abort_batch
-        from kafka_direct.sql.sink.staging import StagedAttempt
 
         attempts: list[StagedAttempt | None] = [
             StagedAttempt(m.queryId, m.batchId, m.part.partitionId, m.part.token, m.part.rows)

@@ -21,11 +21,11 @@ from typing import Any
 from kafka_direct.app.typed.columns import fits, normalise_type
 from kafka_direct.app.typed.options import COORDINATES, TypedOptions
 from kafka_direct.errors import ConfigurationError, SchemaChangeError
+from kafka_direct.postgres.catalog import has_unique
 
 __all__ = ["COORDINATE_TYPES", "add_columns", "alter_column_type", "create_target",
-           "drop_not_null", "ensure_dead_letter", "has_unique", "known_columns",
-           "not_null_columns", "prepare_table", "prepare_tables", "schema_exists",
-           "table_columns"]
+           "drop_not_null", "ensure_dead_letter", "known_columns", "not_null_columns",
+           "prepare_table", "prepare_tables", "schema_exists", "table_columns"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,27 +61,19 @@ def table_columns(cursor: Any, schema: str, table: str) -> dict[str, str] | None
     return {str(name): normalise_type(str(kind)) for _, name, kind in rows if name is not None}
 
 
-def has_unique(cursor: Any, schema: str, table: str, keys: Sequence[str]) -> bool:
-    """Whether a unique constraint or index covers exactly ``keys``."""
-    cursor.execute(
-        "SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_catalog.pg_index i "
-        "JOIN pg_catalog.pg_class c ON c.oid = i.indrelid "
-        "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-        "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = ANY(i.indkey) "
-        "WHERE n.nspname = %s AND c.relname = %s AND i.indisunique AND i.indpred IS NULL "
-        "AND i.indexprs IS NULL GROUP BY i.indexrelid", (schema, table))
-    wanted = sorted(keys)
-    return any(sorted(row[0]) == wanted for row in cursor.fetchall())
-
-
 def known_columns(options: TypedOptions) -> list[tuple[str, str]]:
-    """The columns known before any record (raw parts' bytea columns, ``--columns``, ...).
+    """The columns known before any record: raw parts, a primitive key, ``--columns``.
 
     The timestamp and header columns too: their types are known from the options.
     """
     columns = [(name, "bytea") for name, kind in (("key", options.keyFormat),
                                                   ("value", options.valueFormat))
                if kind == "raw"]
+    if options.keyColumn is not None:
+        from kafka_direct.app.typed.keys import KEY_TYPES
+
+        columns.append((options.keyColumn, dict(options.columns).get(options.keyColumn)
+                        or KEY_TYPES[options.keyFormat]))
     taken = {name for name, _ in columns}
     columns += [(name, kind) for name, kind in options.columns if name not in taken]
     if options.timestampColumn is not None:
@@ -185,7 +177,19 @@ def _check_existing(cursor: Any, schema: str, table: str, existing: Mapping[str,
             f"{target} has no columns {missing}: the job keeps every record's Kafka "
             "coordinates (topic text, kafka_partition integer, kafka_offset bigint) in its "
             "rows; add them, or choose another --table")
+    keyColumn = options.keyColumn
+    if keyColumn is not None and keyColumn in existing:
+        from kafka_direct.app.typed.keys import key_fits
+
+        if not key_fits(options.keyFormat, existing[keyColumn]):
+            raise ConfigurationError(
+                f"--key-format {options.keyFormat}: column {keyColumn} of {target} has type "
+                f"{existing[keyColumn]}, which a {options.keyFormat} key cannot be read as: "
+                "choose the --key-format the producer writes (string reads any type), "
+                "change the column, or choose another --table", setting="--key-format")
     for name, kind in known_columns(options):
+        if name == keyColumn:
+            continue  # a string key is read as its column's type: checked above
         if name in existing and not fits(existing[name], kind):
             raise SchemaChangeError(
                 f"column {name} of {target} has type {existing[name]}, which cannot hold the "
@@ -254,7 +258,7 @@ def prepare_tables(dsn: str, schema: str, table: str, options: TypedOptions,
     from kafka_direct.errors import OffsetStoreError
     from kafka_direct.postgres.connection import connect
     from kafka_direct.postgres.errors import describe_database_error, fix_for
-    from kafka_direct.sql.sink.staging import ensure_sink_tables
+    from kafka_direct.postgres.staging import ensure_sink_tables
 
     route = TableRoute(table)
     targets = ({name: topic for topic, name in route.tables(topics).items()}

@@ -62,7 +62,7 @@ Modules: :mod:`kafka_direct.sql.link.tables` (a store's reference, the tables, t
 key), :mod:`kafka_direct.sql.link.source_side` (:class:`SourceLink`),
 :mod:`kafka_direct.sql.link.store_lock` (the session holding a store's lock) and
 :mod:`kafka_direct.sql.link.sink_side` (:func:`apply_batch_plan`); offsets as JSON are
-:mod:`kafka_direct.sql.offsets_json`'s. This package re-exports the link's public names.
+:mod:`kafka_direct.offsets_json`'s. This package re-exports the link's public names.
 """
 
 from kafka_direct.sql.link.sink_side import AppliedPlan, apply_batch_plan, source_holds

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError, OffsetMismatchError
+from kafka_direct.offsets_json import SourceOffsets, normalise_offsets, offsets_json
 from kafka_direct.sql.link.tables import PLANS_TABLE, STORES_TABLE, lock_key, table_identifier
-from kafka_direct.sql.offsets_json import SourceOffsets, normalise_offsets, offsets_json
 
 __all__ = ["AppliedPlan", "apply_batch_plan", "check_committed_before", "source_holds"]
 

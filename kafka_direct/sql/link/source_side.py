@@ -17,6 +17,12 @@ from typing import Any
 
 from kafka_direct.errors import ConfigurationError, OffsetStoreError
 from kafka_direct.offset_range import Offsets
+from kafka_direct.offsets_json import (
+    SourceOffsets,
+    normalise_offsets,
+    offsets_from_json,
+    offsets_json,
+)
 from kafka_direct.postgres.catalog import table_exists
 from kafka_direct.postgres.connection import retry_broken, transaction
 from kafka_direct.postgres.errors import CommitOutcomeUnknownError
@@ -29,12 +35,6 @@ from kafka_direct.sql.link.tables import (
     ensure_link_tables,
     grant_fix,
     table_identifier,
-)
-from kafka_direct.sql.offsets_json import (
-    SourceOffsets,
-    normalise_offsets,
-    offsets_from_json,
-    offsets_json,
 )
 from kafka_direct.topic_partition import TopicPartition
 

@@ -34,10 +34,11 @@ from typing import Any
 
 from kafka_direct.errors import ConfigurationError, KafkaDirectError, SinkWriteError
 from kafka_direct.postgres.connection import drop_cached, retry_broken, transaction
+from kafka_direct.postgres.direct_write import DirectAttempt, check_claims, release_claims
 from kafka_direct.postgres.errors import CommitOutcomeUnknownError, database_error
+from kafka_direct.postgres.staging import COMMITS_TABLE, STAGED_TABLE, StagedAttempt, drop_staged
 from kafka_direct.sql.link.sink_side import AppliedPlan, apply_batch_plan, check_committed_before
 from kafka_direct.sql.sink.options import SinkOptions
-from kafka_direct.sql.sink.staging import COMMITS_TABLE, STAGED_TABLE, StagedAttempt, drop_staged
 
 __all__ = ["CommitResult", "Mover", "abort_batch", "commit_batch", "commit_write", "drop_stale",
            "move_statement"]
@@ -51,6 +52,8 @@ _swept_mutex = threading.Lock()
 
 #: A writer's own move of its staged rows: (cursor, attempts with rows) -> rows written.
 Mover = Callable[[Any, Sequence[StagedAttempt]], int]
+#: What a write task's commit message names: rows staged, or rows written and claimed.
+Attempt = StagedAttempt | DirectAttempt
 
 _PART = "kafka_direct_part"
 _POS = "kafka_direct_pos"
@@ -161,7 +164,7 @@ def _lock_commit_row(cursor: Any, options: SinkOptions, queryId: str) -> int:
 
 
 def _commit_once(options: SinkOptions, queryId: str, batchId: int,
-                 staged: Sequence[StagedAttempt], record: bool,
+                 attempts: Sequence[Attempt], record: bool,
                  move: Mover | None = None) -> CommitResult:
     from psycopg2 import sql
 
@@ -175,38 +178,51 @@ def _commit_once(options: SinkOptions, queryId: str, batchId: int,
                 dropped = drop_staged(cursor, options.stagingSchema,
                                       sql.SQL("query_id = %s AND batch_id <= %s"),
                                       (queryId, batchId))
+                if options.direct:
+                    release_claims(cursor, options.stagingSchema, options.target, queryId,
+                                   batchId, None)
                 logger.info("batch %d of query %s was committed before (newest: %d): "
                             "nothing written, %d staged attempts dropped", batchId, queryId,
                             last, dropped)
                 return CommitResult(queryId, batchId, 0, True)
+        staged = [a for a in attempts if isinstance(a, StagedAttempt)]
+        direct = [a for a in attempts if isinstance(a, DirectAttempt)]
         withRows = [a for a in staged if a.rows]
         _check_staged(cursor, options, queryId, batchId, withRows)
+        check_claims(cursor, options.stagingSchema, options.target, queryId, batchId, direct)
+        written = sum(a.rows for a in direct)
         plan = None
         if options.link is not None and record:
             plan = apply_batch_plan(cursor, options.link.schema, options.link.store,
-                                    queryId, batchId, hasRows=bool(withRows))
-            if plan.covered:  # another query wrote these offsets' rows: none again
-                cursor.execute(sql.SQL(
-                    "UPDATE {} SET batch_id = %s, rows = 0, committed_at = now() "
-                    "WHERE query_id = %s AND target = %s").format(
-                    sql.Identifier(options.stagingSchema, COMMITS_TABLE)),
-                    (batchId, queryId, options.target))
-                drop_staged(cursor, options.stagingSchema,
-                            sql.SQL("query_id = %s AND batch_id <= %s"), (queryId, batchId))
-                return CommitResult(queryId, batchId, 0, True, plan)
+                                    queryId, batchId,
+                                    hasRows=bool(withRows or written
+                                                 or any(a.covered for a in direct)))
+        if direct and record:  # the batch's claims, and those its stored offsets pass
+            release_claims(cursor, options.stagingSchema, options.target, queryId, batchId,
+                           None if plan is None else plan.end)
+        if plan is not None and plan.covered and not written:
+            # Another query wrote these offsets' rows: none again.
+            cursor.execute(sql.SQL(
+                "UPDATE {} SET batch_id = %s, rows = 0, committed_at = now() "
+                "WHERE query_id = %s AND target = %s").format(
+                sql.Identifier(options.stagingSchema, COMMITS_TABLE)),
+                (batchId, queryId, options.target))
+            drop_staged(cursor, options.stagingSchema,
+                        sql.SQL("query_id = %s AND batch_id <= %s"), (queryId, batchId))
+            return CommitResult(queryId, batchId, 0, True, plan)
         if options.mode == "complete":
             cursor.execute(sql.SQL("DELETE FROM {}").format(
                 sql.Identifier(options.schema, options.table)))
-        moved = 0
+        moved = written  # written by the tasks themselves (direct writes)
         if withRows and move is not None:  # the writer moves its own staged rows
             moved = move(cursor, withRows)
         elif withRows:
             cursor.execute(move_statement(options, withRows))
-            moved = cursor.rowcount
+            moved += cursor.rowcount
             expected = sum(a.rows for a in withRows)
-            if options.mode != "update" and moved != expected:
+            if options.mode != "update" and cursor.rowcount != expected:
                 raise SinkWriteError(
-                    f"batch {batchId} of query {queryId}: {moved} rows moved of the "
+                    f"batch {batchId} of query {queryId}: {cursor.rowcount} rows moved of the "
                     f"{expected} staged; nothing was written. Restart the query to run "
                     "the batch again", table=options.target, topic=None, partition=None,
                     fromOffset=None, untilOffset=None, cause="row count mismatch",
@@ -244,8 +260,8 @@ def _run(options: SinkOptions, doing: str, work: Any) -> Any:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _attempts(queryId: str | None, batchId: int, messages: Sequence[StagedAttempt | None]
-              ) -> tuple[str, list[StagedAttempt]]:
+def _attempts(queryId: str | None, batchId: int, messages: Sequence[Attempt | None]
+              ) -> tuple[str, list[Attempt]]:
     staged = [m for m in messages if m is not None]
     if len(staged) != len(messages):
         raise SinkWriteError(
@@ -276,7 +292,7 @@ def _attempts(queryId: str | None, batchId: int, messages: Sequence[StagedAttemp
 
 
 def commit_batch(options: SinkOptions, batchId: int,
-                 messages: Sequence[StagedAttempt | None], *,
+                 messages: Sequence[Attempt | None], *,
                  queryId: str | None = None, move: Mover | None = None) -> CommitResult:
     """Commit micro-batch ``batchId`` exactly once (see the module's steps).
 
@@ -314,7 +330,7 @@ def commit_batch(options: SinkOptions, batchId: int,
     return result
 
 
-def commit_write(options: SinkOptions, messages: Sequence[StagedAttempt | None]
+def commit_write(options: SinkOptions, messages: Sequence[Attempt | None]
                  ) -> CommitResult:
     """Commit a batch write (``df.write``): all its staged rows in one transaction.
 
@@ -329,7 +345,7 @@ def commit_write(options: SinkOptions, messages: Sequence[StagedAttempt | None]
 
 
 def abort_batch(options: SinkOptions, batchId: int,
-                messages: Sequence[StagedAttempt | None]) -> int:
+                messages: Sequence[Attempt | None]) -> int:
     """Drop the staged rows of a failed batch; returns how many staged tables were dropped.
 
     Needs the query id from a message; when every task failed there is none, and the

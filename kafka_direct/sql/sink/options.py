@@ -1,7 +1,7 @@
 """The options of the ``kafka-direct-postgres`` sink, checked before anything runs.
 
 The options (``dsn``, ``password``, ``table``, ``schema``, ``columns``, ``mode``,
-``keyColumns``, ``createTable``, ``stagingSchema``, ``statementTimeoutMs``,
+``keyColumns``, ``offsetColumns``, ``createTable``, ``stagingSchema``, ``statementTimeoutMs``,
 ``staleStagingMinutes``, the offset link's ``offsetStore.*`` and ``microBatch.queryId`` /
 ``microBatch.batchId``) are described, with their defaults, in the sink's table in
 docs/configuration.md, which tests/architecture/test_docs.py keeps in step with
@@ -27,7 +27,7 @@ __all__ = ["KNOWN_OPTIONS", "MODES", "SinkOptions", "parse_options", "resolve_mo
 #: The sink's write modes.
 MODES = ("append", "update", "complete")
 _ALIASES = {"upsert": "update", "overwrite": "complete", "replace": "complete"}
-_KNOWN = {"dsn", "password", "table", "schema", "columns", "mode", "keycolumns",
+_KNOWN = {"dsn", "password", "table", "schema", "columns", "mode", "keycolumns", "offsetcolumns",
           "createtable", "stagingschema", "statementtimeoutms", "stalestagingminutes",
           "microbatch.queryid", "microbatch.batchid",
           # Set by Spark itself (writeStream's checkpointLocation, queryName, path).
@@ -55,6 +55,9 @@ class SinkOptions:
         link: The offset store the commits keep the source's offsets in, or None.
         microBatch: ``(query id, batch id)`` when a batch write is a streaming query's
             micro-batch (``foreachBatch``): committed once per pair. None otherwise.
+        offsetColumns: The target columns holding each row's Kafka topic, partition and
+            offset: given, tasks write their rows straight into the target and claim their
+            offsets (:mod:`kafka_direct.postgres.direct_write`) instead of staging them.
     """
 
     database: Database = field(repr=False)
@@ -69,6 +72,7 @@ class SinkOptions:
     staleStagingMinutes: int = 1440
     link: StoreRef | None = None
     microBatch: tuple[str, int] | None = None
+    offsetColumns: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.microBatch is not None:
@@ -117,12 +121,40 @@ class SinkOptions:
             raise ConfigurationError(
                 f"keyColumns are for mode 'update' (upserts); this sink's mode is "
                 f"{self.mode!r}: drop keyColumns or set mode=update", setting="keyColumns")
+        if self.offsetColumns:
+            self._check_direct()
         if self.statementTimeoutMs is not None and self.statementTimeoutMs <= 0:
             raise ConfigurationError("statementTimeoutMs must be a positive number of "
                                      "milliseconds", setting="statementTimeoutMs")
         if self.staleStagingMinutes <= 0:
             raise ConfigurationError("staleStagingMinutes must be a positive number of "
                                      "minutes", setting="staleStagingMinutes")
+
+    def _check_direct(self) -> None:
+        """Direct writes: three written columns and a mode that allows them."""
+        if len(self.offsetColumns) != 3 or len(set(self.offsetColumns)) != 3:
+            raise ConfigurationError(
+                f"option offsetColumns names the three target columns holding each row's "
+                f"Kafka topic, partition and offset, in that order; got "
+                f"{list(self.offsetColumns)}", setting="offsetColumns",
+                value=list(self.offsetColumns))
+        missing = [c for c in self.offsetColumns if c not in self.columns]
+        if missing:
+            raise ConfigurationError(
+                f"offsetColumns {missing} are not among the written columns "
+                f"{list(self.columns)}: write the source's topic, partition and offset "
+                "columns", setting="offsetColumns", value=list(self.offsetColumns))
+        if self.mode != "append":
+            raise ConfigurationError(
+                f"offsetColumns writes rows straight into the target, for mode=append; "
+                f"mode={self.mode} stages them, so that the commit applies the whole batch "
+                "at once (each key's latest record across tasks, or the table replaced): "
+                "drop offsetColumns", setting="offsetColumns", value=list(self.offsetColumns))
+
+    @property
+    def direct(self) -> bool:
+        """Whether tasks write straight into the target (``offsetColumns`` given)."""
+        return bool(self.offsetColumns)
 
     @property
     def target(self) -> str:
@@ -220,7 +252,8 @@ def parse_options(options: Mapping[str, Any], fieldNames: Sequence[str], overwri
     if unknown:
         raise ConfigurationError(
             f"unknown options {unknown} for the kafka-direct-postgres sink; it knows "
-            "dsn, password, table, schema, columns, mode, keyColumns, createTable, "
+            "dsn, password, table, schema, columns, mode, keyColumns, offsetColumns, "
+            "createTable, "
             "stagingSchema, statementTimeoutMs, staleStagingMinutes and offsetStore.name / "
             ".schema", setting=unknown[0])
     table = lowered.get("table")
@@ -269,4 +302,5 @@ def parse_options(options: Mapping[str, Any], fieldNames: Sequence[str], overwri
         keyColumns=keyColumns, createTable=_flag(lowered, "createtable", False),
         stagingSchema=str(lowered.get("stagingschema") or schema),
         statementTimeoutMs=timeout, staleStagingMinutes=1440 if stale is None else stale,
-        link=link, microBatch=_micro_batch(lowered))
+        link=link, microBatch=_micro_batch(lowered),
+        offsetColumns=_names(lowered.get("offsetcolumns")))

@@ -63,13 +63,18 @@ Guarantees
 
 Costs
 -----
-* Rows are written twice inside PostgreSQL: COPY into the unlogged staging tables (no WAL,
-  no index, one backend per task, in parallel), then one ``INSERT ... SELECT`` into the
-  target on the driver (WAL, one backend). Encoding is Arrow's C++ CSV writer (bytea as
-  vectorised hex), not a Python loop per value. Measured on 2 cores (``bench/
-  structured_sink.py``, 400,000 rows of ~100 B): the sink costs about 1.1 s per batch
-  beyond what Spark spends handing the rows to any Python sink; end to end it writes at
-  1.2x the rate of a plain COPY of the same rows from Python, 0.4x that of a COPY of
+* With option ``offsetColumns`` (the target columns holding each row's Kafka topic,
+  partition and offset), rows are written once: each task COPYs them straight into the
+  target and claims their offsets in the same transaction
+  (:mod:`kafka_direct.postgres.direct_write`); the commit checks the claims. Rows then show
+  task by task before their batch commits; see docs/sink.md, "Direct writes".
+* Staged (the default), rows are written twice inside PostgreSQL: COPY into the unlogged
+  staging tables (no WAL, no index, one backend per task, in parallel), then one ``INSERT
+  ... SELECT`` into the target on the driver (WAL, one backend). Encoding is Arrow's C++ CSV
+  writer (bytea as vectorised hex), not a Python loop per value. Measured on 2 cores
+  (``bench/structured_sink.py``, 400,000 rows of ~100 B): the sink costs about 1.1 s per
+  batch beyond what Spark spends handing the rows to any Python sink; end to end it writes
+  at 1.2x the rate of a plain COPY of the same rows from Python, 0.4x that of a COPY of
   ready-made CSV.
 * Per batch: one small transaction per non-empty task, one commit transaction, a staging
   table created and dropped per non-empty task (catalog churn that autovacuum absorbs);
@@ -132,10 +137,12 @@ from pyspark.sql.datasource import (
 )
 
 from kafka_direct.errors import ConfigurationError
+from kafka_direct.postgres.direct_write import DirectAttempt, DirectTarget, write_direct
+from kafka_direct.postgres.staging import StagedAttempt, StagingTarget, stage_rows
 from kafka_direct.sql.formats import BATCH_ID_PROPERTY, POSTGRES_SINK_FORMAT, QUERY_ID_PROPERTY
+from kafka_direct.sql.link.tables import PLANS_TABLE, STORES_TABLE
 from kafka_direct.sql.sink.commit import CommitResult, abort_batch, commit_batch, commit_write
 from kafka_direct.sql.sink.options import SinkOptions, parse_options
-from kafka_direct.sql.sink.staging import StagedAttempt, StagingTarget, stage_rows
 from kafka_direct.sql.sink.target import prepare_target
 from kafka_direct.task_errors import carried
 
@@ -146,18 +153,36 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class SinkCommitMessage(WriterCommitMessage):
-    """A write task's commit message: the attempt whose staged rows the commit moves."""
+    """A write task's commit message: what its attempt staged, or wrote and claimed."""
 
-    attempt: StagedAttempt
+    attempt: StagedAttempt | DirectAttempt
 
 
-def _attempts(messages: Sequence[WriterCommitMessage | None]) -> list[StagedAttempt | None]:
+def _attempts(messages: Sequence[WriterCommitMessage | None]
+              ) -> list[StagedAttempt | DirectAttempt | None]:
     return [m.attempt if isinstance(m, SinkCommitMessage) else None for m in messages]
 
 
 def _target(options: SinkOptions) -> StagingTarget:
     return StagingTarget(options.database, options.schema, options.table, options.columns,
                          options.stagingSchema, options.statementTimeoutMs)
+
+
+def _direct_target(options: SinkOptions) -> DirectTarget:
+    offsets, link = options.offsetColumns, options.link
+    return DirectTarget(options.database, options.schema, options.table, options.columns,
+                        (offsets[0], offsets[1], offsets[2]), options.stagingSchema,
+                        options.statementTimeoutMs,
+                        None if link is None else (link.schema, STORES_TABLE, PLANS_TABLE,
+                                                   link.store))
+
+
+def _write(options: SinkOptions, queryId: str, batchId: int, partitionId: int,
+           rows: Iterator[Any]) -> StagedAttempt | DirectAttempt:
+    """One task attempt's rows: written and claimed (``offsetColumns``), or staged."""
+    if options.direct:
+        return write_direct(_direct_target(options), queryId, batchId, partitionId, rows)
+    return stage_rows(_target(options), queryId, batchId, partitionId, rows)
 
 
 def _task_context() -> Any:
@@ -193,9 +218,8 @@ class _StreamWriter(DataSourceStreamArrowWriter):
                 "the sink's stream writer ran outside a streaming micro-batch (no query id "
                 "or batch id): use writeStream for streams, write for batch DataFrames",
                 setting="writeStream")
-        attempt = stage_rows(_target(self.options), str(queryId), int(batch),
-                             context.partitionId(), iterator)
-        return SinkCommitMessage(attempt)
+        return SinkCommitMessage(_write(self.options, str(queryId), int(batch),
+                                        context.partitionId(), iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Commit micro-batch ``batchId`` exactly once."""
@@ -229,9 +253,12 @@ class _BatchWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[Any]) -> SinkCommitMessage:
         """Stage this task attempt's rows under the write's id."""
         with carried():
-            return SinkCommitMessage(stage_rows(
-                _target(self.options), self.writeId, self.batchId,
-                _task_context().partitionId(), iterator))
+            if self.options.microBatch is None:  # a batch write commits its rows at once
+                return SinkCommitMessage(stage_rows(
+                    _target(self.options), self.writeId, self.batchId,
+                    _task_context().partitionId(), iterator))
+            return SinkCommitMessage(_write(self.options, self.writeId, self.batchId,
+                                            _task_context().partitionId(), iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Move every task's staged rows into the target, in one transaction."""

@@ -17,12 +17,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.postgres.catalog import ensure_tables
+from kafka_direct.postgres.catalog import ensure_tables, has_unique
 from kafka_direct.postgres.connection import transaction
+from kafka_direct.postgres.direct_write import RANGES_TABLE, ensure_ranges_table
 from kafka_direct.postgres.errors import CommitOutcomeUnknownError, database_error
+from kafka_direct.postgres.staging import COMMITS_TABLE, STAGED_TABLE, ensure_sink_tables
 from kafka_direct.sql.link.tables import PLANS_TABLE, STORES_TABLE, ensure_link_tables
 from kafka_direct.sql.sink.options import SinkOptions
-from kafka_direct.sql.sink.staging import COMMITS_TABLE, STAGED_TABLE, ensure_sink_tables
 
 __all__ = ["postgres_type", "prepare_target", "required_grants"]
 
@@ -88,6 +89,9 @@ def required_grants(options: SinkOptions) -> list[tuple[str, str, str]]:
               ("TABLE", f"{options.stagingSchema}.{STAGED_TABLE}",
                "SELECT, INSERT, UPDATE, DELETE"),
               ("TABLE", f"{options.stagingSchema}.{COMMITS_TABLE}", "SELECT, INSERT, UPDATE")]
+    if options.direct:
+        grants.append(("TABLE", f"{options.stagingSchema}.{RANGES_TABLE}",
+                       "SELECT, INSERT, UPDATE, DELETE"))
     if options.link is not None:
         grants += [("SCHEMA", options.link.schema, "USAGE"),
                    ("TABLE", f"{options.link.schema}.{STORES_TABLE}", "SELECT, INSERT, UPDATE"),
@@ -173,18 +177,6 @@ def _resolve(columns: Sequence[str], existing: Sequence[str], target: str) -> tu
     return tuple(resolved)
 
 
-def _has_unique(cursor: Any, schema: str, table: str, keys: Sequence[str]) -> bool:
-    cursor.execute(
-        "SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_catalog.pg_index i "
-        "JOIN pg_catalog.pg_class c ON c.oid = i.indrelid "
-        "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-        "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = ANY(i.indkey) "
-        "WHERE n.nspname = %s AND c.relname = %s AND i.indisunique AND i.indpred IS NULL "
-        "AND i.indexprs IS NULL GROUP BY i.indexrelid", (schema, table))
-    wanted = sorted(keys)
-    return any(sorted(row[0]) == wanted for row in cursor.fetchall())
-
-
 def _create_target(cursor: Any, options: SinkOptions, fields: Sequence[tuple[str, Any]]
                    ) -> None:
     from psycopg2 import sql
@@ -234,9 +226,30 @@ def prepare_target(options: SinkOptions, fields: Sequence[tuple[str, Any]]) -> S
     return resolved
 
 
+_OFFSET_TYPES = (("topic", ("StringType", "VarcharType", "CharType")),
+                 ("partition", ("IntegerType", "LongType", "ShortType", "ByteType")),
+                 ("offset", ("LongType", "IntegerType")))
+
+
+def _check_offset_types(options: SinkOptions, fields: Sequence[tuple[str, Any]]) -> None:
+    """Direct writes claim offsets: the three columns must hold a topic and two integers."""
+    for (role, allowed), column in zip(_OFFSET_TYPES, options.offsetColumns, strict=True):
+        dataType = fields[options.columns.index(column)][1]
+        if type(dataType).__name__ not in allowed:
+            raise ConfigurationError(
+                f"offsetColumns: column {column!r} holds the record's {role}, but it is "
+                f"{dataType.simpleString()}: write the kafka-direct source's {role} column "
+                f"as it comes ({'a string' if role == 'topic' else 'an integer'})",
+                setting="offsetColumns", value=list(options.offsetColumns))
+
+
 def _prepare(cursor: Any, options: SinkOptions, fields: Sequence[tuple[str, Any]]
              ) -> SinkOptions:
+    if options.direct:
+        _check_offset_types(options, fields)
     ensure_sink_tables(cursor, options.stagingSchema)
+    if options.direct:
+        ensure_ranges_table(cursor, options.stagingSchema)
     if options.link is not None:
         ensure_link_tables(cursor, options.link.schema)
     existing = _target_columns(cursor, options.schema, options.table)
@@ -253,14 +266,17 @@ def _prepare(cursor: Any, options: SinkOptions, fields: Sequence[tuple[str, Any]
         existing = _target_columns(cursor, options.schema, options.table) or []
     columns = _resolve(options.columns, existing, options.target)
     keys = _resolve(options.keyColumns, existing, options.target) if options.keyColumns else ()
-    if options.mode == "update" and not _has_unique(cursor, options.schema, options.table,
+    if options.mode == "update" and not has_unique(cursor, options.schema, options.table,
                                                     keys):
         raise ConfigurationError(
             f"mode=update upserts on keyColumns {list(keys)}, but {options.target} has no "
             f"unique constraint or index on exactly those columns: ALTER TABLE "
             f"{options.target} ADD PRIMARY KEY ({', '.join(keys)}) (or CREATE UNIQUE INDEX)",
             setting="keyColumns", value=list(keys))
-    resolved = dataclasses.replace(options, columns=columns, keyColumns=keys)
+    offsets = (_resolve(options.offsetColumns, existing, options.target)
+               if options.offsetColumns else ())
+    resolved = dataclasses.replace(options, columns=columns, keyColumns=keys,
+                                   offsetColumns=offsets)
     missing = _missing_grants(cursor, resolved)
     if missing:
         raise ConfigurationError(

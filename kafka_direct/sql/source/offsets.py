@@ -1,7 +1,7 @@
 """The source's offset options: ``startingOffsets`` / ``endingOffsets``, by timestamp, ``assign``.
 
 The offsets options take the shape of the offset log's JSON
-(:mod:`kafka_direct.sql.offsets_json`, whose rules for topics and partitions they share),
+(:mod:`kafka_direct.offsets_json`, whose rules for topics and partitions they share),
 with Spark's ``-2`` (earliest) and ``-1`` (latest): :func:`parse_offsets_option` reads them,
 :func:`parse_timestamps_option` the ``...ByTimestamp`` options and :func:`parse_assign` the
 ``assign`` option (``{"t": [0, 1]}``).
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.sql.offsets_json import (
+from kafka_direct.offsets_json import (
     MAX_PARTITION,
     checked_integer,
     partition_number,

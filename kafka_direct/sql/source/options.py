@@ -51,6 +51,7 @@ from kafka_direct.sql.source.offsets import (
 from kafka_direct.topic_partition import TopicPartition
 
 __all__ = [
+    "DEFAULT_MAX_RANGES_PER_TASK",
     "DEFAULT_MIN_OFFSETS_PER_TASK",
     "KAFKA_PREFIX",
     "KNOWN_OPTIONS",
@@ -67,6 +68,9 @@ logger = logging.getLogger(__name__)
 #: has fewer), so that Spark's cost per task of a Python data source, about 10 ms, is a few
 #: percent of a task's time (:func:`kafka_direct.sql.source.planning.pack_ranges`).
 DEFAULT_MIN_OFFSETS_PER_TASK = 100_000
+#: ``maxRangesPerTask``'s default: the most ranges (partitions) one task reads, in one fetch
+#: session when they are small (:func:`kafka_direct.rdd.arrow_reader.in_session`).
+DEFAULT_MAX_RANGES_PER_TASK = 1000
 #: The prefix of the options that are librdkafka properties (``kafka.bootstrap.servers``).
 KAFKA_PREFIX = "kafka."
 #: Options of other parts of kafka-direct that a source may be given (the offset link).
@@ -78,7 +82,7 @@ _SPELLING = {name.lower(): name for name in (
     "startingOffsetsByTimestampStrategy", "failOnDataLoss", "kafkaConsumer.pollTimeoutMs",
     "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "maxOffsetsPerTrigger",
     "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions", "maxRecordsPerPartition",
-    "minOffsetsPerTask",
+    "minOffsetsPerTask", "maxRangesPerTask",
     "groupIdPrefix", "includeHeaders", "commitOffsetsToGroup", "subscribePattern", "assign",
     "subscribe", "maxOffsetsPerPartitionPerTrigger", "reader", "columns")}
 #: The same, lower case, as Spark hands them over.
@@ -217,6 +221,8 @@ class SourceOptions:
         minOffsetsPerTask: Pack consecutive small ranges into tasks of at least this many
             offsets (ours; see :func:`kafka_direct.sql.source.planning.pack_ranges`); 0:
             one task per range, as Spark's source.
+        maxRangesPerTask: The most ranges packed into one task (ours; a task of several
+            small ranges reads them with one consumer in one fetch session).
         pollTimeoutMs: Longest a task waits without progress.
         numRetries: Retries of a driver-side Kafka question.
         retryIntervalMs: Pause between those retries.
@@ -243,6 +249,7 @@ class SourceOptions:
     minPartitions: int | None = None
     maxRecordsPerPartition: int | None = None
     minOffsetsPerTask: int = DEFAULT_MIN_OFFSETS_PER_TASK
+    maxRangesPerTask: int = DEFAULT_MAX_RANGES_PER_TASK
     pollTimeoutMs: int = 120_000
     numRetries: int = 3
     retryIntervalMs: int = 1000
@@ -479,6 +486,9 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool | None,
         minOffsetsPerTask=parse_int("option 'minOffsetsPerTask'",
                                     opts.get("minoffsetspertask",
                                              str(DEFAULT_MIN_OFFSETS_PER_TASK)), 0),
+        maxRangesPerTask=parse_int("option 'maxRangesPerTask'",
+                                   opts.get("maxrangespertask",
+                                            str(DEFAULT_MAX_RANGES_PER_TASK)), 1),
         pollTimeoutMs=parse_int("option 'kafkaConsumer.pollTimeoutMs'",
                                 opts.get("kafkaconsumer.polltimeoutms", "120000"), 1),
         numRetries=parse_int("option 'fetchOffset.numRetries'",

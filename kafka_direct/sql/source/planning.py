@@ -18,9 +18,15 @@ ours): a task of a Python data source costs Spark about 10 ms before it reads an
 task, its Python worker's start of the read, the Arrow stream), as long as reading 10,000
 records, so a batch spread thin over many partitions would spend most of its time on
 tasks. Packing keeps the order of the ranges (a query's rows come in the same order), never
-puts more than ``maxRecordsPerPartition`` offsets in a task, and never leaves fewer tasks
-than ``minPartitions`` or, without it, the cluster's parallelism
-(:func:`default_parallelism`): the cores stay busy.
+puts more than ``maxRecordsPerPartition`` offsets nor more than ``maxRangesPerTask`` ranges
+(ours) in a task, and never leaves fewer tasks than ``minPartitions`` or, without it, the
+cluster's parallelism (:func:`default_parallelism`): the cores stay busy.
+
+A task of several small ranges of distinct partitions reads them with one consumer in one
+fetch session (:func:`kafka_direct.rdd.arrow_reader.in_session`): one assignment and one
+stream of fetches for all its partitions, instead of an assignment, a first fetch and a
+pause per range. Which ranges a task holds is a pure function of the planned ranges and
+the options, and a retried task reads exactly its ranges' records again, in the same order.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import InputPartition
 
+from kafka_direct.errors import ConfigurationError
 from kafka_direct.offset_range import OffsetRange
 from kafka_direct.sql.source.admission import start_of
 from kafka_direct.sql.source.options import SourceOptions
@@ -165,12 +172,13 @@ def plan_tasks(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition,
     ranges = plan_ranges(start, end, options.minPartitions, options.maxRecordsPerPartition)
     tasks = pack_ranges(ranges, options.minOffsetsPerTask,
                         options.minPartitions or default_parallelism(parallelism),
-                        options.maxRecordsPerPartition)
+                        options.maxRecordsPerPartition, options.maxRangesPerTask)
     return ranges, tasks
 
 
 def pack_ranges(ranges: Sequence[OffsetRange], minOffsetsPerTask: int, minTasks: int = 1,
-                maxRecordsPerPartition: int | None = None) -> list[tuple[OffsetRange, ...]]:
+                maxRecordsPerPartition: int | None = None, maxRangesPerTask: int | None = None
+                ) -> list[tuple[OffsetRange, ...]]:
     """The tasks of a batch: consecutive small ranges grouped into larger tasks.
 
     Each task is filled to a target of ``minOffsetsPerTask`` offsets, lowered so that the
@@ -179,7 +187,9 @@ def pack_ranges(ranges: Sequence[OffsetRange], minOffsetsPerTask: int, minTasks:
     are packed. Ranges are added to the open task until it holds the target; a range of
     the target or more closes the open task first, so it keeps a task of its own. When the
     tasks still fall short of ``minTasks`` (ranges of uneven sizes), the target is lowered
-    by a tenth until they do not. The order of ``ranges`` is kept inside and across tasks.
+    by a tenth until they do not. A task holds at most ``maxRangesPerTask`` ranges. The order
+    of ``ranges`` is kept inside and across tasks. A pure function of its arguments: a
+    batch replayed after a failure, and a retried task, get the same tasks.
 
     Args:
         ranges: The batch's ranges, as :func:`plan_ranges` gives them.
@@ -187,13 +197,20 @@ def pack_ranges(ranges: Sequence[OffsetRange], minOffsetsPerTask: int, minTasks:
         minTasks: The fewest tasks (``minPartitions``, else the cluster's parallelism).
         maxRecordsPerPartition: Most offsets a task holds (a task is closed before a range
             would take it past this).
+        maxRangesPerTask: Most ranges a task holds; None: no bound.
+
+    Raises:
+        ConfigurationError: ``maxRangesPerTask`` is below 1.
     """
+    if maxRangesPerTask is not None and maxRangesPerTask < 1:
+        raise ConfigurationError(f"option 'maxRangesPerTask' must be at least 1, not "
+                                 f"{maxRangesPerTask}", setting="maxRangesPerTask")
     floor = min(max(minTasks, 1), len(ranges))
     target = minOffsetsPerTask
     if floor:
         target = min(target, max(sum(r.count() for r in ranges) // floor, 1))
     while target > 1:
-        tasks = _fill(ranges, target, maxRecordsPerPartition)
+        tasks = _fill(ranges, target, maxRecordsPerPartition, maxRangesPerTask)
         if len(tasks) >= floor:
             return tasks
         # A tenth lower each time: halving could leave twice the tasks needed.
@@ -201,15 +218,16 @@ def pack_ranges(ranges: Sequence[OffsetRange], minOffsetsPerTask: int, minTasks:
     return [(r,) for r in ranges]
 
 
-def _fill(ranges: Sequence[OffsetRange], target: int, limit: int | None
-          ) -> list[tuple[OffsetRange, ...]]:
+def _fill(ranges: Sequence[OffsetRange], target: int, limit: int | None,
+          most: int | None = None) -> list[tuple[OffsetRange, ...]]:
     """Ranges in order, each task closed once it holds ``target`` offsets (see above)."""
     tasks: list[tuple[OffsetRange, ...]] = []
     open_task: list[OffsetRange] = []
     held = 0
     for r in ranges:
         count = r.count()
-        if open_task and (count >= target or (limit is not None and held + count > limit)):
+        if open_task and (count >= target or (limit is not None and held + count > limit)
+                          or (most is not None and len(open_task) >= most)):
             tasks.append(tuple(open_task))
             open_task, held = [], 0
         open_task.append(r)

@@ -18,10 +18,13 @@ below is a function of the offsets it is given:
   offset 0; a log that went back below the position, or a topic the cluster says no longer
   exists, is data loss (with ``failOnDataLoss=false``: a warning, and a deleted topic's
   partitions leave the offsets, so a re-created topic is read from offset 0).
-* :meth:`~KafkaDirectStreamReader.partitions`: one input partition per topic-partition with
-  records in the batch, split for ``minPartitions`` / ``maxRecordsPerPartition``.
-* :meth:`~KafkaDirectStreamReader.read` (executors): the range's records as Arrow batches,
-  read by KafkaRDD's gap-safe reader.
+* :meth:`~KafkaDirectStreamReader.partitions`: a range per topic-partition with records in
+  the batch, split for ``minPartitions`` / ``maxRecordsPerPartition``, small ranges grouped
+  into input partitions (``minOffsetsPerTask``, ``maxRangesPerTask``) by a pure function of
+  the ranges and the options (:mod:`kafka_direct.sql.source.planning`).
+* :meth:`~KafkaDirectStreamReader.read` (executors): the input partition's records as Arrow
+  batches, in the order of its ranges, read by KafkaRDD's gap-safe reader; many small
+  ranges with one consumer in one fetch session.
 * :meth:`~KafkaDirectStreamReader.commit`: only informs. With ``commitOffsetsToGroup`` the
   offsets of completed batches go to ``kafka.group.id`` for monitoring tools.
 
@@ -47,10 +50,10 @@ from pyspark.sql.streaming.datasource import (
 from kafka_direct.client.params import executor_params
 from kafka_direct.errors import KafkaDirectError
 from kafka_direct.offset_range import OffsetRange, Offsets
+from kafka_direct.offsets_json import SourceOffsets, offsets_from_json, offsets_to_json
 from kafka_direct.rdd.arrow_reader import PartitionReadSettings, driver_impl, read_task
 from kafka_direct.rdd.kafka_rdd import ReadSettings
 from kafka_direct.sql.link.source_side import SourceLink, bind_plan, catch_up, covered
-from kafka_direct.sql.offsets_json import SourceOffsets, offsets_from_json, offsets_to_json
 from kafka_direct.sql.source.admission import NEW_PARTITION_START, TriggerDelay, admit, start_of
 from kafka_direct.sql.source.metadata import SourceMetadata
 from kafka_direct.sql.source.options import SourceOptions, parse_source_options

@@ -77,3 +77,19 @@ def test_topics_that_share_a_table_are_refused_before_anything_starts():
 def test_a_table_per_topic_needs_the_transactional_sink():
     with pytest.raises(ConfigurationError, match="--sink idempotent"):
         IngestOptions(topics=("a", "b"), table="{topic}", sink="idempotent")
+
+
+def test_a_stop_names_the_dead_letter_table_of_the_stopping_records_topic():
+    # A table per topic has a dead-letter table per topic: the stop's block names the one of
+    # the record that stopped the job, never the template with its placeholder.
+    from kafka_direct.app.ingest_command import stop_dead_letters
+    from kafka_direct.app.typed.options import TypedOptions
+    from kafka_direct.errors import BadRecordError, SinkWriteError
+
+    records = TypedOptions(valueFormat="json", onBadRecord="dead-letter")
+    bad = BadRecordError("bad", topic="shop.orders", partition=0, offset=3, cause="x")
+    assert stop_dead_letters(records, "m_{topic}", bad) == "m_shop_orders_dead_letter"
+    assert stop_dead_letters(records, "orders", bad) == "orders_dead_letter"
+    assert stop_dead_letters(records, "m_{topic}", SinkWriteError("down")) is None
+    assert stop_dead_letters(TypedOptions(valueFormat="json"), "m_{topic}", bad) is None
+    assert stop_dead_letters(None, "orders", bad) is None

@@ -161,6 +161,47 @@ def test_a_template_refuses_two_topics_of_a_batch_onto_one_table(postgres, pg_sc
     assert query(postgres, f"SELECT to_regclass('\"{pg_schema}\".a_b')") == [(None,)]
 
 
+def test_debezium_topics_in_one_staging_table_truncate_and_keep_per_table(postgres, pg_schema):
+    # One task read two Debezium topics of a table per topic: a truncate of one empties its
+    # table only (and its own earlier events), an unavailable value of the other is kept
+    # from its own table.
+    from kafka_direct.app.typed.commit import move_tables
+    from kafka_direct.app.typed.envelope import PLACEHOLDER
+    from tests.app.typed.debezium_events import json_event
+
+    options = TypedOptions(valueFormat="json", keyFormat="json", keyColumns=("id",),
+                           onTombstone="delete", envelope="debezium", onTruncate="truncate")
+    prepare_tables(postgres.dsn, pg_schema, "{topic}", options, topics=["a", "b"])
+
+    def events(*specs):
+        return [(topic, 0, offset, *json_event(op, key, None, after, schemas=False))
+                for topic, offset, op, key, after in specs]
+
+    def move(batch, records):
+        part = stage(postgres, pg_schema, options, records, batch=batch, table="{topic}")
+        connection = psycopg2.connect(postgres.dsn)
+        try:
+            with connection, connection.cursor() as cursor:
+                return part, move_tables(cursor, pg_schema, "{topic}", options, [part])
+        finally:
+            connection.close()
+
+    move(1, events(("a", 0, "c", 1, {"id": 1, "name": "a1"}),
+                   ("b", 0, "c", 1, {"id": 1, "name": "b1"}),
+                   ("a", 1, "c", 9, {"id": 9, "name": "a9"})))
+    part, _ = move(2, events(("a", 2, "c", 2, {"id": 2, "name": "a2"}),
+                             ("b", 1, "u", 1, {"id": 1, "name": PLACEHOLDER}),
+                             ("a", 3, "t", None, None),
+                             ("b", 2, "c", 2, {"id": 2, "name": "b2"}),
+                             ("a", 4, "c", 3, {"id": 3, "name": "a3"})))
+    assert sorted(part.targets) == ["a", "b"]
+    assert [(s.table, s.truncates, s.kept) for s in sorted(part.shares, key=lambda s: s.table)
+            ] == [("a", (("a", 0, 3),), ()), ("b", (), ("name",))]
+    assert query(postgres, f'SELECT id, name FROM "{pg_schema}".a ORDER BY id') == [(3, "a3")]
+    assert query(postgres, f'SELECT id, name FROM "{pg_schema}".b ORDER BY id') == [
+        (1, "b1"), (2, "b2")]
+
+
 def avro_record(schemaId, schema, value):
     import io
 

@@ -14,13 +14,13 @@ from kafka_direct.errors import (
     OffsetMismatchError,
     OffsetStoreError,
 )
+from kafka_direct.offsets_json import offsets_json
 from kafka_direct.sql import link as offset_link
 from kafka_direct.sql.link import source_side as source_link
 from kafka_direct.sql.link import store_lock
 from kafka_direct.sql.link.sink_side import source_holds
 from kafka_direct.sql.link.source_side import SourceLink
 from kafka_direct.sql.link.tables import PLANS_TABLE, lock_key
-from kafka_direct.sql.offsets_json import offsets_json
 from kafka_direct.sql.sink.commit import commit_batch
 from tests.sql.sink.test_sink_protocol import make_sink, numbered, query_id, stage, target_rows
 

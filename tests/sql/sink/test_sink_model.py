@@ -31,9 +31,9 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from kafka_direct.postgres.staging import COMMITS_TABLE, STAGED_TABLE
 from kafka_direct.sql.link.source_side import SourceLink
 from kafka_direct.sql.sink.commit import abort_batch, commit_batch
-from kafka_direct.sql.sink.staging import COMMITS_TABLE, STAGED_TABLE
 from tests.sql.sink.test_sink_protocol import make_sink, stage
 
 PARTS = (0, 1)

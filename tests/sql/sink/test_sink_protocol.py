@@ -14,9 +14,9 @@ import pytest
 from kafka_direct.errors import ConfigurationError, SinkWriteError
 from kafka_direct.postgres import connection as sink_database
 from kafka_direct.postgres.errors import CommitOutcomeUnknownError
+from kafka_direct.postgres.staging import STAGED_TABLE, StagingTarget, stage_rows
 from kafka_direct.sql.sink.commit import abort_batch, commit_batch, commit_write, drop_stale
 from kafka_direct.sql.sink.options import parse_options
-from kafka_direct.sql.sink.staging import STAGED_TABLE, StagingTarget, stage_rows
 from kafka_direct.sql.sink.target import prepare_target
 
 COLUMNS = ["id", "v"]

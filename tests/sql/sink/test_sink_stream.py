@@ -13,8 +13,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from kafka_direct.errors import ConfigurationError
+from kafka_direct.postgres.staging import STAGED_TABLE
 from kafka_direct.sql.sink.postgres_sink import PostgresSink, SinkCommitMessage
-from kafka_direct.sql.sink.staging import STAGED_TABLE
 from kafka_direct.task_errors import carried_error
 from tests.sql.sink.test_sink_protocol import stage
 

@@ -299,3 +299,33 @@ def test_a_query_reads_only_the_columns_it_names(spark_session, kafka, kafka_top
     error = carried_error(raised.value)
     assert isinstance(error, RecordError)
     assert "read without the timestamp column" in str(error)  # the way out just shown
+
+
+def test_grouped_and_ungrouped_reads_give_the_same_records(spark_session, kafka, kafka_topic):
+    # Differential: tasks of many small ranges (one fetch session each) against one task
+    # per range, over ranges with transaction markers and aborted records between them.
+    topic = kafka_topic(partitions=30)
+    producer = Producer(kafka.params(**{"transactional.id": f"tx-{topic}"}))
+    producer.init_transactions(30)
+    for round_ in range(3):
+        producer.begin_transaction()
+        for p in range(30):
+            for i in range(p % 5 + 1):
+                producer.produce(topic, f"{p}:{round_}:{i}".encode(), partition=p,
+                                 headers=[("r", bytes([round_]))])
+        if round_ == 1:
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+
+    def rows(**options):
+        df = read(spark_session, kafka, subscribe=topic, includeHeaders="true", **options)
+        return df.rdd.getNumPartitions(), [
+            (r.partition, r.offset, r.value, [(h.key, h.value) for h in r.headers])
+            for r in df.collect()]
+
+    tasks, grouped = rows()
+    assert tasks == 4  # the session's parallelism
+    assert rows(minOffsetsPerTask=0) == (30, grouped)
+    assert rows(maxRangesPerTask=4) == (8, grouped)
+    assert len(grouped) == 2 * sum(p % 5 + 1 for p in range(30))

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kafka_direct import ConfigurationError, TopicPartition
-from kafka_direct.sql.offsets_json import offsets_from_json, offsets_to_json
+from kafka_direct.offsets_json import offsets_from_json, offsets_to_json
 from kafka_direct.sql.source.offsets import (
     parse_assign,
     parse_offsets_option,

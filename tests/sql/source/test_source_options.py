@@ -66,6 +66,7 @@ BAD = [
     ({"maxRecordsPerPartition": "x"}, (), True, ["'maxRecordsPerPartition'"]),
     ({"minOffsetsPerTask": "-1"}, (), True, ["'minOffsetsPerTask'", ">= 0"]),
     ({"minOffsetsPerTask": "lots"}, (), False, ["'minOffsetsPerTask'"]),
+    ({"maxRangesPerTask": "0"}, (), True, ["'maxRangesPerTask'", ">= 1"]),
     ({"kafkaConsumer.pollTimeoutMs": "0"}, (), True, ["'kafkaConsumer.pollTimeoutMs'"]),
     ({"fetchOffset.numRetries": "-1"}, (), True, ["'fetchOffset.numRetries'"]),
     ({"fetchOffset.retryIntervalMs": "soon"}, (), True, ["'fetchOffset.retryIntervalMs'"]),
@@ -97,6 +98,8 @@ def test_spark_defaults_for_streams_and_batches():
     assert stream.kafkaParams["group.id"] == "spark-kafka-source"
     assert stream.minOffsetsPerTask == 100_000  # ours: small ranges packed into tasks
     assert parse({"minOffsetsPerTask": "0"}).minOffsetsPerTask == 0  # one task per range
+    assert stream.maxRangesPerTask == 1000  # ours: most ranges one task reads
+    assert parse({"maxRangesPerTask": "8"}).maxRangesPerTask == 8
     batch = parse(streaming=False)
     assert (batch.starting.kind, batch.ending.kind) == ("earliest", "latest")
     assert batch.groupId == "spark-kafka-relation"

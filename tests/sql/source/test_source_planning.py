@@ -308,3 +308,31 @@ def test_covered_rejects_overlaps():
         covered([OffsetRange("t", 0, 0, 5), OffsetRange("t", 0, 4, 8)])
     assert Counter(covered([OffsetRange("t", 0, 0, 5), OffsetRange("t", 0, 5, 8)])) == \
         Counter({TopicPartition("t", 0): (0, 8)})
+
+
+@given(st.lists(st.integers(1, 3000), max_size=60), st.integers(0, 10**6),
+       st.integers(1, 16), st.one_of(st.none(), st.integers(1, 20)),
+       st.one_of(st.none(), st.integers(3000, 10**6)))
+@settings(max_examples=300)
+def test_grouping_puts_every_range_in_exactly_one_task_deterministically(
+        sizes, minOffsets, minTasks, maxRanges, maxRecords):
+    # Many partitions' small ranges, grouped into tasks (read in one fetch session each):
+    # every planned range in exactly one task, in order, at most maxRangesPerTask a task,
+    # the same tasks however often it is asked (a replayed batch, a retried task).
+    ranges = [OffsetRange(f"t{p % 3}", p, 10 * p, 10 * p + size)
+              for p, size in enumerate(sizes)]
+    tasks = pack_ranges(ranges, minOffsets, minTasks, maxRecords, maxRanges)
+    assert [r for task in tasks for r in task] == ranges
+    assert Counter(r for task in tasks for r in task) == Counter(ranges)
+    assert all(task for task in tasks)
+    if maxRanges is not None:
+        assert all(len(task) <= maxRanges for task in tasks)
+    assert len(tasks) >= min(minTasks, len(ranges))
+    assert pack_ranges(list(ranges), minOffsets, minTasks, maxRecords, maxRanges) == tasks
+
+
+def test_max_ranges_per_task_caps_a_task_and_is_checked():
+    small = [OffsetRange("t", p, 0, 5) for p in range(24)]
+    assert [len(task) for task in pack_ranges(small, 100_000, 1, None, 10)] == [10, 10, 4]
+    with pytest.raises(ConfigurationError, match="maxRangesPerTask"):
+        pack_ranges(small, 100_000, 1, None, 0)

@@ -13,7 +13,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Read
 
 from kafka_direct import ConfigurationError, DataLossError, TopicPartition
 from kafka_direct.errors import UnknownTopicOrPartitionError
-from kafka_direct.sql.offsets_json import offsets_from_json, offsets_to_json
+from kafka_direct.offsets_json import offsets_from_json, offsets_to_json
 from kafka_direct.sql.source.metadata import SourceMetadata
 from kafka_direct.sql.source.options import parse_source_options
 from kafka_direct.sql.source.planning import KafkaInputPartition

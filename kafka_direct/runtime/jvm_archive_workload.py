@@ -1,6 +1,6 @@
-"""The workload whose classes :mod:`kafka_direct.testing.jvm_archive` archives.
+"""The workload whose classes :mod:`kafka_direct.runtime.jvm_archive` archives.
 
-``python -m kafka_direct.testing.jvm_archive_workload PATH`` starts a local SparkContext whose
+``python -m kafka_direct.runtime.jvm_archive_workload PATH`` starts a local SparkContext whose
 JVM writes the classes it loaded to ``PATH`` when it exits; runs an RDD job with Python
 workers, Spark SQL, and a Python data source read as a batch and as a stream, the stream
 written by a Python Arrow stream writer (as the ingest job's sink); then ends the JVM and
@@ -13,8 +13,8 @@ import sys
 import tempfile
 from typing import Any
 
-from kafka_direct.testing.jvm_archive import QUIET, die_with_builder
-from kafka_direct.testing.spark import QUICK_JVM_OPTIONS, _make_context
+from kafka_direct.runtime.jvm_archive import QUIET, die_with_builder
+from kafka_direct.runtime.spark import QUICK_JVM_OPTIONS, _make_context
 
 __all__ = ["main"]
 

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from kafka_direct.testing import warm_daemon, worker_daemon
-from kafka_direct.testing.spark_home import only_this_interpreter
+from kafka_direct.runtime import warm_daemon, worker_daemon
+from kafka_direct.runtime.spark_home import only_this_interpreter
 
 
 def _worker_facts(_):
@@ -110,7 +110,7 @@ def test_a_context_gets_the_warm_daemon_unless_its_settings_say_otherwise(
         monkeypatch, settings, wanted):
     from pyspark import SparkConf
 
-    from kafka_direct.testing.spark import warm_daemon_for
+    from kafka_direct.runtime.spark import warm_daemon_for
 
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
     monkeypatch.delenv("PYSPARK_DRIVER_PYTHON", raising=False)
@@ -128,7 +128,7 @@ def test_a_context_gets_the_warm_daemon_unless_its_settings_say_otherwise(
 def test_a_daemon_or_files_in_spark_defaults_conf_keep_pysparks(monkeypatch, tmp_path, line):
     from pyspark import SparkConf
 
-    from kafka_direct.testing.spark import warm_daemon_for
+    from kafka_direct.runtime.spark import warm_daemon_for
 
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
     monkeypatch.delenv("PYSPARK_DRIVER_PYTHON", raising=False)

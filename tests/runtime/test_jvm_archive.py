@@ -13,7 +13,7 @@ import time
 import pytest
 
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.testing import jvm_archive, spark, spark_home
+from kafka_direct.runtime import jvm_archive, spark, spark_home
 
 
 @pytest.fixture
@@ -70,7 +70,7 @@ def test_a_failed_build_publishes_nothing_and_says_nothing(cache, monkeypatch, c
 def test_a_jvm_starts_quietly_from_an_unusable_archive(cache):
     publish(b"not an archive" * 100)
     assert jvm_archive.jvm_options()  # it would be used
-    script = ("from kafka_direct.testing.spark import spark_context\n"
+    script = ("from kafka_direct.runtime.spark import spark_context\n"
               "with spark_context('local[1]') as sc:\n"
               "    print('count', sc.parallelize([1, 2, 3]).count())\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
@@ -83,7 +83,7 @@ def test_a_jvm_starts_quietly_from_an_unusable_archive(cache):
 
 
 def test_a_new_archive_replaces_those_of_earlier_installations(cache, monkeypatch):
-    monkeypatch.setattr(jvm_archive, "_WORKLOAD", "tests.testing.fake_archive_workload")
+    monkeypatch.setattr(jvm_archive, "_WORKLOAD", "tests.runtime.fake_archive_workload")
     folder = cache / "kafka-direct"
     folder.mkdir(parents=True)
     (folder / "spark-4.2.0-0123456789abcdef.jsa").write_bytes(b"old")
@@ -221,7 +221,7 @@ def test_the_options_verify_the_archive_before_mapping_it(cache):
 
 
 def test_a_build_writes_through_no_link_and_closes_what_it_makes(cache, monkeypatch):
-    monkeypatch.setattr(jvm_archive, "_WORKLOAD", "tests.testing.fake_archive_workload")
+    monkeypatch.setattr(jvm_archive, "_WORKLOAD", "tests.runtime.fake_archive_workload")
     path = jvm_archive.archive_path()
     path.parent.mkdir(parents=True)
     path.parent.chmod(0o775)  # as a umask of 002 makes it
@@ -243,7 +243,7 @@ def test_a_build_writes_through_no_link_and_closes_what_it_makes(cache, monkeypa
 
 
 def test_an_archive_of_another_installation_stays(cache, monkeypatch):
-    monkeypatch.setattr(jvm_archive, "_WORKLOAD", "tests.testing.fake_archive_workload")
+    monkeypatch.setattr(jvm_archive, "_WORKLOAD", "tests.runtime.fake_archive_workload")
     path = jvm_archive.archive_path()
     version, where = path.name.split("-")[1:3]
     folder = path.parent
@@ -263,7 +263,7 @@ def test_archives_of_another_user_are_neither_used_nor_removed(cache, monkeypatc
     path = publish()
     os.chown(path, 4242, 4242)
     assert jvm_archive.jvm_options() == ""
-    monkeypatch.setattr(jvm_archive, "_WORKLOAD", "tests.testing.fake_archive_workload")
+    monkeypatch.setattr(jvm_archive, "_WORKLOAD", "tests.runtime.fake_archive_workload")
     path.unlink()
     theirs = path.with_name(path.name.rsplit("-", 1)[0] + "-0123456789abcdef.jsa")
     theirs.write_bytes(b"x")
@@ -273,7 +273,7 @@ def test_archives_of_another_user_are_neither_used_nor_removed(cache, monkeypatc
 
 
 def test_a_failed_workload_leaves_no_partial_archive_even_late(cache, monkeypatch):
-    monkeypatch.setattr(jvm_archive, "_WORKLOAD", "tests.testing.slow_archive_workload")
+    monkeypatch.setattr(jvm_archive, "_WORKLOAD", "tests.runtime.slow_archive_workload")
     monkeypatch.setenv("KAFKA_DIRECT_TEST_WORKLOAD", "fail")
     assert jvm_archive.build() is None
     time.sleep(1.5)  # past the moment its straggler (a JVM still ending) would write
@@ -285,7 +285,7 @@ def test_no_build_into_a_folder_that_is_a_link_or_not_ours(cache, monkeypatch, t
                                                             kind):
     if kind == "theirs" and os.getuid() != 0:
         pytest.skip("gives a folder to another user: needs root")
-    monkeypatch.setattr(jvm_archive, "_WORKLOAD", "tests.testing.fake_archive_workload")
+    monkeypatch.setattr(jvm_archive, "_WORKLOAD", "tests.runtime.fake_archive_workload")
     folder = jvm_archive.archive_path().parent
     folder.parent.mkdir(parents=True)
     if kind == "link":
@@ -300,10 +300,10 @@ def test_no_build_into_a_folder_that_is_a_link_or_not_ours(cache, monkeypatch, t
 
 
 def _slow_builder(cache, pids):
-    """``python -m kafka_direct.testing.jvm_archive`` with a workload that never ends."""
+    """``python -m kafka_direct.runtime.jvm_archive`` with a workload that never ends."""
     script = ("import sys\n"
-              "from kafka_direct.testing import jvm_archive\n"
-              "jvm_archive._WORKLOAD = 'tests.testing.slow_archive_workload'\n"
+              "from kafka_direct.runtime import jvm_archive\n"
+              "jvm_archive._WORKLOAD = 'tests.runtime.slow_archive_workload'\n"
               "sys.exit(jvm_archive.main())\n")
     return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
@@ -326,7 +326,7 @@ def test_a_killed_builders_leftovers_go_with_the_next_build(cache, monkeypatch, 
     folder = cache / "kafka-direct"
     left = [entry for entry in folder.iterdir() if entry.name.endswith(".partial")]
     assert left  # what a killed builder leaves, until it is old enough to be sure
-    monkeypatch.setattr(jvm_archive, "_WORKLOAD", "tests.testing.fake_archive_workload")
+    monkeypatch.setattr(jvm_archive, "_WORKLOAD", "tests.runtime.fake_archive_workload")
     path = jvm_archive.build()
     assert path is not None and all(entry.exists() for entry in left)  # maybe still written
     for entry in left:
@@ -352,7 +352,7 @@ def _kill(pids):
 
 
 def test_a_workload_past_its_time_is_ended_with_its_children(cache, monkeypatch, tmp_path):
-    monkeypatch.setattr(jvm_archive, "_WORKLOAD", "tests.testing.slow_archive_workload")
+    monkeypatch.setattr(jvm_archive, "_WORKLOAD", "tests.runtime.slow_archive_workload")
     monkeypatch.setenv("KAFKA_DIRECT_TEST_PIDS", str(tmp_path / "pids"))
     try:
         assert jvm_archive.build(timeout=3) is None
@@ -397,7 +397,7 @@ def test_a_damaged_archive_of_the_right_size_is_passed_over_not_crashed_on(cache
     # The JVM finds the damage by the archive's checksums (without the check, what it does
     # depends on where the damage lands: it crashed the job in most builds).
     log = tmp_path / "cds.log"
-    script = ("from kafka_direct.testing import jvm_archive, spark\n"
+    script = ("from kafka_direct.runtime import jvm_archive, spark\n"
               "options = f'{spark.QUICK_JVM_OPTIONS} {jvm_archive.jvm_options(True)} '\n"
               f"options += '-Xlog:cds=info:file={log}'\n"
               "with spark.spark_context('local[1]', conf={'spark.driver.extraJavaOptions': "

@@ -16,10 +16,10 @@ directory. It publishes it only whole.
 Which JVMs map it: the tests' where ``KAFKA_DIRECT_JVM_ARCHIVE=on`` (``./run test`` builds
 the archive and sets it); the ingest job's and the demo's local driver unless it is ``off``
 (``./run ingest`` and ``./run demo`` build the archive first; ``python -m
-kafka_direct.testing.jvm_archive`` builds it for an installed package). Measured on the
+kafka_direct.runtime.jvm_archive`` builds it for an installed package). Measured on the
 ingest job's Structured Streaming API on a quiet machine: its first commit 6.7-7.0 s from
 its start instead of 8.8-9.2 s. :func:`jvm_options` gives the options that use
-it, which :func:`kafka_direct.testing.spark.spark_context` applies to the driver JVMs it
+it, which :func:`kafka_direct.runtime.spark.spark_context` applies to the driver JVMs it
 starts with its local settings; no other JVM maps it. It is used only when it is the
 user's own, not writable by others, and of the size it was published with; a JVM that
 cannot use it (a changed class path, another Java) starts as it would without it,
@@ -43,7 +43,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from kafka_direct.testing.spark_home import (
+from kafka_direct.runtime.spark_home import (
     cache_directory,
     close_cache,
     closed,
@@ -60,7 +60,7 @@ SWITCH = "KAFKA_DIRECT_JVM_ARCHIVE"
 
 #: The workload, a module of its own (it starts a SparkContext: it imports ``spark``, which
 #: imports this module).
-_WORKLOAD = "kafka_direct.testing.jvm_archive_workload"
+_WORKLOAD = "kafka_direct.runtime.jvm_archive_workload"
 
 #: The workload's version, part of the archive's name: a workload that loads more classes
 #: makes a new archive where an older one lies (2: the Python stream writer's classes).
@@ -344,7 +344,7 @@ def _interrupted(signum: int, frame: Any) -> None:
 
 
 def main() -> int:
-    """``python -m kafka_direct.testing.jvm_archive``: build the archive unless it is off.
+    """``python -m kafka_direct.runtime.jvm_archive``: build the archive unless it is off.
 
     ``./run`` runs it before the tests, the ingest job and the demo. It prints ``on`` or
     ``off`` (what :data:`SWITCH` decides, unset: on) on its output, for ``./run`` to pass on

@@ -3,7 +3,7 @@
 import sys
 
 if __name__ == "__main__":
-    from kafka_direct.testing.jvm_archive import die_with_builder
+    from kafka_direct.runtime.jvm_archive import die_with_builder
 
     die_with_builder()
     with open(sys.argv[1], "wb") as out:

@@ -3,13 +3,13 @@
 import pytest
 
 from kafka_direct import ConfigurationError, TopicPartition
-from kafka_direct.sql.link.source_side import SourceLink
-from kafka_direct.sql.offsets_json import (
+from kafka_direct.offsets_json import (
     normalise_offsets,
     offsets_from_json,
     offsets_json,
     offsets_to_json,
 )
+from kafka_direct.sql.link.source_side import SourceLink
 
 # Spellings of partition 7 other than "7": the link once took "007" and 7 where the
 # source refused them, so one partition could be stored under two keys.

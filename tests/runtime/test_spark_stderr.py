@@ -5,7 +5,7 @@ import io
 import os
 import threading
 
-from kafka_direct.testing.spark import _relay_stderr
+from kafka_direct.runtime.spark import _relay_stderr
 
 NOISE = [
     "WARNING: Using incubator modules: jdk.incubator.vector",
@@ -69,7 +69,7 @@ def test_a_text_only_stderr_gets_text_and_a_broken_one_does_not_stop_the_drainin
 
 LAUNCH = """
 import sys
-from kafka_direct.testing import spark
+from kafka_direct.runtime import spark
 try:
     spark._make_context("local[1]", "x", None, own_session=True)
 except Exception as error:
@@ -115,3 +115,22 @@ def test_a_jvm_writing_much_before_it_answers_is_not_blocked(tmp_path):
     with contextlib.suppress(subprocess.TimeoutExpired):
         launch_with(home, 60)
     assert marker.exists()
+
+
+HOSTNAME = [
+    "26/12/05 15:52:05 WARN Utils: Your hostname, vm, resolves to a loopback address: "
+    "127.0.0.1; using 192.0.2.2 instead (on interface eth0)",
+    "26/12/05 15:52:05 WARN Utils: Set SPARK_LOCAL_IP if you need to bind to another address",
+]
+
+
+def test_the_machines_notes_are_shown_only_when_verbose(caplog):
+    import logging
+
+    quiet = io.StringIO()
+    _relay_stderr(pipe_with([*HOSTNAME, *KEPT]), quiet)
+    assert quiet.getvalue().splitlines() == KEPT
+    verbose = io.StringIO()
+    with caplog.at_level(logging.INFO, logger="kafka_direct.runtime.spark"):
+        _relay_stderr(pipe_with([*HOSTNAME, *KEPT]), verbose)
+    assert verbose.getvalue().splitlines() == [*HOSTNAME, *KEPT]

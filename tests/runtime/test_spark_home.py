@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from kafka_direct.testing import spark_home as sh
+from kafka_direct.runtime import spark_home as sh
 
 LOCAL = "local[2]"
 

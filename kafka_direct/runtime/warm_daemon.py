@@ -1,6 +1,6 @@
 """Where Spark's Python workers fork from a daemon with their imports done once.
 
-The daemon itself is :mod:`kafka_direct.testing.worker_daemon`; this module decides where it
+The daemon itself is :mod:`kafka_direct.runtime.worker_daemon`; this module decides where it
 is used. Why it exists:
 
 Spark forks every Python worker from a daemon (``pyspark.daemon``), and each forked worker
@@ -24,7 +24,7 @@ Modules a worker has loaded before its task are the ones it uses: code shipped w
 so a context given such files keeps PySpark's daemon; after ``sc.addPyFile`` of such code,
 set ``KAFKA_DIRECT_WARM_DAEMON=off`` before the context starts.
 
-:func:`kafka_direct.testing.spark_context` names this daemon (``spark.python.daemon.module``)
+:func:`kafka_direct.runtime.spark.spark_context` names this daemon (``spark.python.daemon.module``)
 only where every Python process Spark starts is this interpreter and finds this package at
 start (:func:`daemon_module`); ``KAFKA_DIRECT_WARM_DAEMON=off`` (or ``0``, ``false``, ``no``)
 keeps PySpark's own.
@@ -44,7 +44,7 @@ SWITCH = "KAFKA_DIRECT_WARM_DAEMON"
 
 #: The daemon's module, as ``spark.python.daemon.module`` takes it. Nothing imports it: run
 #: with ``-m``, a module its package had imported already would run twice.
-DAEMON_MODULE = "kafka_direct.testing.worker_daemon"
+DAEMON_MODULE = "kafka_direct.runtime.worker_daemon"
 
 @functools.cache
 def _importable_at_start(executable: str, cwd: str) -> bool:

@@ -1,8 +1,8 @@
 """Offsets as JSON, ``{"topic": {"partition": next offset}}``: the one codec and its rules.
 
-The source keeps its offsets in Spark's offset log in this shape, and the offset link keeps
-a store's offsets and plans in PostgreSQL in it, so both read and write it here, with one
-rule set:
+The source keeps its offsets in Spark's offset log in this shape, the offset link keeps a
+store's offsets and plans in PostgreSQL in it, and the ingest job takes its
+``--starting-offsets`` in it, so all read and write it here, with one rule set:
 
 * topics are non-empty names;
 * partitions are strings of decimal digits with no leading zero (``"0"``, ``"12"``, not
@@ -122,7 +122,8 @@ def offsets_from_json(data: Any, what: str = "source offset") -> dict[TopicParti
         for key, offset in partitions.items():
             partition = partition_number(topic, key, what)
             offsets[TopicPartition(topic, partition)] = checked_integer(
-                offset, f"the offset of {topic}-{partition}", what, 0, ">= 0")
+                offset, f"the offset of {topic}-{partition}", what, 0,
+                f">= 0 and at most {MAX_OFFSET}")
     return offsets
 
 

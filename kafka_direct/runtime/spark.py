@@ -1,4 +1,4 @@
-"""SparkContexts for tests and demos: quick to start, quiet, and ready for kafka-direct.
+"""SparkContexts for the jobs, the demo and the tests: quick to start, quiet, kafka-direct ready.
 
 ``local[N,F]`` runs tasks in the driver's JVM with ``F`` attempts per task (local mode
 ignores ``spark.task.maxFailures``); ``local-cluster[E,C,M]`` starts ``E`` separate executor
@@ -8,6 +8,7 @@ processes, the way to prove that code really runs distributed on one machine.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import sys
@@ -16,12 +17,13 @@ from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
 from kafka_direct.rdd.spark_support import ensure_pyspark_python
-from kafka_direct.testing.spark_home import only_this_interpreter, spark_home, using_spark_home
-from kafka_direct.testing.warm_daemon import daemon_module
+from kafka_direct.runtime.spark_home import only_this_interpreter, spark_home, using_spark_home
+from kafka_direct.runtime.warm_daemon import daemon_module
 
-__all__ = ["LOOPBACK_CONF", "QUICK_JVM_OPTIONS", "SPARK_TEST_CONF", "STARTUP_NOISE",
-           "driver_java_options", "local_cluster_context", "spark_context",
-           "wait_for_executors", "warm_daemon_for"]
+__all__ = ["ENVIRONMENT_NOTES", "LOOPBACK_CONF", "QUICK_JVM_OPTIONS", "SPARK_TEST_CONF",
+           "STARTUP_NOISE", "driver_java_options", "spark_context", "warm_daemon_for"]
+
+logger = logging.getLogger(__name__)
 
 #: The driver on 127.0.0.1: for services that listen there only (the embedded ones).
 LOOPBACK_CONF: dict[str, str] = {
@@ -58,8 +60,17 @@ STARTUP_NOISE = re.compile(
     r"|\S+ \S+ WARN NativeCodeLoader: Unable to load native-hadoop library .*")
 
 
+#: Notes Spark's JVM prints at start about the machine (its name resolving to a loopback
+#: address): shown only when this module logs at INFO (an application's ``--verbose``).
+ENVIRONMENT_NOTES = re.compile(
+    r"\S+ \S+ WARN Utils: Your hostname, .* resolves to a loopback address: .*"
+    r"|\S+ \S+ WARN Utils: Set SPARK_LOCAL_IP if you need to bind to another address")
+
+
 def _relay_stderr(stream: IO[bytes], out: Any = None) -> None:
     """Copy the JVM's error output to ``out`` line by line, less :data:`STARTUP_NOISE`.
+
+    :data:`ENVIRONMENT_NOTES` are left out too unless this module logs at INFO.
 
     ``out`` None: ``sys.stderr`` as it is at each line. Drains until the JVM (and every
     process that inherited the pipe) closes it, whatever happens to ``out``: a JVM writing
@@ -67,7 +78,9 @@ def _relay_stderr(stream: IO[bytes], out: Any = None) -> None:
     """
     try:
         for line in iter(stream.readline, b""):
-            if STARTUP_NOISE.fullmatch(line.decode("utf-8", "replace").rstrip("\r\n")):
+            text = line.decode("utf-8", "replace").rstrip("\r\n")
+            if STARTUP_NOISE.fullmatch(text) or (ENVIRONMENT_NOTES.fullmatch(text) and not
+                                                 logger.isEnabledFor(logging.INFO)):
                 continue
             target = sys.stderr if out is None else out
             try:
@@ -119,7 +132,7 @@ def driver_java_options(archive: bool = False) -> str:
     Raises:
         ConfigurationError: ``KAFKA_DIRECT_JVM_ARCHIVE`` is neither ``on``, ``off`` nor empty.
     """
-    from kafka_direct.testing.jvm_archive import jvm_options
+    from kafka_direct.runtime.jvm_archive import jvm_options
 
     return f"{QUICK_JVM_OPTIONS} {jvm_options(default=archive)}".strip()
 
@@ -156,7 +169,7 @@ def warm_daemon_for(master: str, spark_conf: Any) -> str | None:
     None where the settings name a daemon already (the caller's, a default, spark-submit's,
     ``spark-defaults.conf``'s), ship Python files that a preloaded module could shadow, or
     let Spark start another interpreter; else
-    :func:`~kafka_direct.testing.warm_daemon.daemon_module`.
+    :func:`~kafka_direct.runtime.warm_daemon.daemon_module`.
     """
     files = _file_defaults(master, spark_conf)
     for key in ("spark.python.daemon.module", "spark.submit.pyFiles"):
@@ -196,7 +209,7 @@ def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None,
         spark_conf.set("spark.driver.extraJavaOptions", driver_java_options(archive))
     module = warm_daemon_for(master, spark_conf) if test_conf else None
     if module is not None:
-        # Workers forked with their imports done (kafka_direct/testing/warm_daemon.py).
+        # Workers forked with their imports done (kafka_direct/runtime/warm_daemon.py).
         spark_conf.set("spark.python.daemon.module", module)
     # A new JVM starts in the Spark home whose Python processes import PySpark compiled.
     with using_spark_home(master, dict(spark_conf.getAll())):
@@ -253,24 +266,3 @@ def spark_context(master: str = "local[2,2]", app_name: str = "kafka-direct-test
         yield sc
     finally:
         sc.stop()
-
-
-def wait_for_executors(sc: Any, count: int, timeout: float = 60.0) -> None:
-    """Wait until ``count`` executors have registered (local-cluster starts them slowly)."""
-    from kafka_direct.errors import ServiceError
-    from kafka_direct.rdd.spark_support import live_executors
-    from kafka_direct.testing.process import wait_for
-
-    if not wait_for(lambda: len(live_executors(sc)) >= count, timeout, interval=0.2):
-        raise ServiceError(f"{count} Spark executors did not register within {timeout:.0f} s",
-                           service="spark", log_tail="")
-
-
-@contextlib.contextmanager
-def local_cluster_context(executors: int = 2, cores: int = 1, memory_mb: int = 1024,
-                          conf: Mapping[str, str] | None = None) -> Iterator[Any]:
-    """A ``local-cluster`` SparkContext with separate executor processes, all registered."""
-    with spark_context(f"local-cluster[{executors},{cores},{memory_mb}]",
-                       "kafka-direct-cluster-test", conf) as sc:
-        wait_for_executors(sc, executors)
-        yield sc

@@ -12,7 +12,7 @@ import sys
 import time
 
 if __name__ == "__main__":
-    from kafka_direct.testing.jvm_archive import die_with_builder
+    from kafka_direct.runtime.jvm_archive import die_with_builder
 
     die_with_builder()
     if os.environ.get("KAFKA_DIRECT_TEST_WORKLOAD") == "fail":

@@ -1,7 +1,7 @@
 """The worker daemon: PySpark's, with its workers' imports done and frozen before it forks.
 
-Spark runs it as ``python -m kafka_direct.testing.worker_daemon <worker module>`` where
-:mod:`kafka_direct.testing.warm_daemon` names it (``spark.python.daemon.module``); why and
+Spark runs it as ``python -m kafka_direct.runtime.worker_daemon <worker module>`` where
+:mod:`kafka_direct.runtime.warm_daemon` names it (``spark.python.daemon.module``); why and
 where is said there. Nothing imports this module.
 """
 
