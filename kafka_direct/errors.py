@@ -242,9 +242,11 @@ class BadRecordError(RecordError):
 class SchemaChangeError(KafkaDirectError):
     """The records' schema changed a field in a way its table column cannot hold.
 
-    A new field adds a nullable column; a field whose type no longer fits its column (a
-    ``long`` into an ``integer`` column, a string into a ``bigint`` one) stops the job,
-    whatever ``--on-bad-record`` says, since every record of the new schema would fail.
+    A new field adds a nullable column and a widened one widens its column (a ``long``
+    into an ``integer`` column: ``bigint``); a field whose type no column change can hold
+    (a string into a ``bigint`` column, a narrower type, a widening PostgreSQL refuses)
+    stops the job, whatever ``--on-bad-record`` says, since every record of the new schema
+    would fail.
     Change the column (``ALTER TABLE ... ALTER COLUMN ... TYPE ...``) or the schema, then
     run the job again: it resumes at the batch that stopped.
 

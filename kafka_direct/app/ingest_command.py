@@ -20,7 +20,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -37,11 +37,13 @@ from kafka_direct.app.ingest_table import check_table
 from kafka_direct.app.interrupts import TwoStageInterrupt
 from kafka_direct.app.kafka_cluster import KafkaCluster
 from kafka_direct.app.stops import exit_code, stop_block
+from kafka_direct.app.typed.options import TypedOptions
+from kafka_direct.app.typed.routing import TableRoute
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.topic_partition import TopicPartition
 
 __all__ = ["DEFAULT_TOPIC", "add_arguments", "produce_samples", "run_ingest_command",
-           "sample_events", "services"]
+           "sample_events", "services", "stop_dead_letters"]
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +121,22 @@ def _embedded(settings: IngestSettings, stack: contextlib.ExitStack) -> tuple[Ka
     return KafkaCluster({**settings.kafkaParams, "bootstrap.servers": bootstrap}), dsn
 
 
+def stop_dead_letters(records: TypedOptions | None, table: str, error: BaseException
+                      ) -> str | None:
+    """The dead-letter table a stop's block names (None: the job keeps no dead letters).
+
+    With a table per topic (``--table '{topic}'``), the stopping record's topic's own, or
+    None when the error names no topic.
+    """
+    if records is None:
+        return None
+    route = TableRoute(table)
+    if not route.perTopic:
+        return records.dead_letter_table(table)
+    topic = getattr(error, "topic", None)
+    return route.dead_letter_table(records, topic) if isinstance(topic, str) else None
+
+
 def _check_starting_partitions(options: Any, cluster: KafkaCluster) -> None:
     """Refuse starting offsets for partitions their (existing) topic does not have."""
     _, explicit = options.starting
@@ -163,16 +181,47 @@ def _summary(settings: IngestSettings, cluster: KafkaCluster, dsn: str, result: 
     for topic in sorted({tp.topic for tp in result.offsets} | set(options.topics)):
         for p, (_, high) in cluster.end_offsets(topic, range(counts.get(topic, 0))).items():
             ends[TopicPartition(topic, p)] = high
-    check = check_table(dsn, options.schema, options.table, options.group, ends,
-                        stored=result.offsets if options.api == "structured" else None)
+    route = TableRoute(options.table)
+    tables = sorted(set(route.tables({tp.topic for tp in ends}).values())) \
+        if route.perTopic else [options.table]
     out.write(f"{result.batches} batches, {result.records} records read, "
               f"{result.rowsWritten} rows written\n")
-    out.write(f"table {options.schema}.{options.table}: {check.rows} rows, "
-              f"{check.duplicates} duplicates\n")
-    behind = {str(tp): (check.stored.get(tp), end) for tp, end in sorted(ends.items())
-              if check.stored.get(tp) != end}
-    out.write("stored offsets == log end\n" if check.caughtUp else
+    check = None
+    for table in tables:
+        if route.perTopic and not _table_exists(dsn, options.schema, table):
+            continue  # a pattern's topic with no record yet: no table yet
+        check = check_table(dsn, options.schema, table, options.group, ends,
+                            stored=result.offsets if options.api == "structured" else None)
+        out.write(f"table {options.schema}.{table}: {check.rows} rows, "
+                  f"{check.duplicates} duplicates\n")
+    stored = check.stored if check is not None else (
+        result.offsets if options.api == "structured" else _stored(dsn, options, ends))
+    caughtUp = stored == ends
+    behind = {str(tp): (stored.get(tp), end) for tp, end in sorted(ends.items())
+              if stored.get(tp) != end}
+    out.write("stored offsets == log end\n" if caughtUp else
               f"stored offsets behind the log end (stored, end): {behind}\n")
+
+
+def _table_exists(dsn: str, schema: str, table: str) -> bool:
+    from kafka_direct.postgres.connection import connect
+
+    connection = connect(dsn)
+    try:
+        with connection, connection.cursor() as cursor:
+            cursor.execute("SELECT to_regclass(format('%%I.%%I', %s, %s)) IS NOT NULL",
+                           (schema, table))
+            return bool(cursor.fetchone()[0])
+    finally:
+        connection.close()
+
+
+def _stored(dsn: str, options: Any, ends: Mapping[TopicPartition, int]
+            ) -> dict[TopicPartition, int]:
+    from offsets.postgres_offset_store import PostgresOffsetStore
+
+    return dict(PostgresOffsetStore(dsn, schema=options.schema).load(
+        options.group, {tp.topic for tp in ends}))
 
 
 def run_ingest_command(args: argparse.Namespace, out: TextIO, err: TextIO | None = None
@@ -229,8 +278,7 @@ def run_ingest_command(args: argparse.Namespace, out: TextIO, err: TextIO | None
                 raise  # a mistake in the options, found before any batch ran: exit 2
             logger.info("ingest stopped", exc_info=True)  # the details, with --verbose
             out.flush()
-            records = settings.records
-            deadLetters = records.dead_letter_table(options.table) if records else None
+            deadLetters = stop_dead_letters(settings.records, options.table, error)
             err.write(stop_block("ingest", error, deadLetters and
                                  f"{options.schema}.{deadLetters}"))
             err.flush()

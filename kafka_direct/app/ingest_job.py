@@ -111,12 +111,21 @@ def run_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
     policy, explicit = options.starting
     store = PostgresOffsetStore(dsn, schema=options.schema)
     store.ensure_schema()
-    typed = records is not None and records.active
+    from kafka_direct.app.typed.routing import TableRoute
+
+    perTopic = TableRoute(options.table).perTopic
+    typed = perTopic or (records is not None and records.active)
     if typed:
+        from kafka_direct.app.typed.options import TypedOptions
         from kafka_direct.app.typed.table import prepare_tables
 
-        assert records is not None
-        prepare_tables(dsn, options.schema, options.table, records)
+        if perTopic and row is not None:
+            from kafka_direct.errors import ConfigurationError
+
+            raise ConfigurationError("a row function writes one table: give a --table "
+                                     "without {topic}, or no row function")
+        records = records or TypedOptions()  # raw key and value columns, a table per topic
+        prepare_tables(dsn, options.schema, options.table, records, topics=options.topics)
     else:
         ensure_table(dsn, options.schema, options.table)
     result = IngestResult() if result is None else result

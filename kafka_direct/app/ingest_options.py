@@ -94,7 +94,8 @@ class IngestOptions:
         topics: Topics to subscribe to (or ``pattern``).
         pattern: A regular expression of topic names (instead of ``topics``).
         group: Consumer group the offsets are stored under.
-        table: Target table (created when missing).
+        table: Target table (created when missing), or a template holding ``{topic}``: a
+            table per topic (:class:`~kafka_direct.app.typed.routing.TableRoute`).
         schema: Schema of the table and of the offsets table ``kafka_offsets``.
         batchInterval: Seconds per batch.
         maxRatePerPartition: Records per second per partition (0: no limit).
@@ -159,6 +160,14 @@ class IngestOptions:
                                      f"to 65535, got {self.uiPort}")
         if not self.group or not self.table or not self.schema:
             raise ConfigurationError("group, table and schema must be non-empty names")
+        from kafka_direct.app.typed.routing import TableRoute
+
+        route = TableRoute(self.table)  # a template: two --topics onto one table refused
+        route.tables(self.topics)
+        if route.perTopic and self.sink != "transactional":
+            raise ConfigurationError(f"--table {self.table!r} (a table per topic) is written "
+                                     "with the offsets in one transaction per batch: drop "
+                                     f"--sink {self.sink} (transactional is the default)")
         object.__setattr__(self, "starting", parse_starting_offsets(self.startingOffsets))
         _, explicit = self.starting
         pattern = re.compile(self.pattern) if self.pattern else None
@@ -271,7 +280,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          "on the command line: prefer the variable or --dsn-file")
     pg.add_argument("--dsn-file", metavar="FILE", default=None,
                     help="read the connection string from this file")
-    pg.add_argument("--table", default="kafka_events", help="target table")
+    pg.add_argument("--table", default="kafka_events",
+                    help="target table, or a template with {topic} for a table per topic "
+                         "(e.g. '{topic}' or 'kafka_{topic}'; dots in the topic become "
+                         "underscores)")
     pg.add_argument("--schema", default="public", help="schema of the tables")
     job = parser.add_argument_group("job")
     job.add_argument("--batch-interval", type=float, default=2.0, help="seconds per batch")

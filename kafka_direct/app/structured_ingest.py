@@ -145,6 +145,14 @@ def source_options(options: IngestOptions, bootstrapServers: str, dsn: str,
     return source
 
 
+def _metadata_selection(records: TypedOptions | None) -> tuple[str, ...]:
+    """The source's timestamp and headers columns the record options need (if any)."""
+    if records is None:
+        return ()
+    return ((("timestamp",) if records.timestampColumn is not None else ())
+            + (("headers",) if records.headerColumns else ()))
+
+
 def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
                           out: TextIO | None = None,
                           kafkaParams: Mapping[str, Any] | None = None,
@@ -176,16 +184,18 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
     """
     from pyspark.sql import SparkSession
 
+    from kafka_direct.app.typed.routing import TableRoute
     from kafka_direct.runtime.spark import spark_context
     from kafka_direct.runtime.spark_log import quiet_spark_log
     from kafka_direct.sql import POSTGRES_SINK_FORMAT, SOURCE_FORMAT, register
 
-    typed = records is not None and records.active
+    typed = TableRoute(options.table).perTopic or (records is not None and records.active)
     if typed:
         from kafka_direct.app.typed.table import prepare_tables
 
-        assert records is not None
-        prepare_tables(dsn, options.schema, options.table, records, structured=True)
+        records = records or TypedOptions()  # raw key and value columns, a table per topic
+        prepare_tables(dsn, options.schema, options.table, records, structured=True,
+                       topics=options.topics)
     else:
         ensure_table(dsn, options.schema, options.table)
     result = IngestResult() if result is None else result
@@ -213,10 +223,14 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
             # when Spark closes it a minute later (see the module).
             end_lookup_daemon(sc)
         reader = spark.readStream.format(SOURCE_FORMAT)
-        for key, value in source_options(options, bootstrapServers, dsn,
-                                         kafkaParams or {}).items():
+        extra = _metadata_selection(records if typed else None)
+        given = source_options(options, bootstrapServers, dsn, kafkaParams or {})
+        if extra:  # the timestamp and header columns: the source builds them too
+            given["columns"] = ",".join((*_INGEST_COLUMNS, *extra))
+            given["includeHeaders"] = str("headers" in extra).lower()
+        for key, value in given.items():
             reader = reader.option(key, value)
-        rows = reader.load().selectExpr(*_INGEST_SELECTION)
+        rows = reader.load().selectExpr(*_INGEST_SELECTION, *extra)
         location = str(checkpointDir) if checkpointDir else str(Path(scratch) / "checkpoint")
         if typed:
             assert records is not None

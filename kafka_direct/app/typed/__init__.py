@@ -1,13 +1,15 @@
 """Typed rows for the ingest job: record formats, column types, upserts, deletes, dead letters.
 
 The ingest job writes raw bytes by default (``topic, kafka_partition, kafka_offset, key,
-value``). With ``--value-format`` / ``--key-format json|avro|json-schema``,
+value``). With ``--value-format`` / ``--key-format json|avro|json-schema|protobuf``,
 ``--key-columns``, ``--on-tombstone`` or ``--on-bad-record dead-letter`` it writes through
 this package, on both APIs:
 
 * :mod:`.options`: the options, checked together (:class:`TypedOptions`);
-* :mod:`.formats`: decoding keys and values (raw, JSON, Avro or JSON Schema from a Schema
-  Registry);
+* :mod:`.formats`: decoding keys and values (raw, JSON, Avro, JSON Schema or Protobuf
+  from a Schema Registry; Protobuf's messages in :mod:`.protobuf`);
+* :mod:`.routing`: which table a topic's records go to (``--table '{topic}'``);
+* :mod:`.metadata`: the record's timestamp and headers as columns;
 * :mod:`.json_schema`: JSON Schema's types and the columns they give;
 * :mod:`.keys`: keys of Kafka's primitive serializers (``string``, ``long`` ...) as one
   column;

@@ -9,7 +9,8 @@ Two questions are asked of them:
 
 * :func:`fits`: can a column of one type take every value of another? (a schema's field
   against an existing column: ``integer`` into ``bigint`` yes, ``bigint`` into ``integer``
-  no). :func:`widest` joins two types for a new column seen with both.
+  no). :func:`widest` joins two types for a new column seen with both; :func:`widens`
+  says whether a column may be altered to a schema's wider type.
 * :func:`convert`: one value for a column of a type, as COPY's text takes it, or
   :class:`ValueError` with the reason (the record is then a bad record).
 """
@@ -29,7 +30,7 @@ from typing import Any
 from kafka_direct.errors import ConfigurationError
 
 __all__ = ["INTEGER_RANGES", "KNOWN_TYPES", "JsonNumber", "JsonText", "convert", "converter",
-           "fits", "infer_type", "normalise_type", "widest"]
+           "fits", "infer_type", "normalise_type", "split_types", "widens", "widest"]
 
 
 class JsonNumber(float):
@@ -108,6 +109,20 @@ def normalise_type(text: str, flag: str | None = None) -> str:
     return lowered
 
 
+def split_types(text: str) -> list[str]:
+    """``a:numeric(12,2),b:int`` -> its comma-separated pieces (commas in parentheses kept)."""
+    pieces, depth, current = [], 0, ""
+    for char in text:
+        if char == "," and depth == 0:
+            pieces.append(current)
+            current = ""
+            continue
+        depth += (char == "(") - (char == ")")
+        current += char
+    pieces.append(current)
+    return pieces
+
+
 def _base(kind: str) -> str:
     return kind.split("(", 1)[0]
 
@@ -151,6 +166,16 @@ def fits(column: str, value: str) -> bool:
     if base in ("json", "jsonb"):
         return other in ("json", "jsonb")
     return False
+
+
+def widens(column: str, value: str) -> bool:
+    """Whether ``ALTER COLUMN ... TYPE value`` widens a ``column`` column, keeping its values.
+
+    ``integer`` to ``bigint``, ``real`` to ``double precision``, ``varchar(n)`` to a longer
+    one or ``text``, ``numeric(p,s)`` to more digits, an integer to ``numeric``...: the new
+    type holds every value of the old one (PostgreSQL casts them without a ``USING``).
+    """
+    return column != value and fits(value, column)
 
 
 def widest(first: str, second: str) -> str | None:

@@ -7,9 +7,12 @@ below commits with them or not at all:
 1. the columns the batch's rows carry, joined over its tasks (a column new in two tasks
    takes the type that holds both, or the batch stops with SchemaChangeError);
 2. the target: created from them when missing; new columns added (``ALTER TABLE ... ADD
-   COLUMN``, nullable); an existing column whose type cannot hold the new one stops the
-   batch with :class:`~kafka_direct.errors.SchemaChangeError` naming the field and both
-   types; key columns that arrive with the batch get their primary key;
+   COLUMN``, nullable); an existing column that a schema's field outgrew widened (``ALTER
+   COLUMN ... TYPE``: ``integer`` to ``bigint``, ``varchar(n)`` to ``text``, more digits of
+   ``numeric``...), and one whose schema field now lets rows be NULL loses ``NOT NULL``;
+   any other type change stops the batch with :class:`~kafka_direct.errors.
+   SchemaChangeError` naming the field, both types and the record's offset; key columns
+   that arrive with the batch get their primary key;
 3. rows: appended (``INSERT ... SELECT``, each staged text cast to its column's type), or
    with key columns reduced to the latest record of each key (highest offset; within a
    batch too), then deleted (the latest is a tombstone) or upserted (``ON CONFLICT (keys)
@@ -30,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_direct.app.typed.columns import fits, widest
+from kafka_direct.app.typed.columns import fits, widens, widest
 from kafka_direct.app.typed.envelope import (
     KEEP,
     after_truncates,
@@ -41,11 +44,18 @@ from kafka_direct.app.typed.envelope import (
 from kafka_direct.app.typed.options import COORDINATES, TypedOptions
 from kafka_direct.app.typed.rows import BAD, DELETE, ROW
 from kafka_direct.app.typed.stage import ERROR, KIND, RAW_KEY, RAW_VALUE, StagedPart
-from kafka_direct.app.typed.table import add_columns, create_target, table_columns
+from kafka_direct.app.typed.table import (
+    add_columns,
+    alter_column_type,
+    create_target,
+    drop_not_null,
+    not_null_columns,
+    table_columns,
+)
 from kafka_direct.errors import SchemaChangeError
 from kafka_direct.postgres.catalog import has_unique
 
-__all__ = ["MoveCounts", "batch_columns", "move_parts"]
+__all__ = ["MoveCounts", "batch_columns", "move_parts", "move_tables"]
 
 logger = logging.getLogger(__name__)
 
@@ -113,16 +123,21 @@ def _evolve(cursor: Any, schema: str, table: str, options: TypedOptions,
         create_target(cursor, schema, table, known, keys)
         return table_columns(cursor, schema, table) or {}, tuple(columns)
     new: list[tuple[str, str]] = []
-    for name, (kind, _, topic, partition, offset) in columns.items():
+    for name, (kind, fromSchema, topic, partition, offset) in columns.items():
         column = existing.get(name)
         if column is None:
             new.append((name, kind))
         elif not fits(column, kind):
+            reason = ("no widening of the column holds it" if not (fromSchema and widens(
+                column, kind)) else _widen(cursor, schema, table, name, kind))
+            if reason is None:
+                existing[name] = kind
+                continue
             raise SchemaChangeError(
                 f"field {name!r} now has type {kind} (first at {topic}-{partition} offset "
-                f"{offset}), which column {name} of {target} (type {column}) cannot hold. "
-                f"Change the column (ALTER TABLE {target} ALTER COLUMN {name} TYPE {kind}) "
-                "or the schema, then run the job again: it resumes at this batch",
+                f"{offset}), which column {name} of {target} (type {column}) cannot hold: "
+                f"{reason}. Change the column (ALTER TABLE {target} ALTER COLUMN {name} TYPE "
+                f"{kind}) or the schema, then run the job again: it resumes at this batch",
                 table=target, field=name, columnType=column, newType=kind,
                 topic=topic or None, partition=None if partition < 0 else partition,
                 offset=None if offset < 0 else offset)
@@ -139,22 +154,121 @@ def _evolve(cursor: Any, schema: str, table: str, options: TypedOptions,
     return existing, tuple(name for name, _ in new)
 
 
+def _widen(cursor: Any, schema: str, table: str, name: str, kind: str) -> str | None:
+    """Alter column ``name`` to the wider ``kind``; None, or why PostgreSQL refused.
+
+    A refusal (a view or rule that uses the column...) is returned for the caller's
+    SchemaChangeError; the transaction is then lost, and the batch rolls back.
+    """
+    import psycopg2
+
+    try:
+        alter_column_type(cursor, schema, table, name, kind)
+    except psycopg2.Error as error:
+        primary = getattr(getattr(error, "diag", None), "message_primary", None)
+        return f"PostgreSQL refused to widen it ({primary or type(error).__name__})"
+    return None
+
+
+def _nullable(cursor: Any, schema: str, table: str, options: TypedOptions,
+              parts: Sequence[StagedPart], columns: dict[str, tuple[str, bool, str, int, int]],
+              after: Any = None) -> list[str]:
+    """Drop NOT NULL of schema fields whose rows in the batch have a NULL; their names.
+
+    A schema that lets a field be null, or no longer has it, writes NULL there: the
+    column follows (a key column never: a null key is a bad record). ``after``: SQL that
+    keeps the staged rows a Debezium truncate of the batch leaves (None: all).
+    """
+    from psycopg2 import sql
+
+    fromSchema = [n for n, info in columns.items() if info[1] and n not in options.keyColumns
+                  and n not in COORDINATES]
+    if not fromSchema:
+        return []
+    strict = not_null_columns(cursor, schema, table)
+    dropped = []
+    for name in (n for n in fromSchema if n in strict):
+        rowParts = [p for p in parts
+                    if p.rows - p.deletes - p.deadLetters - len(p.truncates)]
+        if any(name not in {c[0] for c in p.columns} for p in rowParts):
+            dropped.append(name)  # records of a schema without the field: NULL
+            continue
+        # A row that keeps the column (Debezium's unavailable value) takes its old value.
+        isNull = sql.SQL("{} IS NULL AND NOT coalesce({}::jsonb ? {}, false)").format(
+            sql.Identifier(name), sql.Identifier(KEEP), sql.Literal(name))
+        cursor.execute(sql.SQL("SELECT EXISTS (") + _union(
+            rowParts, schema, lambda _: sql.SQL("1"), (ROW,),
+            isNull if after is None else isNull + sql.SQL(" AND ") + after) + sql.SQL(")"))
+        if cursor.fetchone()[0]:
+            dropped.append(name)
+    drop_not_null(cursor, schema, table, dropped)
+    return dropped
+
+
 def _union(parts: Sequence[StagedPart], schema: str, select: Any, kinds: Sequence[str],
            where: Any = None) -> Any:
-    """``SELECT <select per part> FROM stage WHERE kind IN kinds [AND where]`` over the parts."""
+    """``SELECT <select per part> FROM stage WHERE kind IN kinds [AND where]`` over the parts.
+
+    A part that is a view of one table of several (``part.topics``) selects only their rows.
+    """
     from psycopg2 import sql
 
     extra = sql.SQL(" AND ") + where if where is not None else sql.SQL("")
     return sql.SQL(" UNION ALL ").join(
         sql.SQL("SELECT ") + select(part) + sql.SQL(" FROM {} WHERE {} IN ({})").format(
             sql.Identifier(schema, part.table), sql.Identifier(KIND),
-            sql.SQL(", ").join(sql.Literal(k) for k in kinds)) + extra
+            sql.SQL(", ").join(sql.Literal(k) for k in kinds))
+        + (sql.SQL(" AND topic IN ({})").format(sql.SQL(", ").join(
+            sql.Literal(t) for t in part.topics)) if part.topics else sql.SQL(""))
+        + extra
         for part in parts)
 
 
+def move_tables(cursor: Any, schema: str, table: str, options: TypedOptions,
+                parts: Sequence[StagedPart]) -> MoveCounts:
+    """Move the staged ``parts`` into their target tables; in the caller's transaction.
+
+    ``table`` is the ``--table`` option: one table, or a per-topic template
+    (:class:`~kafka_direct.app.typed.routing.TableRoute`). With a template, each table the
+    batch writes is prepared first (created, or checked, with its dead-letter table: a
+    pattern's topics appear while the job runs), and two topics of the batch that map onto
+    one table stop it before anything is written.
+
+    Raises:
+        ConfigurationError: Two topics map onto one table, or a table cannot work as it is.
+        SchemaChangeError: A field's type does not fit its column.
+        psycopg2.Error: The database failed (the caller rolls back).
+    """
+    from kafka_direct.app.typed.routing import TableRoute
+    from kafka_direct.app.typed.table import prepare_table
+
+    route = TableRoute(table)
+    if not route.perTopic:
+        views = [v for p in parts if (v := p.for_table(table)) is not None]
+        return move_parts(cursor, schema, table, options,
+                          views if any(p.shares for p in parts) else parts)
+    topics = {t for p in parts for share in p.shares for t in share.topics}
+    route.tables(topics)  # two topics onto one table: refused, nothing written
+    total = MoveCounts()
+    for name in sorted({t for p in parts for t in p.targets}):
+        views = [v for p in parts if (v := p.for_table(name)) is not None]
+        topic = min(t for p in parts for share in p.shares if share.table == name
+                    for t in share.topics)
+        deadLetter = route.dead_letter_table(options, topic)
+        prepare_table(cursor, schema, name, options, deadLetter)
+        counts = move_parts(cursor, schema, name, options, views, deadLetter=deadLetter)
+        total.written += counts.written
+        total.deleted += counts.deleted
+        total.deadLetters += counts.deadLetters
+        total.added += tuple(f"{name}.{c}" for c in counts.added)
+    return total
+
+
 def move_parts(cursor: Any, schema: str, table: str, options: TypedOptions,
-               parts: Sequence[StagedPart]) -> MoveCounts:
+               parts: Sequence[StagedPart], deadLetter: str | None = None) -> MoveCounts:
     """Move the staged ``parts`` into the target (see the module); in the caller's transaction.
+
+    ``deadLetter``: the dead-letter table (None: the options' for ``table``).
 
     Raises:
         SchemaChangeError: A field's type does not fit its column.
@@ -171,6 +285,8 @@ def move_parts(cursor: Any, schema: str, table: str, options: TypedOptions,
     existing, counts.added = _evolve(cursor, schema, table, options, columns)
     goal = sql.Identifier(schema, table)
     last = truncated([t for p in parts for t in p.truncates])
+    after = after_truncates(last) if last else None
+    _nullable(cursor, schema, table, options, parts, columns, after)
     if last:
         counts.deleted += apply_truncates(cursor, goal, last)
     fields = [name for name in columns if name not in COORDINATES]
@@ -185,7 +301,6 @@ def move_parts(cursor: Any, schema: str, table: str, options: TypedOptions,
         return sql.SQL(", ").join(values)
 
     names = sql.SQL(", ").join(sql.Identifier(c) for c in written)
-    after = after_truncates(last) if last else None
     kept = [c for c in dict.fromkeys(k for p in parts for k in p.kept) if c in fields]
     if any(p.rows - p.deadLetters - len(p.truncates) for p in parts):
         if not options.keyColumns:
@@ -198,7 +313,7 @@ def move_parts(cursor: Any, schema: str, table: str, options: TypedOptions,
                 parts, schema, lambda p: head + sql.SQL(", ") + casted(p), (ROW, DELETE),
                 after), kept)
             counts.written, counts.deleted = written_, counts.deleted + deleted
-    deadLetter = options.dead_letter_table(table)
+    deadLetter = deadLetter or options.dead_letter_table(table)
     if deadLetter is not None and any(p.deadLetters for p in parts):
         cursor.execute(sql.SQL(
             "INSERT INTO {} (topic, kafka_partition, kafka_offset, key, value, error) ").format(

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka_direct.app.typed.commit import MoveCounts, move_parts
+from kafka_direct.app.typed.commit import MoveCounts, move_tables
 from kafka_direct.app.typed.options import TypedOptions
 from kafka_direct.app.typed.stage import StagedPart, Stager
 from sinks.postgres_writer import KafkaRDDSink
@@ -47,8 +47,8 @@ class _StageTask:
         return carry_errors(self._stage(index, records))
 
     def _stage(self, index: int, records: Iterator[Any]) -> Iterator[StagedPart]:
-        yield self.stager.stage(index, ((r.topic, r.partition, r.offset, r.key, r.value)
-                                        for r in records))
+        yield self.stager.stage(index, ((r.topic, r.partition, r.offset, r.key, r.value,
+                                         r.timestamp, r.headers) for r in records))
 
 
 @dataclass
@@ -58,7 +58,7 @@ class TypedDStreamWriter(KafkaRDDSink):
     Args:
         dsn: libpq connection string (never shown).
         schema: Schema of the table, its staging and the offsets table.
-        table: The target table.
+        table: The target table, or a per-topic template (``{topic}``).
         group: The consumer group the offsets are stored under.
         options: The record options.
         statementTimeoutMs: ``statement_timeout`` of the transactions.
@@ -110,6 +110,10 @@ class TypedDStreamWriter(KafkaRDDSink):
         self.batches += 1
         batch = self.batches
         parts: list[StagedPart] = []
+        from kafka_direct.app.typed.routing import TableRoute
+
+        # Two topics of a pattern onto one table: refused before anything is read.
+        TableRoute(self.table).tables({r.topic for r in offsetRanges})
         if any(r.count() for r in offsetRanges):
             from kafka_direct.task_errors import typed_errors
 
@@ -133,7 +137,7 @@ class TypedDStreamWriter(KafkaRDDSink):
 
         def move(cursor: Any) -> int:
             nonlocal moved
-            moved = move_parts(cursor, self.schema, self.table, self.options, parts)
+            moved = move_tables(cursor, self.schema, self.table, self.options, parts)
             self._dropIn(cursor, batch)
             return moved.written
 

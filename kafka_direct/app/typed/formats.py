@@ -1,4 +1,4 @@
-"""Decoding a record's key or value: raw bytes, JSON, or Avro / JSON Schema from a registry.
+"""Decoding a record's key or value: raw bytes, JSON, or Avro / JSON Schema / Protobuf.
 
 A :class:`PartDecoder` turns one key or value into ``(fields, types, fromSchema)``:
 
@@ -31,6 +31,10 @@ Schemas travel with the tasks: the driver fetches the topics' registered schemas
 with its result, so the next tasks get their texts in their closure. A task then neither
 asks the registry nor imports its client (a few seconds of imports in a fresh Python
 worker); only a schema id it has never been given makes it ask.
+
+Protobuf records (``protobuf``) are in the same wire format with the message's indexes
+after the schema id; their schema is fetched in its serialized form and read by
+:mod:`~kafka_direct.app.typed.protobuf`.
 """
 
 from __future__ import annotations
@@ -80,7 +84,8 @@ _LOGICAL = {"uuid": "uuid", "date": "date", "time-millis": "time", "time-micros"
             "local-timestamp-micros": "timestamp", "local-timestamp-nanos": "timestamp"}
 
 
-_WIRE_TYPES = {"avro": "AVRO", "json-schema": "JSON"}
+_WIRE_TYPES = {"avro": "AVRO", "json-schema": "JSON", "protobuf": "PROTOBUF"}
+_WIRE_NAMES = {"AVRO": "Avro", "JSON": "JSON Schema", "PROTOBUF": "Protobuf"}
 #: A JSON escape of a UTF-16 surrogate (paired ones decode to one character).
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
@@ -144,9 +149,9 @@ class PartDecoder:
 
     Args:
         part: ``key`` or ``value``: the column name of a part that is not an object.
-        kind: ``raw``, ``json``, ``avro`` or ``json-schema``.
+        kind: ``raw``, ``json``, ``avro``, ``json-schema`` or ``protobuf``.
         declared: Column types declared with ``--columns`` (JSON).
-        registry: The Schema Registry (Avro, JSON Schema).
+        registry: The Schema Registry (Avro, JSON Schema, Protobuf).
     """
 
     def __init__(self, part: str, kind: str, declared: Mapping[str, str],
@@ -184,6 +189,8 @@ class PartDecoder:
             return {self.part: document}, self._jsonTypes, False
         if self.kind == "json-schema":
             return self._json_schema(data)
+        if self.kind == "protobuf":
+            return self._protobuf(data)
         return self._avro(data, topic)
 
     def _document(self, data: bytes) -> Any:
@@ -209,7 +216,7 @@ class PartDecoder:
 
     def _schema_id(self, data: bytes) -> int:
         if len(data) < 5 or data[0] != 0:
-            name = "Avro" if self.kind == "avro" else "JSON Schema JSON"
+            name = {"avro": "Avro", "protobuf": "Protobuf"}.get(self.kind, "JSON Schema JSON")
             raise DecodeError(f"the {self.part} is not {name} in the Confluent wire format "
                               "(magic byte 0, then a 4-byte schema id)")
         return int.from_bytes(data[1:5], "big")
@@ -262,6 +269,21 @@ class PartDecoder:
             return decoded, types, True
         return {self.part: decoded}, types, True
 
+    def _protobuf(self, data: bytes) -> Decoded:
+        from kafka_direct.app.typed.protobuf import message_indexes
+
+        schemaId = self._schema_id(data)
+        schema = self._schema(schemaId)[0]
+        try:
+            indexes, start = message_indexes(data)
+            kind, types, readers = schema.message(indexes)
+            message = kind()
+            message.ParseFromString(data[start:])
+        except Exception as error:  # ValueError, protobuf's DecodeError
+            raise DecodeError(f"the {self.part} does not decode with its Protobuf schema (id "
+                              f"{schemaId}): {type(error).__name__}") from None
+        return {name: read(message) for name, read in readers}, types, True
+
     def _schema(self, schemaId: int) -> tuple[Any, dict[str, str], bool]:
         assert self.registry is not None  # checked by TypedOptions
         # The part too: a schema that is not a record types the column named after it.
@@ -283,6 +305,14 @@ class PartDecoder:
             self.fetched[schemaId] = texts
         if self.kind == "json-schema":
             return self._parse_json_schema(schemaId, texts)
+        if self.kind == "protobuf":
+            from kafka_direct.app.typed.protobuf import parse_schema
+
+            try:
+                return parse_schema(schemaId, texts), {}, True
+            except ValueError as error:
+                raise DecodeError(f"the {self.part}'s schema id {schemaId} is not a Protobuf "
+                                  f"schema the job reads: {error}") from None
         return self._parse(schemaId, texts)
 
     def _parse_json_schema(self, schemaId: int, texts: tuple[str, ...]
@@ -332,8 +362,9 @@ def schema_texts(registry: RegistrySettings, schemaId: int, part: str = "value",
         SchemaRegistryError: The registry failed.
     """
     client = registry_client(registry)
+    serialized = "serialized" if kind == "protobuf" else None  # descriptors, not .proto text
     try:
-        schema = client.get_schema(schemaId)
+        schema = client.get_schema(schemaId, fmt=serialized)
     except Exception as error:
         if _not_found(error):
             raise DecodeError(f"the {part}'s schema id {schemaId} is not in the Schema "
@@ -342,17 +373,18 @@ def schema_texts(registry: RegistrySettings, schemaId: int, part: str = "value",
     wanted = _WIRE_TYPES.get(kind, "AVRO")
     if (schema.schema_type or "AVRO").upper() != wanted:
         raise DecodeError(f"the {part}'s schema id {schemaId} is a {schema.schema_type} "
-                          f"schema, not {'Avro' if wanted == 'AVRO' else 'JSON Schema'}")
+                          f"schema, not {_WIRE_NAMES[wanted]}")
     texts: list[str] = []
     for reference in schema.references or ():
-        _reference(client, reference, texts, part)
+        _reference(client, reference, texts, part, serialized)
     return (*texts, schema.schema_str)
 
 
-def _reference(client: Any, reference: Any, texts: list[str], part: str) -> None:
+def _reference(client: Any, reference: Any, texts: list[str], part: str,
+               fmt: str | None = None) -> None:
     """Append a referenced schema's text after those of its own references."""
     try:
-        found = client.get_version(reference.subject, reference.version)
+        found = client.get_version(reference.subject, reference.version, fmt=fmt)
     except Exception as error:
         if _not_found(error):
             raise DecodeError(f"the {part}'s schema references {reference.subject} version "
@@ -360,7 +392,7 @@ def _reference(client: Any, reference: Any, texts: list[str], part: str) -> None
         raise _registry_failure(error, f"to give {reference.subject} version "
                                        f"{reference.version}") from None
     for inner in found.schema.references or ():
-        _reference(client, inner, texts, part)
+        _reference(client, inner, texts, part, fmt)
     if found.schema.schema_str not in texts:
         texts.append(found.schema.schema_str)
 

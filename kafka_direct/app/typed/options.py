@@ -25,11 +25,11 @@ __all__ = ["BAD_RECORD_POLICIES", "COORDINATES", "ENVELOPES", "FORMATS", "KEY_FO
            "registry_client"]
 
 #: Record formats of keys and values.
-FORMATS = ("raw", "json", "avro", "json-schema")
+FORMATS = ("raw", "json", "avro", "json-schema", "protobuf")
 #: Key formats: those, and the primitive ones of Kafka's serializers (:mod:`.keys`).
 KEY_FORMATS = (*FORMATS, *PRIMITIVE_FORMATS)
 #: The formats whose records name their schema in a Schema Registry (Confluent's wire format).
-REGISTRY_FORMATS = ("avro", "json-schema")
+REGISTRY_FORMATS = ("avro", "json-schema", "protobuf")
 #: What a record with a null value (a tombstone) does: ``row`` writes it as a row (its value
 #: columns NULL: the raw job's behaviour), ``delete`` deletes its key's row, ``ignore``
 #: skips it.
@@ -81,17 +81,9 @@ def parse_columns(text: str) -> tuple[tuple[str, str], ...]:
         ConfigurationError: A piece that is not ``name:type``, a name given twice, or a
             type the job cannot write (the message lists the ones it can).
     """
-    from kafka_direct.app.typed.columns import normalise_type
+    from kafka_direct.app.typed.columns import normalise_type, split_types
 
-    pieces, depth, current = [], 0, ""
-    for char in text:
-        if char == "," and depth == 0:
-            pieces.append(current)
-            current = ""
-            continue
-        depth += (char == "(") - (char == ")")
-        current += char
-    pieces.append(current)
+    pieces = split_types(text)
     declared: dict[str, str] = {}
     for piece in (p.strip() for p in pieces):
         name, separator, kind = piece.partition(":")
@@ -208,9 +200,9 @@ class TypedOptions:
     """How the ingest job turns records into rows (see the README's ingest section).
 
     Attributes:
-        valueFormat: ``raw`` (a ``value bytea`` column), ``json``, ``avro`` or
-            ``json-schema`` (the value's top-level fields as columns; the last two in
-            Confluent's wire format, their schema in a Schema Registry).
+        valueFormat: ``raw`` (a ``value bytea`` column), ``json``, ``avro``,
+            ``json-schema`` or ``protobuf`` (the value's top-level fields as columns; the
+            last three in Confluent's wire format, their schema in a Schema Registry).
         keyFormat: The same for the key (``raw``: a ``key bytea`` column), or a primitive
             format of Kafka's serializers (``string``, ``long``, ``int``, ``short``,
             ``double``, ``float``, ``bytes``, ``uuid``: one column, see :attr:`keyColumn`).
@@ -224,6 +216,10 @@ class TypedOptions:
         deadLetterTable: The dead-letter table (default ``<table>_dead_letter``).
         columns: Declared column types for JSON fields, as (name, PostgreSQL type) pairs;
             other fields' types are inferred from the first records that carry them.
+        timestampColumn: A ``timestamptz`` column holding each record's Kafka timestamp
+            (:mod:`.metadata`), or None.
+        headerColumns: (header name, PostgreSQL type) pairs: each header's value as a
+            column of that name (:mod:`.metadata`).
         envelope: ``none``, or ``debezium``: values are Debezium change events
             (:mod:`.envelope`).
         onTruncate: A Debezium truncate event: ``fail`` (a bad record), ``truncate`` or
@@ -238,10 +234,16 @@ class TypedOptions:
     onBadRecord: str = "fail"
     deadLetterTable: str | None = None
     columns: tuple[tuple[str, str], ...] = ()
+    timestampColumn: str | None = None
+    headerColumns: tuple[tuple[str, str], ...] = ()
     envelope: str = "none"
     onTruncate: str = "fail"
 
     def __post_init__(self) -> None:
+        from kafka_direct.app.typed.metadata import check_metadata_columns
+
+        check_metadata_columns(self.timestampColumn, self.headerColumns, self.columns,
+                               (*COORDINATES, "key", "value"), check_column_name)
         for flag, value, allowed in (("--value-format", self.valueFormat, FORMATS),
                                      ("--key-format", self.keyFormat, KEY_FORMATS),
                                      ("--on-tombstone", self.onTombstone, TOMBSTONE_POLICIES),
@@ -250,6 +252,12 @@ class TypedOptions:
             if value not in allowed:
                 raise ConfigurationError(f"{flag} must be one of {', '.join(allowed)}, got "
                                          f"{value!r}")
+        for flag, value in (("--value-format", self.valueFormat),
+                            ("--key-format", self.keyFormat)):
+            if value == "protobuf":
+                from kafka_direct.app.typed.protobuf import require_protobuf
+
+                require_protobuf(flag)
         registered = [(f, v) for f, v in (("--value-format", self.valueFormat),
                                           ("--key-format", self.keyFormat))
                       if v in REGISTRY_FORMATS]
@@ -260,7 +268,8 @@ class TypedOptions:
                 "schema by its id in a Confluent-compatible Schema Registry")
         if self.registry is not None and not registered:
             raise ConfigurationError(
-                "--schema-registry is for --value-format/--key-format avro or json-schema; "
+                "--schema-registry is for --value-format/--key-format avro, json-schema or "
+                "protobuf; "
                 "drop it or choose one of those formats")
         for name in self.keyColumns:
             check_column_name(name, "--key-columns")
@@ -360,7 +369,8 @@ class TypedOptions:
         """Whether the job needs the typed writer (anything beyond raw appends)."""
         return (self.valueFormat != "raw" or self.keyFormat != "raw" or bool(self.keyColumns)
                 or self.onTombstone != "row" or self.onBadRecord != "fail"
-                or bool(self.columns) or self.envelope != "none")
+                or bool(self.columns) or self.timestampColumn is not None
+                or bool(self.headerColumns) or self.envelope != "none")
 
     def dead_letter_table(self, table: str) -> str | None:
         """The dead-letter table of ``table`` (None without ``dead-letter``)."""
@@ -375,16 +385,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "records", "how records become rows (default: raw bytes in key and value columns)")
     records.add_argument("--value-format", choices=FORMATS, default="raw",
                          help="raw: a value bytea column (default); json: the value's "
-                              "top-level fields as columns; avro, json-schema: the same, the "
-                              "schema from --schema-registry")
+                              "top-level fields as columns; avro, json-schema, protobuf: the "
+                              "same, the schema from --schema-registry")
     records.add_argument("--key-format", choices=KEY_FORMATS, default="raw",
                          help="the same for the key (raw: a key bytea column); or one "
                               "column written by Kafka's serializers: string (UTF-8), long, "
                               "int, short (big-endian), double, float (IEEE 754), bytes, "
                               "uuid; --key-columns names it")
     records.add_argument("--schema-registry", metavar="URL", default=None,
-                         help="a Confluent-compatible Schema Registry (needed for avro and "
-                              "json-schema)")
+                         help="a Confluent-compatible Schema Registry (needed for avro, "
+                              "json-schema and protobuf)")
     records.add_argument("--schema-registry-auth", metavar="USER:PASSWORD", default=None,
                          help="basic auth for the registry; env:NAME reads it from a variable "
                               "(keep passwords off the command line)")
@@ -412,6 +422,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                               "in the batch's transaction)")
     records.add_argument("--dead-letter-table", default=None,
                          help="the dead-letter table (default <table>_dead_letter)")
+    records.add_argument("--timestamp-column", metavar="NAME", default=None,
+                         help="a timestamptz column holding each record's Kafka timestamp "
+                              "(CreateTime or LogAppendTime, as the topic keeps it)")
+    records.add_argument("--header-columns", metavar="NAME[:TYPE],...", default=None,
+                         help="record headers as columns of their names (default type text: "
+                              "the header's bytes as UTF-8; bytea keeps them; other types "
+                              "parse the text); a missing header is NULL, a repeated one's "
+                              "last value wins")
     records.add_argument("--envelope", choices=ENVELOPES, default="none",
                          help="debezium: values are Debezium change events (JSON with or "
                               "without schemas.enable, or Avro): c/r/u upsert the after "
@@ -478,6 +496,8 @@ def options_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> T
     Raises:
         ConfigurationError: A combination that cannot work, named with its flag and fix.
     """
+    from kafka_direct.app.typed.metadata import parse_header_columns
+
     columns = getattr(args, "columns", None)
     envelope = getattr(args, "envelope", None) or "none"
     onTombstone = getattr(args, "on_tombstone", None) or (
@@ -491,6 +511,8 @@ def options_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> T
         onBadRecord=getattr(args, "on_bad_record", "fail"),
         deadLetterTable=getattr(args, "dead_letter_table", None),
         columns=parse_columns(columns) if columns is not None else (),
+        timestampColumn=getattr(args, "timestamp_column", None),
+        headerColumns=parse_header_columns(getattr(args, "header_columns", None)),
         envelope=envelope, onTruncate=getattr(args, "on_truncate", None) or "fail")
     if options.active and getattr(args, "sink", "transactional") != "transactional":
         raise ConfigurationError(

@@ -19,7 +19,9 @@ With ``--envelope debezium`` the key and value are unwrapped first (:mod:`.envel
 ``after`` image is the row, a ``d`` event a delete of the key, and a column Debezium could
 not read (an unchanged TOASTed value) is kept: its name goes with the row (``KEEP``).
 
-A field of a schema (Avro) whose type does not fit its existing column raises
+A field of a schema (Avro, JSON Schema) whose type does not fit its existing column widens
+it when a wider type holds both (``integer`` to ``bigint``, ``varchar(n)`` to ``text``...:
+the commit alters the column); any other change raises
 :class:`~kafka_direct.errors.SchemaChangeError`: every record of that schema would fail.
 
 :func:`latest_per_key` is the rule the commit applies in SQL, in Python: of several
@@ -32,7 +34,14 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from kafka_direct.app.typed.columns import convert, converter, fits, infer_type, widest
+from kafka_direct.app.typed.columns import (
+    convert,
+    converter,
+    fits,
+    infer_type,
+    widens,
+    widest,
+)
 from kafka_direct.app.typed.envelope import KEEP, EnvelopeReader
 from kafka_direct.app.typed.formats import DecodeError, SchemaTexts, decoders
 from kafka_direct.app.typed.keys import KEY_TYPES, PrimitiveKey
@@ -110,6 +119,7 @@ class RowBuilder:
         self.tombstone = options.onTombstone
         self.keyColumns = options.keyColumns
         self.deadLetter = options.onBadRecord == "dead-letter"
+        self.metadata = options.timestampColumn is not None or bool(options.headerColumns)
         self.envelope = (EnvelopeReader(options.onTruncate)
                          if options.envelope == "debezium" else None)
         #: Columns some rows keep (Debezium's unavailable values).
@@ -124,8 +134,13 @@ class RowBuilder:
         return {**self.keyDecoder.fetched, **self.valueDecoder.fetched}
 
     def build(self, topic: str, partition: int, offset: int, key: bytes | None,
-              value: bytes | None) -> tuple[str, dict[str, Any] | str] | None:
+              value: bytes | None, timestamp: Any = None, headers: Any = None
+              ) -> tuple[str, dict[str, Any] | str] | None:
         """What the record is: ``(ROW|DELETE, columns)``, ``(BAD, reason)`` or None (skip).
+
+        ``timestamp`` and ``headers`` fill ``--timestamp-column`` and ``--header-columns``
+        (:mod:`.metadata`): ms since the epoch or a datetime; (name, bytes) pairs or the
+        source's ``{key, value}`` structs.
 
         Raises:
             BadRecordError: The record cannot be a row and bad records fail the batch.
@@ -137,6 +152,8 @@ class RowBuilder:
             return None
         try:
             kind, row = self._fields(topic, partition, offset, key, value, tombstone)
+            if self.metadata and kind is not None and kind != TRUNCATE:
+                self._metadata(row, (topic, partition, offset), timestamp, headers)
         except _BadRecordError as bad:
             if not self.deadLetter:
                 cause = str(bad)
@@ -235,6 +252,29 @@ class RowBuilder:
             self.kept.update(dict.fromkeys(kept))
         return kind, row
 
+    def _metadata(self, row: dict[str, Any], where: tuple[str, int, int], timestamp: Any,
+                  headers: Any) -> None:
+        """Add the record's timestamp and header columns to ``row``."""
+        from kafka_direct.app.typed.metadata import metadata_values
+
+        try:
+            values = metadata_values(self.options.timestampColumn, self.options.headerColumns,
+                                     timestamp, headers)
+        except ValueError as error:
+            raise _BadRecordError(str(error)) from None
+        pending: dict[str, ColumnInfo] = {}
+        for name, kind, raw in values:
+            if name in row:
+                raise _BadRecordError(
+                    f"the record has a field {name!r}, the name of the column the job fills "
+                    "from its " + ("timestamp" if name == self.options.timestampColumn
+                                   else "header of that name") + ": rename one of them")
+            row[name] = self._column(name, raw, kind, True, where, pending)
+        self.new.update(pending)
+        for name, _, _ in values:
+            if name in self.existing or name in self.new:
+                self.columns.setdefault(name, None)
+
     def _column(self, name: str, raw: Any, schemaType: str | None, fromSchema: bool,
                 where: tuple[str, int, int], pending: dict[str, ColumnInfo]) -> Any:
         """``raw`` converted for column ``name``; a column new to the table into ``pending``."""
@@ -260,14 +300,8 @@ class RowBuilder:
         column = self.existing.get(name)
         if column is not None:
             if fromSchema and schemaType is not None and not fits(column, schemaType):
-                raise SchemaChangeError(
-                    f"field {name!r} of {where[0]}-{where[1]} at offset {where[2]} now has "
-                    f"type {schemaType}, which column {name} of {self.target} (type "
-                    f"{column}) cannot hold. Change the column (ALTER TABLE {self.target} "
-                    f"ALTER COLUMN {name} TYPE {schemaType}) or the schema, then run the job "
-                    "again: it resumes at this batch", table=self.target, field=name,
-                    columnType=column, newType=schemaType, topic=where[0],
-                    partition=where[1], offset=where[2])
+                return self._convert(name, self._widen(name, column, schemaType, where,
+                                                       pending), raw)
             self._settle(name, schemaType, column, None)
             return self._convert(name, column, raw)
         known = pending.get(name) or self.new.get(name)
@@ -297,6 +331,33 @@ class RowBuilder:
             # Values of this type (a schema's: any) leave the column's type as it is.
             self._settle(name, schemaType, kind, None if fromSchema else type(raw))
         return self._convert(name, kind, raw)
+
+    def _widen(self, name: str, column: str, schemaType: str, where: tuple[str, int, int],
+               pending: dict[str, ColumnInfo]) -> str:
+        """The wider type an existing column takes for a schema's field (into ``pending``).
+
+        The commit alters the column in the batch's transaction (:func:`~kafka_direct.app.
+        typed.columns.widens`); the values are converted for the wider type meanwhile.
+
+        Raises:
+            SchemaChangeError: No widening of the column holds the field's type.
+        """
+        known = pending.get(name) or self.new.get(name)
+        if known is not None and fits(known[0], schemaType):
+            return known[0]
+        wanted = schemaType if known is None else widest(known[0], schemaType)
+        if wanted is None or not widens(column, wanted):
+            raise SchemaChangeError(
+                f"field {name!r} of {where[0]}-{where[1]} at offset {where[2]} now has "
+                f"type {schemaType}, which column {name} of {self.target} (type "
+                f"{column}) cannot hold, and no widening of the column would (a change of "
+                f"kind, or a narrower type). Change the column (ALTER TABLE {self.target} "
+                f"ALTER COLUMN {name} TYPE {schemaType}) or the schema, then run the job "
+                "again: it resumes at this batch", table=self.target, field=name,
+                columnType=column, newType=schemaType, topic=where[0],
+                partition=where[1], offset=where[2])
+        pending[name] = (wanted, True, *(known[2:] if known is not None else where))
+        return wanted
 
     @staticmethod
     def _convert(name: str, kind: str, raw: Any) -> Any:

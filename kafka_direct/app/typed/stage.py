@@ -30,7 +30,7 @@ from kafka_direct.app.typed.envelope import KEEP
 from kafka_direct.app.typed.options import TypedOptions
 from kafka_direct.app.typed.rows import BAD, DELETE, TRUNCATE, ColumnInfo, RowBuilder
 
-__all__ = ["CHUNK_ROWS", "KIND", "StagedPart", "Stager"]
+__all__ = ["CHUNK_ROWS", "KIND", "StagedPart", "Stager", "TableShare"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +42,34 @@ RAW_KEY = "kafka_direct_key"
 RAW_VALUE = "kafka_direct_value"
 ERROR = "kafka_direct_error"
 
-Record = tuple[str, int, int, "bytes | None", "bytes | None"]
+#: (topic, partition, offset, key, value[, timestamp, headers]): the last two for the
+#: timestamp and header columns.
+Record = tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TableShare:
+    """What one task staged for one target table (its topics' rows).
+
+    Attributes:
+        table: The target table.
+        topics: The topics whose rows go there.
+        rows: Staged rows of every kind.
+        deletes: Of them, keys to delete.
+        deadLetters: Of them, dead letters.
+        columns: As :attr:`StagedPart.columns`, for this table.
+        truncates: As :attr:`StagedPart.truncates`, of this table's topics.
+        kept: As :attr:`StagedPart.kept`, of this table's rows.
+    """
+
+    table: str
+    topics: tuple[str, ...]
+    rows: int = 0
+    deletes: int = 0
+    deadLetters: int = 0
+    columns: tuple[tuple[str, str, bool, str, int, int], ...] = ()
+    truncates: tuple[tuple[str, int, int], ...] = ()
+    kept: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +89,10 @@ class StagedPart:
             the schema's or the inferred one; the coordinates say where it was first seen.
         schemas: Avro schemas the task had to fetch from the registry (id, texts), for the
             driver to give the next tasks.
+        shares: What it staged per target table (one share unless ``--table`` is a
+            per-topic template and the task read several topics).
+        topics: Of a view of one table (:meth:`for_table`): the topics to select from a
+            staging table shared with other tables; empty: all of its rows.
         truncates: ``(topic, partition, offset)`` of Debezium truncate events (staged too).
         kept: Columns some staged rows keep (Debezium's unavailable values).
     """
@@ -74,6 +105,8 @@ class StagedPart:
     ignored: int = 0
     columns: tuple[tuple[str, str, bool, str, int, int], ...] = field(default=())
     schemas: tuple[tuple[int, tuple[str, ...]], ...] = field(default=(), repr=False)
+    shares: tuple[TableShare, ...] = field(default=())
+    topics: tuple[str, ...] = ()
     truncates: tuple[tuple[str, int, int], ...] = ()
     kept: tuple[str, ...] = ()
 
@@ -84,6 +117,25 @@ class StagedPart:
 
         return STAGE_PREFIX + self.token
 
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """The target tables its rows go to."""
+        return tuple(share.table for share in self.shares)
+
+    def for_table(self, table: str) -> StagedPart | None:
+        """This part as the rows of target ``table`` only (None: it has none for it).
+
+        The view names the same staging table; when the part holds rows of other tables
+        too, its ``topics`` are the ones to select (the commit filters on them).
+        """
+        for share in self.shares:
+            if share.table == table:
+                return StagedPart(self.partitionId, self.token, share.rows, share.deletes,
+                                  share.deadLetters, 0, share.columns,
+                                  topics=share.topics if len(self.shares) > 1 else (),
+                                  truncates=share.truncates, kept=share.kept)
+        return None
+
 
 @dataclass(frozen=True)
 class Stager:
@@ -92,7 +144,8 @@ class Stager:
     Attributes:
         dsn: libpq connection string.
         schema: The target's schema (the staging tables and their registry live there).
-        table: The target table.
+        table: The target table, or a per-topic template (:class:`~kafka_direct.app.typed.
+            routing.TableRoute`): each topic's rows are built for its own table's columns.
         options: The record options.
         queryId: Registry key of the writer: ``ingest:<group>`` (DStream) or Spark's query
             id (structured).
@@ -115,7 +168,9 @@ class Stager:
 
     def stage(self, partitionId: int, records: Iterable[Record],
               token: str | None = None) -> StagedPart:
-        """Stage ``records`` (topic, partition, offset, key, value); returns what was staged.
+        """Stage ``records``; returns what was staged.
+
+        Each record is (topic, partition, offset, key, value[, timestamp, headers]).
 
         Raises:
             BadRecordError: A record cannot be a row and bad records fail the batch.
@@ -132,14 +187,9 @@ class Stager:
         with database_errors(target, dsn=self.dsn), \
                 transaction(Database(self.dsn), self.statementTimeoutMs) as cursor:
             cursor.execute("SET LOCAL synchronous_commit = off")  # rebuilt by a re-run if lost
-            from kafka_direct.app.typed.table import table_columns
+            return self._stage(cursor, _Builders(self, cursor), partitionId, token, records)
 
-            builder = RowBuilder(self.options, target, table_columns(cursor, self.schema,
-                                                                     self.table),
-                                 dict(self.schemas))
-            return self._stage(cursor, builder, partitionId, token, records)
-
-    def _stage(self, cursor: Any, builder: RowBuilder, partitionId: int, token: str,
+    def _stage(self, cursor: Any, builders: _Builders, partitionId: int, token: str,
                records: Iterable[Record]) -> StagedPart:
         from psycopg2 import sql
 
@@ -148,18 +198,31 @@ class Stager:
         stage = sql.Identifier(self.schema, STAGE_PREFIX + token)
         staged: list[str] = []  # field columns the staging table has, in order
         counts = {"rows": 0, "deletes": 0, "dead": 0, "ignored": 0}
-        truncates: list[tuple[str, int, int]] = []
+        shares: dict[str, list[int]] = {}  # table -> [rows, deletes, dead letters]
+        truncates: dict[str, list[tuple[str, int, int]]] = {}  # table -> truncate events
         created = False
+        lastTopic: str | None = None
+        builder: Any = None  # the builder of lastTopic's table
+        share = [0, 0, 0]
         for chunk in _chunks(records, CHUNK_ROWS):
             rows = []
-            for topic, partition, offset, key, value in chunk:
-                built = builder.build(topic, partition, offset, key, value)
+            for record in chunk:
+                if record[0] != lastTopic:  # a task reads one topic's range, mostly
+                    lastTopic = record[0]
+                    table, builder = builders.of(record[0])
+                    share = shares.setdefault(table, [0, 0, 0])
+                built = builder.build(*record)
                 if built is None:
                     counts["ignored"] += 1
                     continue
-                if built[0] == TRUNCATE:
-                    truncates.append((topic, partition, offset))
-                rows.append((built, topic, partition, offset, key, value))
+                share[0] += 1
+                if built[0] == DELETE:
+                    share[1] += 1
+                elif built[0] == BAD:
+                    share[2] += 1
+                elif built[0] == TRUNCATE:
+                    truncates.setdefault(table, []).append(record[:3])
+                rows.append((built, *record[:5]))
             if not rows:
                 continue
             if not created:
@@ -170,7 +233,7 @@ class Stager:
                     stage, sql.Identifier(KIND), sql.Identifier(RAW_KEY),
                     sql.Identifier(RAW_VALUE), sql.Identifier(ERROR), sql.Identifier(KEEP)))
                 created = True
-            fresh = [c for c in builder.columns if c not in staged]
+            fresh = [c for c in builders.columns() if c not in staged]
             if fresh:
                 cursor.execute(sql.SQL("ALTER TABLE {} ").format(stage) + sql.SQL(", ").join(
                     sql.SQL("ADD COLUMN {} text").format(sql.Identifier(c)) for c in fresh))
@@ -182,7 +245,7 @@ class Stager:
                 stage, sql.SQL(", ").join(sql.Identifier(c) for c in columns)).as_string(cursor),
                 io.StringIO(text))
             counts["rows"] += len(rows)
-        fetched = tuple(sorted(builder.fetched.items()))
+        fetched = tuple(sorted(builders.fetched().items()))
         if not counts["rows"]:
             return StagedPart(partitionId, token, ignored=counts["ignored"], schemas=fetched)
         cursor.execute(sql.SQL(
@@ -191,9 +254,62 @@ class Stager:
                                                                      STAGED_TABLE)),
             (token, self.queryId, self.batchId, partitionId, STAGE_PREFIX + token,
              counts["rows"]))
+        parts = tuple(TableShare(table, builders.topics(table), rows, deletes, dead,
+                                 _described(builders.builders[table]),
+                                 tuple(truncates.get(table, ())),
+                                 tuple(builders.builders[table].kept))
+                      for table, (rows, deletes, dead) in shares.items() if rows)
         return StagedPart(partitionId, token, counts["rows"], counts["deletes"],
-                          counts["dead"], counts["ignored"], _described(builder, staged),
-                          fetched, tuple(truncates), tuple(builder.kept))
+                          counts["dead"], counts["ignored"],
+                          parts[0].columns if len(parts) == 1 else (), fetched, parts,
+                          truncates=tuple(t for share in parts for t in share.truncates),
+                          kept=tuple(dict.fromkeys(k for share in parts for k in share.kept)))
+
+
+class _Builders:
+    """A task's row builders, one per target table (made at its first record)."""
+
+    def __init__(self, stager: Stager, cursor: Any) -> None:
+        from kafka_direct.app.typed.routing import TableRoute
+
+        self.stager = stager
+        self.cursor = cursor
+        self.route = TableRoute(stager.table)
+        self.builders: dict[str, RowBuilder] = {}
+        self._byTopic: dict[str, tuple[str, RowBuilder]] = {}
+
+    def of(self, topic: str) -> tuple[str, RowBuilder]:
+        """(the table, its builder) of ``topic``'s records."""
+        found = self._byTopic.get(topic)
+        if found is not None:
+            return found
+        from kafka_direct.app.typed.table import table_columns
+
+        s = self.stager
+        table = self.route.table(topic)
+        self.route.tables([*self._byTopic, topic])  # two topics onto one table: refused
+        builder = self.builders.get(table)
+        if builder is None:
+            builder = RowBuilder(s.options, f"{s.schema}.{table}",
+                                 table_columns(self.cursor, s.schema, table), dict(s.schemas))
+            self.builders[table] = builder
+        self._byTopic[topic] = (table, builder)
+        return table, builder
+
+    def topics(self, table: str) -> tuple[str, ...]:
+        """The topics read so far whose rows go to ``table``."""
+        return tuple(sorted(t for t, (name, _) in self._byTopic.items() if name == table))
+
+    def columns(self) -> list[str]:
+        """Every column the builders' rows carry, in the order first seen."""
+        return list(dict.fromkeys(c for b in self.builders.values() for c in b.columns))
+
+    def fetched(self) -> dict[int, tuple[str, ...]]:
+        """Schemas the builders' decoders had to fetch."""
+        found: dict[int, tuple[str, ...]] = {}
+        for builder in self.builders.values():
+            found.update(builder.fetched)
+        return found
 
 
 _ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
@@ -237,10 +353,9 @@ def _lines(rows: list[tuple[Any, ...]], staged: list[str], counts: dict[str, int
             f"{kind}\t{head}\t\\N\t\\N\t\\N\t{keep}\n"
 
 
-def _described(builder: RowBuilder, staged: list[str]
-               ) -> tuple[tuple[str, str, bool, str, int, int], ...]:
+def _described(builder: RowBuilder) -> tuple[tuple[str, str, bool, str, int, int], ...]:
     described = []
-    for name in staged:
+    for name in builder.columns:
         info: ColumnInfo | None = builder.new.get(name)
         if info is None:  # an existing column: its own type
             described.append((name, builder.existing[name], False, "", -1, -1))

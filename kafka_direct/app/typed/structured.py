@@ -39,13 +39,16 @@ from kafka_direct.app.typed.options import RegistrySettings, TypedOptions
 from kafka_direct.app.typed.stage import StagedPart, Stager
 from kafka_direct.errors import ConfigurationError
 
-__all__ = ["FORMAT", "TypedCommitMessage", "TypedIngestSink", "sink_options"]
+__all__ = ["FORMAT", "METADATA_COLUMNS", "TypedCommitMessage", "TypedIngestSink",
+           "sink_options"]
 
 logger = logging.getLogger(__name__)
 
 #: The sink's format name (registered by the ingest job).
 FORMAT = "kafka-direct-ingest-postgres"
 _REGISTRY_OPTION = "schemaRegistry.password"
+#: The source's columns the sink also takes, for the timestamp and header columns.
+METADATA_COLUMNS = ("timestamp", "headers")
 
 
 def sink_options(options: TypedOptions, dsn: str, schema: str, table: str, group: str,
@@ -59,6 +62,8 @@ def sink_options(options: TypedOptions, dsn: str, schema: str, table: str, group
                "keyColumns": list(options.keyColumns), "onTombstone": options.onTombstone,
                "onBadRecord": options.onBadRecord, "deadLetterTable": options.deadLetterTable,
                "columns": [list(c) for c in options.columns],
+               "timestampColumn": options.timestampColumn,
+               "headerColumns": [list(c) for c in options.headerColumns],
                "envelope": options.envelope, "onTruncate": options.onTruncate}
     given = {"dsn": dsn, "schema": schema, "table": table, "offsetStore.name": group,
              "records": json.dumps(records)}
@@ -102,6 +107,8 @@ def _settings(given: Mapping[str, str]) -> _Settings:
             onTombstone=records["onTombstone"], onBadRecord=records["onBadRecord"],
             deadLetterTable=records["deadLetterTable"],
             columns=tuple((str(n), str(t)) for n, t in records["columns"]),
+            timestampColumn=records.get("timestampColumn"),
+            headerColumns=tuple((str(n), str(t)) for n, t in records.get("headerColumns", ())),
             envelope=records.get("envelope", "none"),
             onTruncate=records.get("onTruncate", "fail"))
         timeout = lowered.get("statementtimeoutms")
@@ -167,7 +174,7 @@ class _Writer(DataSourceStreamArrowWriter):
         _carried(lambda: self._commit(messages, batchId))
 
     def _commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        from kafka_direct.app.typed.commit import move_parts
+        from kafka_direct.app.typed.commit import move_tables
         from kafka_direct.postgres.staging import StagedAttempt
         from kafka_direct.sql.sink.commit import commit_batch
 
@@ -184,8 +191,8 @@ class _Writer(DataSourceStreamArrowWriter):
                                           message.part.rows))
 
         def move(cursor: Any, staged: Any) -> int:
-            moved = move_parts(cursor, s.schema, s.table, s.options,
-                               [parts[a.token] for a in staged])
+            moved = move_tables(cursor, s.schema, s.table, s.options,
+                                [parts[a.token] for a in staged])
             logger.info("batch %d: %d rows written, %d deleted, %d dead letters", batchId,
                         moved.written, moved.deleted, moved.deadLetters)
             return moved.written
@@ -216,15 +223,21 @@ def _sink_options(s: _Settings) -> Any:
                        link=SourceLink(s.dsn, s.group, s.schema))
 
 
-def _records(batches: Iterator[Any]) -> Iterator[tuple[str, int, int, Any, Any]]:
-    """(topic, partition, offset, key, value) of Arrow record batches of the source's rows."""
+def _records(batches: Iterator[Any]) -> Iterator[tuple[Any, ...]]:
+    """(topic, partition, offset, key, value[, timestamp, headers]) of the source's rows.
+
+    The last two when the job selected them, from Arrow record batches.
+    """
     for batch in batches:
         if not batch.num_rows:
             continue
         names = batch.schema.names
         column = {name: batch.column(i).to_pylist() for i, name in enumerate(names)}
+        extra = [column[name] if name in column else [None] * batch.num_rows
+                 for name in METADATA_COLUMNS] if any(n in column for n in
+                                                      METADATA_COLUMNS) else []
         yield from zip(column["topic"], column["kafka_partition"], column["kafka_offset"],
-                       column["key"], column["value"], strict=True)
+                       column["key"], column["value"], *extra, strict=True)
 
 
 class TypedIngestSink(DataSource):
@@ -242,7 +255,7 @@ class TypedIngestSink(DataSource):
         """The micro-batch writer."""
         names = [f.name for f in schema.fields]
         wanted = ["topic", "kafka_partition", "kafka_offset", "key", "value"]
-        if names != wanted:
+        if names[:5] != wanted or not set(names[5:]) <= set(METADATA_COLUMNS):
             raise ConfigurationError(f"the {FORMAT} sink takes the columns {wanted}, got "
                                      f"{names}", setting="columns")
         return _carried(lambda: _Writer(_settings(self.options)))  # type: ignore[no-any-return]

@@ -23,8 +23,9 @@ from kafka_direct.app.typed.options import COORDINATES, TypedOptions
 from kafka_direct.errors import ConfigurationError, SchemaChangeError
 from kafka_direct.postgres.catalog import has_unique
 
-__all__ = ["COORDINATE_TYPES", "add_columns", "create_target", "ensure_dead_letter",
-           "known_columns", "prepare_tables", "schema_exists", "table_columns"]
+__all__ = ["COORDINATE_TYPES", "add_columns", "alter_column_type", "create_target",
+           "drop_not_null", "ensure_dead_letter", "known_columns", "not_null_columns",
+           "prepare_table", "prepare_tables", "schema_exists", "table_columns"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +62,10 @@ def table_columns(cursor: Any, schema: str, table: str) -> dict[str, str] | None
 
 
 def known_columns(options: TypedOptions) -> list[tuple[str, str]]:
-    """The columns known before any record: raw parts, a primitive key, ``--columns``."""
+    """The columns known before any record: raw parts, a primitive key, ``--columns``.
+
+    The timestamp and header columns too: their types are known from the options.
+    """
     columns = [(name, "bytea") for name, kind in (("key", options.keyFormat),
                                                   ("value", options.valueFormat))
                if kind == "raw"]
@@ -72,6 +76,9 @@ def known_columns(options: TypedOptions) -> list[tuple[str, str]]:
                         or KEY_TYPES[options.keyFormat]))
     taken = {name for name, _ in columns}
     columns += [(name, kind) for name, kind in options.columns if name not in taken]
+    if options.timestampColumn is not None:
+        columns.append((options.timestampColumn, "timestamptz"))
+    columns += list(options.headerColumns)
     return columns
 
 
@@ -106,6 +113,41 @@ def add_columns(cursor: Any, schema: str, table: str, columns: Sequence[tuple[st
                    + sql.SQL(", ").join(sql.SQL("ADD COLUMN IF NOT EXISTS {} {}").format(
                        sql.Identifier(name), sql.SQL(kind)) for name, kind in columns))
     logger.info("added columns %s to %s.%s", [name for name, _ in columns], schema, table)
+
+
+def alter_column_type(cursor: Any, schema: str, table: str, name: str, kind: str) -> None:
+    """ALTER TABLE ... ALTER COLUMN ... TYPE (a widening), in the caller's transaction.
+
+    Raises:
+        psycopg2.Error: PostgreSQL refused (a view or rule uses the column...).
+    """
+    from psycopg2 import sql
+
+    cursor.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN {} TYPE {}").format(
+        sql.Identifier(schema, table), sql.Identifier(name), sql.SQL(kind)))
+    logger.info("widened column %s of %s.%s to %s", name, schema, table, kind)
+
+
+def not_null_columns(cursor: Any, schema: str, table: str) -> set[str]:
+    """The table's columns that are NOT NULL."""
+    cursor.execute(
+        "SELECT a.attname FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON "
+        "c.oid = a.attrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = %s AND c.relname = %s AND a.attnum > 0 AND NOT a.attisdropped "
+        "AND a.attnotnull", (schema, table))
+    return {str(row[0]) for row in cursor.fetchall()}
+
+
+def drop_not_null(cursor: Any, schema: str, table: str, names: Sequence[str]) -> None:
+    """ALTER TABLE ... ALTER COLUMN ... DROP NOT NULL for each, in the caller's transaction."""
+    from psycopg2 import sql
+
+    if not names:
+        return
+    cursor.execute(sql.SQL("ALTER TABLE {} ").format(sql.Identifier(schema, table))
+                   + sql.SQL(", ").join(sql.SQL("ALTER COLUMN {} DROP NOT NULL").format(
+                       sql.Identifier(name)) for name in names))
+    logger.info("columns %s of %s.%s are nullable now", list(names), schema, table)
 
 
 def ensure_dead_letter(cursor: Any, schema: str, table: str) -> None:
@@ -173,42 +215,62 @@ def _check_existing(cursor: Any, schema: str, table: str, existing: Mapping[str,
                 "with a unique constraint yourself, or choose another --table")
 
 
-def prepare_tables(dsn: str, schema: str, table: str, options: TypedOptions,
-                   structured: bool = False) -> None:
-    """Before the stream starts: the target, the dead-letter table, the staging records.
-
-    A missing target is created with the columns known now; a target that exists must
-    keep the coordinates, and have a unique constraint on ``--key-columns`` (or gain them
-    with their first records while it is empty).
+def prepare_table(cursor: Any, schema: str, table: str, options: TypedOptions,
+                  deadLetter: str | None) -> None:
+    """The target (created when missing, else checked) and its dead-letter table.
 
     Raises:
         ConfigurationError: The target cannot work as it is (the message says the fix).
+        SchemaChangeError: A column cannot hold what the job writes there.
+    """
+    existing = table_columns(cursor, schema, table)
+    if existing is None:
+        known = known_columns(options)
+        names = {name for name, _ in known} | set(COORDINATES)
+        keys = (options.keyColumns if all(k in names for k in options.keyColumns)
+                else ())
+        create_target(cursor, schema, table, known,
+                      keys if options.keyColumns else COORDINATES)
+    else:
+        _check_existing(cursor, schema, table, existing, options)
+    if deadLetter is not None:
+        ensure_dead_letter(cursor, schema, deadLetter)
+
+
+def prepare_tables(dsn: str, schema: str, table: str, options: TypedOptions,
+                   structured: bool = False, topics: Sequence[str] = ()) -> None:
+    """Before the stream starts: the targets, their dead-letter tables, the staging records.
+
+    A missing target is created with the columns known now; a target that exists must
+    keep the coordinates, and have a unique constraint on ``--key-columns`` (or gain them
+    with their first records while it is empty). With a per-topic ``table`` template, the
+    tables of ``topics`` are prepared (a pattern's: by the batch that first writes them).
+
+    Raises:
+        ConfigurationError: The target cannot work as it is (the message says the fix), or
+            two topics map onto one table.
         SchemaChangeError: A column cannot hold what the job writes there.
         OffsetStoreError: The database failed, or the role may not create what is missing.
     """
     import psycopg2
 
+    from kafka_direct.app.typed.routing import TableRoute
     from kafka_direct.errors import OffsetStoreError
     from kafka_direct.postgres.connection import connect
     from kafka_direct.postgres.errors import describe_database_error, fix_for
     from kafka_direct.postgres.staging import ensure_sink_tables
 
+    route = TableRoute(table)
+    targets = ({name: topic for topic, name in route.tables(topics).items()}
+               if route.perTopic else {table: ""})
     connection = connect(dsn)
     try:
         with connection, connection.cursor() as cursor:
-            existing = table_columns(cursor, schema, table)
-            if existing is None:
-                known = known_columns(options)
-                names = {name for name, _ in known} | set(COORDINATES)
-                keys = (options.keyColumns if all(k in names for k in options.keyColumns)
-                        else ())
-                create_target(cursor, schema, table, known,
-                              keys if options.keyColumns else COORDINATES)
-            else:
-                _check_existing(cursor, schema, table, existing, options)
-            deadLetter = options.dead_letter_table(table)
-            if deadLetter is not None:
-                ensure_dead_letter(cursor, schema, deadLetter)
+            for name, topic in targets.items():
+                table = name
+                prepare_table(cursor, schema, name, options,
+                              route.dead_letter_table(options, topic) if topic
+                              else options.dead_letter_table(name))
             ensure_sink_tables(cursor, schema)
             if structured:
                 from kafka_direct.sql.link.tables import ensure_link_tables

@@ -41,7 +41,7 @@ def parse(*argv, environ=None):
     (["--value-format", "avro"], "--value-format avro needs --schema-registry"),
     (["--key-format", "avro"], "--key-format avro needs --schema-registry"),
     (["--schema-registry", "http://r:8081"],
-     "--schema-registry is for --value-format/--key-format avro or json-schema"),
+     "--schema-registry is for --value-format/--key-format avro, json-schema or protobuf"),
     (["--key-columns", "id"], "--key-columns id: with --key-format raw and --value-format raw"),
     (["--on-tombstone", "delete"], "--on-tombstone delete deletes the row"),
     (["--dead-letter-table", "dl"], "--dead-letter-table is for --on-bad-record dead-letter"),
@@ -231,12 +231,18 @@ def test_an_avro_field_that_no_longer_fits_is_a_schema_change(monkeypatch):
     schemaless_writer(body, parse_schema(schema), {"n": 2**40})
     record = b"\x00" + schemaId.to_bytes(4, "big") + body.getvalue()
     rows = RowBuilder(TypedOptions(valueFormat="avro", registry=registry, onBadRecord=
-                                   "dead-letter"), "s.t", {"n": "integer"})
+                                   "dead-letter"), "s.t", {"n": "boolean"})
     with pytest.raises(SchemaChangeError) as caught:
         rows.build("t", 0, 7, None, record)
     error = caught.value
-    assert (error.field, error.columnType, error.newType) == ("n", "integer", "bigint")
+    assert (error.field, error.columnType, error.newType) == ("n", "boolean", "bigint")
+    assert (error.topic, error.partition, error.offset) == ("t", 0, 7)
     assert "ALTER TABLE s.t ALTER COLUMN n TYPE bigint" in str(error)
+    # A widening (int -> long) is no stop: the row carries the wider type for the commit.
+    widened = RowBuilder(TypedOptions(valueFormat="avro", registry=registry), "s.t",
+                         {"n": "integer"})
+    assert widened.build("t", 0, 7, None, record) == (ROW, {"key": None, "n": 2**40})
+    assert widened.new["n"] == ("bigint", True, "t", 0, 7)
     fine = RowBuilder(TypedOptions(valueFormat="avro", registry=registry), "s.t",
                       {"n": "numeric"})
     assert fine.build("t", 0, 7, None, record) == (ROW, {"key": None, "n": 2**40})
