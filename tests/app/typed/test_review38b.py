@@ -36,7 +36,6 @@ Findings:
 
 import json
 
-import psycopg2
 import pytest
 from google.protobuf import (
     any_pb2,
@@ -45,7 +44,6 @@ from google.protobuf import (
     message_factory,
 )
 
-from kafka_direct.app.typed.commit import move_parts
 from kafka_direct.app.typed.options import RegistrySettings, TypedOptions, registry_client
 from kafka_direct.app.typed.routing import TableRoute
 from kafka_direct.app.typed.rows import BAD, ROW, RowBuilder
@@ -53,25 +51,9 @@ from kafka_direct.app.typed.stage import Stager
 from kafka_direct.app.typed.table import prepare_tables
 from kafka_direct.errors import ConfigurationError
 from tests.app.typed.protobuf_messages import F, _field, classes, serializer
-
-
-def _query(postgres, statement):
-    connection = psycopg2.connect(postgres.dsn)
-    try:
-        with connection, connection.cursor() as cursor:
-            cursor.execute(statement)
-            return cursor.fetchall() if cursor.description else None
-    finally:
-        connection.close()
-
-
-def _commit(postgres, schema, options, parts, table="t"):
-    connection = psycopg2.connect(postgres.dsn)
-    try:
-        with connection, connection.cursor() as cursor:
-            return move_parts(cursor, schema, table, options, parts)
-    finally:
-        connection.close()
+from tests.app.typed.test_typed_commit import avro_record
+from tests.app.typed.test_typed_commit import commit as _commit
+from tests.app.typed.test_typed_commit import query as _query
 
 
 def _message_class(package, dependencies, add, serialized=()):
@@ -220,25 +202,16 @@ def test_review38b_a_63_byte_tables_dead_letters_have_a_table_of_their_own():
 # Finding 8 (low-medium: a removed schema field fails the batch, or not, by chance).
 def test_review38b_a_not_null_column_whose_field_left_the_schema_becomes_nullable(
         postgres, pg_schema):
-    from fastavro import parse_schema, schemaless_writer
-
-    def avro(schemaId, schema, value):
-        import io
-
-        body = io.BytesIO()
-        schemaless_writer(body, parse_schema(schema), value)
-        return b"\x00" + schemaId.to_bytes(4, "big") + body.getvalue()
-
     _query(postgres, f'CREATE TABLE "{pg_schema}".t (topic text NOT NULL, kafka_partition '
                      "integer NOT NULL, kafka_offset bigint NOT NULL, n bigint, s text NOT "
-                     "NULL, PRIMARY KEY (topic, kafka_partition, kafka_offset))")
+                     "NULL, PRIMARY KEY (topic, kafka_partition, kafka_offset)); SELECT 1")
     v2 = {"type": "record", "name": "R", "fields": [{"name": "n", "type": "long"}]}
     options = TypedOptions(valueFormat="avro",
                            registry=RegistrySettings("http://127.0.0.1:9"))  # never asked
     prepare_tables(postgres.dsn, pg_schema, "t", options)
     part = Stager(postgres.dsn, pg_schema, "t", options, "test", 1,
                   schemas=((9, (json.dumps(v2),)),)).stage(
-        0, [("t", 0, 0, None, avro(9, v2, {"n": 1}))])
+        0, [("t", 0, 0, None, avro_record(9, v2, {"n": 1}))])
     _commit(postgres, pg_schema, options, [part])  # today: NOT NULL violation on s
     assert _query(postgres, f'SELECT n, s FROM "{pg_schema}".t') == [(1, None)]
 
