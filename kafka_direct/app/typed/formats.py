@@ -270,7 +270,7 @@ class PartDecoder:
         return {self.part: decoded}, types, True
 
     def _protobuf(self, data: bytes) -> Decoded:
-        from kafka_direct.app.typed.protobuf import message_indexes
+        from kafka_direct.app.typed.protobuf import message_indexes, read_fields
 
         schemaId = self._schema_id(data)
         schema = self._schema(schemaId)[0]
@@ -282,7 +282,11 @@ class PartDecoder:
         except Exception as error:  # ValueError, protobuf's DecodeError
             raise DecodeError(f"the {self.part} does not decode with its Protobuf schema (id "
                               f"{schemaId}): {type(error).__name__}") from None
-        return {name: read(message) for name, read in readers}, types, True
+        try:
+            return read_fields(message, readers), types, True
+        except ValueError as error:  # a value no column holds: the record's, named
+            raise DecodeError(f"the {self.part} (Protobuf schema id {schemaId}): "
+                              f"{error}") from None
 
     def _schema(self, schemaId: int) -> tuple[Any, dict[str, str], bool]:
         assert self.registry is not None  # checked by TypedOptions

@@ -15,13 +15,21 @@ Columns are the message's top-level fields:
   name; an unknown number as its digits);
 * well-known types: ``google.protobuf.Timestamp`` ``timestamptz``, ``Duration``
   ``interval``, the wrappers (``Int64Value``...) their value's column (NULL when unset),
-  ``Struct``/``Value``/``ListValue`` ``jsonb``, ``google.type.Date`` ``date``;
+  ``Struct``/``Value``/``ListValue`` ``jsonb``, ``google.type.Date`` ``date``,
+  ``confluent.type.Decimal`` ``numeric``;
 * other messages, repeated fields and maps ``jsonb`` (protobuf's JSON mapping, field names
   as in the schema).
 
 A field with presence (``optional``, a message, a oneof member) that is unset is NULL; a
 proto3 scalar without presence holds its default (0, ``""``), as protobuf cannot tell it
-from unset.
+from unset. A value no column can hold (a Timestamp outside years 1 to 9999, an ``Any`` of
+a type the schema's pool does not know) raises ValueError naming the field: a bad record.
+
+The files confluent-kafka's serializer counts as built in (``google/protobuf/*``,
+``google/type/*``, ``confluent/*``) are never registered as references, so the schema's
+pool holds them beforehand: every installed ``google.protobuf``/``google.type`` module's
+file, and confluent-kafka's own files when the schema imports one (importing
+confluent-kafka costs a Python worker a second or two, so only then).
 """
 
 from __future__ import annotations
@@ -29,10 +37,16 @@ from __future__ import annotations
 import base64
 import datetime
 import decimal
-from collections.abc import Callable, Sequence
+import importlib
+import logging
+import pkgutil
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-__all__ = ["ProtobufSchema", "message_indexes", "parse_schema", "require_protobuf"]
+__all__ = ["ProtobufSchema", "message_indexes", "parse_schema", "read_fields",
+           "require_protobuf"]
+
+logger = logging.getLogger(__name__)
 
 # FieldDescriptor.TYPE_* numbers (descriptor.proto).
 _SCALARS = {1: "double precision", 2: "real", 3: "bigint", 4: "numeric(20,0)",
@@ -47,7 +61,13 @@ _WRAPPERS = {"google.protobuf.DoubleValue": "double precision",
              "google.protobuf.Int32Value": "integer", "google.protobuf.UInt32Value": "bigint",
              "google.protobuf.BoolValue": "boolean", "google.protobuf.StringValue": "text",
              "google.protobuf.BytesValue": "bytea"}
-_JSON_TYPES = ("google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue")
+#: The packages of the files confluent-kafka's serializer counts as built in.
+_BUILTIN_PACKAGES = ("google.protobuf", "google.protobuf.compiler", "google.type")
+_CONFLUENT_PACKAGES = ("confluent_kafka.schema_registry.confluent",
+                       "confluent_kafka.schema_registry.confluent.type",
+                       "confluent_kafka.schema_registry.confluent.types")
+#: (file name, serialized file) of those packages' files, their dependencies first.
+_builtins: dict[tuple[str, ...], list[tuple[str, bytes]]] = {}
 
 
 def require_protobuf(flag: str) -> None:
@@ -113,9 +133,7 @@ class ProtobufSchema:
         )
 
         self.schemaId = schemaId
-        pool = descriptor_pool.DescriptorPool()
-        _add_well_known(pool)
-        last = None
+        protos = []
         for text in texts:
             proto = descriptor_pb2.FileDescriptorProto()
             try:
@@ -125,6 +143,13 @@ class ProtobufSchema:
                                  "must answer format=serialized)") from None
             if not proto.name:
                 proto.name = f"kafka_direct_schema_{schemaId}_{len(text)}.proto"
+            protos.append(proto)
+        pool = descriptor_pool.DescriptorPool()
+        _add_well_known(pool, any(dependency.startswith("confluent/")
+                                  for proto in protos for dependency in proto.dependency))
+        self.pool = pool
+        last = None
+        for proto in protos:
             try:
                 last = pool.FindFileByName(proto.name)
             except KeyError:
@@ -164,7 +189,7 @@ class ProtobufSchema:
         types: dict[str, str] = {}
         readers: list[tuple[str, Callable[[Any], Any]]] = []
         for field in descriptor.fields:
-            types[field.name], reader = _column(field)
+            types[field.name], reader = _column(field, self.pool)
             readers.append((field.name, reader))
         found = (message_factory.GetMessageClass(descriptor), types, readers)
         self._messages[key] = found
@@ -176,39 +201,94 @@ def parse_schema(schemaId: int, texts: Sequence[str]) -> ProtobufSchema:
     return ProtobufSchema(schemaId, texts)
 
 
-def _add_well_known(pool: Any) -> None:
+def read_fields(message: Any, readers: Iterable[tuple[str, Callable[[Any], Any]]]
+                ) -> dict[str, Any]:
+    """Field name -> column value of a parsed message.
+
+    Raises:
+        ValueError: A field's value no column can hold (named in the message).
+    """
     from google.protobuf import (  # type: ignore[import-untyped,unused-ignore]
-        any_pb2,
-        duration_pb2,
-        empty_pb2,
-        field_mask_pb2,
-        struct_pb2,
-        timestamp_pb2,
-        wrappers_pb2,
+        json_format,
     )
 
-    for module in (any_pb2, duration_pb2, empty_pb2, field_mask_pb2, struct_pb2,
-                   timestamp_pb2, wrappers_pb2):
-        pool.AddSerializedFile(module.DESCRIPTOR.serialized_pb)
-    try:
-        from google.type import date_pb2  # type: ignore[import-untyped,unused-ignore]
-    except ImportError:  # googleapis-common-protos absent: google.type.Date is a message
-        return
-    pool.AddSerializedFile(date_pb2.DESCRIPTOR.serialized_pb)
+    fields = {}
+    for name, read in readers:
+        try:
+            fields[name] = read(message)
+        except (ArithmeticError, ValueError, TypeError, KeyError, json_format.Error) as error:
+            # A Timestamp past 9999 (OverflowError), a Date of month 0, an Any of a type
+            # nobody knows (TypeError): the producer's value, not the job's fault.
+            raise ValueError(f"field {name!r} holds a value the job cannot write "
+                             f"({type(error).__name__})") from None
+    return fields
+
+
+def _add_well_known(pool: Any, confluent: bool) -> None:
+    """Add the built-in files (see the module) to ``pool``; confluent-kafka's if asked."""
+    for packages in (_BUILTIN_PACKAGES, *((_CONFLUENT_PACKAGES,) if confluent else ())):
+        for name, serialized in _builtin_files(packages):
+            try:
+                pool.FindFileByName(name)
+            except KeyError:
+                pool.AddSerializedFile(serialized)
+
+
+def _builtin_files(packages: tuple[str, ...]) -> list[tuple[str, bytes]]:
+    """(name, serialized file) of the ``*_pb2`` modules of ``packages``, dependencies first."""
+    found = _builtins.get(packages)
+    if found is not None:
+        return found
+    ordered: list[tuple[str, bytes]] = []
+    seen: set[str] = set()
+
+    def visit(file: Any) -> None:
+        if file.name in seen:
+            return
+        seen.add(file.name)
+        for dependency in file.dependencies:
+            visit(dependency)
+        ordered.append((file.name, file.serialized_pb))
+
+    for package in packages:
+        try:
+            path = importlib.import_module(package).__path__
+        except ImportError:  # googleapis-common-protos or confluent-kafka absent
+            continue
+        for info in sorted(pkgutil.iter_modules(path), key=lambda i: i.name):
+            if not info.name.endswith("_pb2"):
+                continue
+            try:
+                module = importlib.import_module(f"{package}.{info.name}")
+            except Exception as error:  # built for another protobuf: its file is left out
+                logger.debug("built-in Protobuf module %s.%s not loaded: %s", package,
+                             info.name, error)
+                continue
+            visit(module.DESCRIPTOR)
+    _builtins[packages] = ordered
+    return ordered
 
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
-def _as_json(message: Any) -> Any:
+def _as_json(message: Any, pool: Any) -> Any:
     from google.protobuf import (  # type: ignore[import-untyped,unused-ignore]
         json_format,
     )
 
-    return json_format.MessageToDict(message, preserving_proto_field_name=True)
+    # The schema's pool resolves an Any's type (protobuf's default pool never has it).
+    return json_format.MessageToDict(message, preserving_proto_field_name=True,
+                                     descriptor_pool=pool)
 
 
-def _column(field: Any) -> tuple[str, Callable[[Any], Any]]:
+def _decimal(message: Any) -> decimal.Decimal:
+    """A ``confluent.type.Decimal``: its big-endian two's-complement unscaled value, scaled."""
+    unscaled = int.from_bytes(message.value, "big", signed=True)
+    return decimal.Decimal(f"{unscaled}E{-int(message.scale)}")  # exact: no context applies
+
+
+def _column(field: Any, pool: Any) -> tuple[str, Callable[[Any], Any]]:
     """(column type, message -> the field's value) of one field."""
     name = field.name
     present = bool(getattr(field, "has_presence", False))
@@ -218,10 +298,10 @@ def _column(field: Any) -> tuple[str, Callable[[Any], Any]]:
         repeated = field.label == _REPEATED
     if repeated:  # repeated fields and maps: JSON, as protobuf's JSON mapping writes them
         def whole(message: Any) -> Any:
-            value = _as_json(message).get(name)
+            value = _as_json(message, pool).get(name)
             return value if value is not None else ([] if not _is_map(field) else {})
         return "jsonb", whole
-    kind, read = _value(field)
+    kind, read = _value(field, pool)
     if not present:
         return kind, lambda message: read(getattr(message, name))
     return kind, lambda message: (read(getattr(message, name)) if message.HasField(name)
@@ -233,7 +313,7 @@ def _is_map(field: Any) -> bool:
     return message is not None and message.GetOptions().map_entry
 
 
-def _value(field: Any) -> tuple[str, Callable[[Any], Any]]:
+def _value(field: Any, pool: Any) -> tuple[str, Callable[[Any], Any]]:
     """(column type, field value -> column value) of a singular field."""
     if field.type == _ENUM:
         names = {v.number: v.name for v in field.enum_type.values}
@@ -255,9 +335,9 @@ def _value(field: Any) -> tuple[str, Callable[[Any], Any]]:
             lambda m: m.value)
     if full == "google.type.Date":
         return "date", lambda m: datetime.date(m.year, m.month, m.day).isoformat()
-    if full in _JSON_TYPES:
-        return "jsonb", _as_json
-    return "jsonb", _as_json
+    if full == "confluent.type.Decimal":
+        return "numeric", _decimal
+    return "jsonb", lambda m: _as_json(m, pool)  # Struct, Value, ListValue, other messages
 
 
 def _identity(value: Any) -> Any:
