@@ -269,7 +269,13 @@ def _decimal(value: Any, kind: str) -> decimal.Decimal | int:
             raise ValueError(f"{value} does not fit {kind}")
         return decimal.Decimal(repr(value).replace("inf", "Infinity"))
     number = decimal.Decimal(repr(value)) if isinstance(value, float) else decimal.Decimal(value)
+    if number.is_snan():  # PostgreSQL's numeric has no signalling NaN
+        raise ValueError(f"a signalling NaN does not fit {kind}")
+    if number.is_qnan():
+        return decimal.Decimal("NaN")  # PostgreSQL reads NaN, not a sign or a payload
     bounds = _numeric(kind)
+    if bounds is not None and number.is_infinite():  # only plain numeric holds Infinity
+        raise ValueError(f"{number} does not fit {kind}")
     if bounds is not None and number.is_finite():
         digits, scale = bounds
         rounded = number.quantize(decimal.Decimal(1).scaleb(-scale),

@@ -4,7 +4,8 @@
   topic with ``message.timestamp.type=CreateTime`` (Kafka's default) that is the time the
   producer set (by default its clock when it sent the record, possibly out of order); with
   ``LogAppendTime`` it is the broker's clock when the record was appended (ordered within a
-  partition). A record without a timestamp (-1) has NULL.
+  partition). A record without a timestamp (-1) has NULL; one past year 9999 is a bad
+  record.
 * A header column holds the value of the header of that name: its bytes as UTF-8 text
   (type ``text``, the default), as they are (``bytea``), or that text parsed for the
   column's type (``bigint``, ``numeric``, ``boolean`` (``true``/``false``), ``jsonb``,
@@ -94,7 +95,11 @@ def check_metadata_columns(timestampColumn: str | None,
 
 
 def record_time(timestamp: Any) -> datetime.datetime | None:
-    """A record's timestamp (ms since the epoch, -1 for none; or a datetime) as a UTC time."""
+    """A record's timestamp (ms since the epoch, -1 for none; or a datetime) as a UTC time.
+
+    Raises:
+        ValueError: The timestamp is past year 9999 (a producer may set any long).
+    """
     if timestamp is None:
         return None
     if isinstance(timestamp, datetime.datetime):
@@ -102,7 +107,11 @@ def record_time(timestamp: Any) -> datetime.datetime | None:
             tzinfo=datetime.UTC)  # the source's naive timestamps are UTC
     if timestamp < 0:
         return None
-    return _EPOCH + datetime.timedelta(milliseconds=int(timestamp))
+    try:
+        return _EPOCH + datetime.timedelta(milliseconds=int(timestamp))
+    except OverflowError:
+        raise ValueError(f"the record's timestamp {int(timestamp)} ms is past year 9999, "
+                         "beyond what a timestamptz column holds") from None
 
 
 def _pairs(headers: Any) -> Iterator[tuple[str, Any]]:
@@ -154,11 +163,15 @@ def metadata_values(timestampColumn: str | None, headerColumns: Iterable[tuple[s
     """(column, type, value) of a record's metadata columns.
 
     Raises:
-        ValueError: A header's value does not fit its column (named in the message).
+        ValueError: The timestamp or a header's value does not fit its column (named in
+            the message).
     """
     found: list[tuple[str, str, Any]] = []
     if timestampColumn is not None:
-        found.append((timestampColumn, TIMESTAMP_TYPE, record_time(timestamp)))
+        try:
+            found.append((timestampColumn, TIMESTAMP_TYPE, record_time(timestamp)))
+        except ValueError as error:
+            raise ValueError(f"timestamp column {timestampColumn!r}: {error}") from None
     wanted = dict(headerColumns)
     if wanted:
         last: dict[str, Any] = {}
