@@ -41,7 +41,7 @@ from kafka_direct.app.typed.envelope import (
     fill_kept,
     truncated,
 )
-from kafka_direct.app.typed.options import COORDINATES, TypedOptions
+from kafka_direct.app.typed.options import COORDINATES, REGISTRY_FORMATS, TypedOptions
 from kafka_direct.app.typed.rows import BAD, DELETE, ROW
 from kafka_direct.app.typed.stage import ERROR, KIND, RAW_KEY, RAW_VALUE, StagedPart
 from kafka_direct.app.typed.table import (
@@ -50,6 +50,7 @@ from kafka_direct.app.typed.table import (
     create_target,
     drop_not_null,
     not_null_columns,
+    not_null_without_default,
     table_columns,
 )
 from kafka_direct.errors import SchemaChangeError
@@ -176,20 +177,27 @@ def _nullable(cursor: Any, schema: str, table: str, options: TypedOptions,
     """Drop NOT NULL of schema fields whose rows in the batch have a NULL; their names.
 
     A schema that lets a field be null, or no longer has it, writes NULL there: the
-    column follows (a key column never: a null key is a bad record). ``after``: SQL that
-    keeps the staged rows a Debezium truncate of the batch leaves (None: all).
+    column follows (a key column never: a null key is a bad record). A NOT NULL column
+    that no row of the batch supplies (its field left the schema of every record) follows
+    too, when the values come from a schema. ``after``: SQL that keeps the staged rows a
+    Debezium truncate of the batch leaves (None: all).
     """
     from psycopg2 import sql
 
     fromSchema = [n for n, info in columns.items() if info[1] and n not in options.keyColumns
                   and n not in COORDINATES]
-    if not fromSchema:
-        return []
-    strict = not_null_columns(cursor, schema, table)
+    rowParts = [p for p in parts if p.rows - p.deletes - p.deadLetters - len(p.truncates)]
     dropped = []
+    if rowParts and options.valueFormat in REGISTRY_FORMATS:
+        # Rows that leave a column out write NULL there (or its default).
+        dropped += sorted(n for n in not_null_without_default(cursor, schema, table)
+                          if n not in columns and n not in options.keyColumns
+                          and n not in COORDINATES)
+    if not fromSchema:
+        drop_not_null(cursor, schema, table, dropped)
+        return dropped
+    strict = not_null_columns(cursor, schema, table)
     for name in (n for n in fromSchema if n in strict):
-        rowParts = [p for p in parts
-                    if p.rows - p.deletes - p.deadLetters - len(p.truncates)]
         if any(name not in {c[0] for c in p.columns} for p in rowParts):
             dropped.append(name)  # records of a schema without the field: NULL
             continue
@@ -248,7 +256,7 @@ def move_tables(cursor: Any, schema: str, table: str, options: TypedOptions,
         return move_parts(cursor, schema, table, options,
                           views if any(p.shares for p in parts) else parts)
     topics = {t for p in parts for share in p.shares for t in share.topics}
-    route.tables(topics)  # two topics onto one table: refused, nothing written
+    route.tables(topics, options)  # two topics onto one table: refused, nothing written
     total = MoveCounts()
     for name in sorted({t for p in parts for t in p.targets}):
         views = [v for p in parts if (v := p.for_table(name)) is not None]

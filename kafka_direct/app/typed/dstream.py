@@ -113,7 +113,8 @@ class TypedDStreamWriter(KafkaRDDSink):
         from kafka_direct.app.typed.routing import TableRoute
 
         # Two topics of a pattern onto one table: refused before anything is read.
-        TableRoute(self.table).tables({r.topic for r in offsetRanges})
+        # A topic's dead-letter table that is another's table too.
+        TableRoute(self.table).tables({r.topic for r in offsetRanges}, self.options)
         if any(r.count() for r in offsetRanges):
             from kafka_direct.task_errors import typed_errors
 

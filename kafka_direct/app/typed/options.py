@@ -373,10 +373,28 @@ class TypedOptions:
                 or bool(self.headerColumns) or self.envelope != "none")
 
     def dead_letter_table(self, table: str) -> str | None:
-        """The dead-letter table of ``table`` (None without ``dead-letter``)."""
+        """The dead-letter table of ``table`` (None without ``dead-letter``).
+
+        ``--dead-letter-table``, else ``<table>_dead_letter``; when that is longer than
+        PostgreSQL's 63 bytes, ``<table, cut to 42 bytes>_<8 hex digits of its
+        SHA-256>_dead_letter`` (cutting the suffix instead made a 63-byte table its own
+        dead-letter table, and two long tables share one).
+        """
         if self.onBadRecord != "dead-letter":
             return None
-        return self.deadLetterTable or f"{table}_dead_letter"[:NAME_LIMIT]
+        if self.deadLetterTable:
+            return self.deadLetterTable
+        name = f"{table}_dead_letter"
+        if len(name.encode("utf-8")) <= NAME_LIMIT:
+            return name
+        import hashlib
+
+        digest = hashlib.sha256(table.encode("utf-8")).hexdigest()[:8]
+        suffix = f"_{digest}_dead_letter"
+        room = NAME_LIMIT - len(suffix)
+        # Cut whole characters: a multi-byte one cut in two is no name.
+        head = table.encode("utf-8")[:room].decode("utf-8", "ignore")
+        return head + suffix
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

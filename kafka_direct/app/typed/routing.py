@@ -83,12 +83,18 @@ class TableRoute:
                 "or topic name")
         return name
 
-    def tables(self, topics: Iterable[str]) -> dict[str, str]:
+    def tables(self, topics: Iterable[str], options: TypedOptions | None = None
+               ) -> dict[str, str]:
         """Each topic's table, sorted by topic.
 
+        Args:
+            topics: The topics.
+            options: The record options: with dead letters, no topic's dead-letter table
+                may be a table the topics' rows go to (None: not checked).
+
         Raises:
-            ConfigurationError: Two topics map to one table (a per-topic template), or a
-                name is too long.
+            ConfigurationError: Two topics map to one table (a per-topic template), a
+                topic's dead-letter table is a topic's table, or a name is too long.
         """
         mapped: dict[str, str] = {}
         owner: dict[str, str] = {}
@@ -102,7 +108,26 @@ class TableRoute:
                     "without {topic} to put every topic into one table")
             owner[name] = topic
             mapped[topic] = name
+        if options is not None:
+            self._check_dead_letters(options, mapped, owner)
         return mapped
+
+    def _check_dead_letters(self, options: TypedOptions, mapped: dict[str, str],
+                            owner: dict[str, str]) -> None:
+        """Refuse a topic's dead-letter table that is a table of the topics' rows."""
+        for topic in mapped:
+            deadLetter = self.dead_letter_table(options, topic)
+            if deadLetter is None or deadLetter not in owner:
+                continue
+            other = owner[deadLetter]
+            rows = f"topic {other!r}'s rows" if other != topic else "its own rows"
+            raise ConfigurationError(
+                f"--table {self.template!r} and --dead-letter-table "
+                f"{options.deadLetterTable or '(default: <table>_dead_letter)'} make table "
+                f"{deadLetter!r} both topic {topic!r}'s dead-letter table and the table of "
+                f"{rows}: give --dead-letter-table a name no topic's table has (it may hold "
+                "{topic}), or read those topics with separate jobs",
+                setting="--dead-letter-table")
 
     def dead_letter(self, deadLetterTable: str, topic: str) -> str:
         """``--dead-letter-table``, its ``{topic}`` (if any) filled in for ``topic``."""

@@ -23,8 +23,9 @@ from kafka_direct.app.typed.options import COORDINATES, TypedOptions
 from kafka_direct.errors import ConfigurationError, SchemaChangeError
 from kafka_direct.postgres.catalog import has_unique
 
-__all__ = ["COORDINATE_TYPES", "add_columns", "alter_column_type", "create_target",
-           "drop_not_null", "ensure_dead_letter", "known_columns", "not_null_columns",
+__all__ = ["COORDINATE_TYPES", "DEAD_LETTER_COLUMNS", "add_columns", "alter_column_type",
+           "create_target", "drop_not_null", "ensure_dead_letter", "known_columns",
+           "not_null_columns", "not_null_without_default",
            "prepare_table", "prepare_tables", "schema_exists", "table_columns"]
 
 logger = logging.getLogger(__name__)
@@ -138,6 +139,20 @@ def not_null_columns(cursor: Any, schema: str, table: str) -> set[str]:
     return {str(row[0]) for row in cursor.fetchall()}
 
 
+def not_null_without_default(cursor: Any, schema: str, table: str) -> set[str]:
+    """The table's NOT NULL columns that an INSERT leaving them out leaves NULL.
+
+    Not those with a default, an identity or a generated value.
+    """
+    cursor.execute(
+        "SELECT a.attname FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON "
+        "c.oid = a.attrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = %s AND c.relname = %s AND a.attnum > 0 AND NOT a.attisdropped "
+        "AND a.attnotnull AND NOT a.atthasdef AND a.attidentity = '' "
+        "AND a.attgenerated = ''", (schema, table))
+    return {str(row[0]) for row in cursor.fetchall()}
+
+
 def drop_not_null(cursor: Any, schema: str, table: str, names: Sequence[str]) -> None:
     """ALTER TABLE ... ALTER COLUMN ... DROP NOT NULL for each, in the caller's transaction."""
     from psycopg2 import sql
@@ -150,11 +165,30 @@ def drop_not_null(cursor: Any, schema: str, table: str, names: Sequence[str]) ->
     logger.info("columns %s of %s.%s are nullable now", list(names), schema, table)
 
 
+#: The dead-letter table's columns the job writes, and their types.
+DEAD_LETTER_COLUMNS = (*COORDINATE_TYPES, ("key", "bytea"), ("value", "bytea"),
+                       ("error", "text"))
+
+
 def ensure_dead_letter(cursor: Any, schema: str, table: str) -> None:
-    """Create the dead-letter table when missing (asked first)."""
+    """Create the dead-letter table when missing (asked first), else check its columns.
+
+    Raises:
+        ConfigurationError: The table lacks a dead-letter column, or has one of a type
+            that cannot hold it (another table: a topic's own, say).
+    """
     from psycopg2 import sql
 
-    if table_columns(cursor, schema, table) is not None:
+    existing = table_columns(cursor, schema, table)
+    if existing is not None:
+        wrong = [f"{name} {kind}" for name, kind in DEAD_LETTER_COLUMNS
+                 if name not in existing or not fits(existing[name], kind)]
+        if wrong:
+            raise ConfigurationError(
+                f"--dead-letter-table: {schema}.{table} exists but is not a dead-letter "
+                f"table (it needs columns {', '.join(wrong)}): choose another "
+                "--dead-letter-table, or drop or rename that table",
+                setting="--dead-letter-table")
         return
     if not schema_exists(cursor, schema):
         cursor.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
@@ -261,7 +295,7 @@ def prepare_tables(dsn: str, schema: str, table: str, options: TypedOptions,
     from kafka_direct.postgres.staging import ensure_sink_tables
 
     route = TableRoute(table)
-    targets = ({name: topic for topic, name in route.tables(topics).items()}
+    targets = ({name: topic for topic, name in route.tables(topics, options).items()}
                if route.perTopic else {table: ""})
     connection = connect(dsn)
     try:
