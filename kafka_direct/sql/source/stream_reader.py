@@ -265,7 +265,7 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         listing = metadata.listing({tp.topic for tp in known})
         present = metadata.present(listing)
         lost = metadata.lost(known, listing)
-        kept = {tp: offset for tp, offset in start.items() if tp not in lost}
+        kept = {tp: offset for tp, offset in start.items() if tp not in lost} if lost else start
         metadata.note_gaps(kept, present, lost)
         if self._target is not None:
             target = {tp: offset for tp, offset in self._target.items() if tp not in lost}
@@ -311,7 +311,8 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             # Lost partitions leave the offsets (failOnDataLoss=false): the batch's end,
             # written to the offset log, no longer has them, so a re-created topic's
             # partitions are new ones, read from offset 0, and a replay plans the same.
-            begin = {tp: offset for tp, offset in offsets.items() if tp not in lost}
+            begin = ({tp: offset for tp, offset in offsets.items() if tp not in lost}
+                     if lost else offsets)
             self._latest = {**begin, **latest}
             if isinstance(limit, ReadAllAvailable):
                 end = admit(begin, latest)
