@@ -3,11 +3,13 @@
 import json
 
 import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 import kafka_direct.sql.source.parsed_offsets as parsed_offsets
 from kafka_direct import ConfigurationError, TopicPartition
 from kafka_direct.sql.offsets_json import offsets_from_json
 from kafka_direct.sql.source.parsed_offsets import ParsedOffsets
+from tests.sql.source.test_source_stream_reader import cluster_with, make_reader, ranges_of
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -76,3 +78,21 @@ def test_only_the_last_few_values_are_remembered(reads):
     codec.read({"t": {"0": 5}}, "start")
     codec.read({"t": {"0": 0}}, "start")
     assert len(reads) == 7
+
+
+def test_a_trigger_reads_the_offsets_json_it_gets_back_only_once(reads):
+    # The engine hands back, as JSON, the end latestOffset returned (to partitions, then to
+    # commit and the next latestOffset): at a thousand partitions each read by the codec
+    # cost about 3 ms.
+    cluster = cluster_with(partitions=3, records=5)
+    reader = make_reader(cluster, startingOffsets="earliest")
+    start = json.loads(json.dumps(reader.initialOffset()))
+    for batch in range(3):
+        for p in range(3):
+            cluster.produce(TopicPartition("t", p), 2)
+        end = json.loads(json.dumps(reader.latestOffset(start, ReadAllAvailable())))
+        assert ranges_of(reader, start, end) == [
+            ("t", p, 5 + 2 * batch if batch else 0, 7 + 2 * batch) for p in range(3)]
+        reader.commit(end)
+        start = end
+    assert len(reads) == 1  # the first start only

@@ -662,32 +662,3 @@ def test_a_checkpoint_at_offset_zero_of_a_partition_catches_up_too():
     end = reader.latestOffset(start, ReadAllAvailable())
     assert end == {"t": {"0": 15, "1": 5}}
     assert ranges_of(reader, start, end) == [("t", 0, 15, 15)]  # one empty task
-
-
-# -- the cost of a trigger ------------------------------------------------------------------
-
-def test_a_trigger_reads_the_offsets_json_it_gets_back_only_once(monkeypatch):
-    # The engine hands back, as JSON, the end latestOffset returned (to partitions, then to
-    # commit and the next latestOffset): at a thousand partitions each read by the codec
-    # cost about 3 ms.
-    import kafka_direct.sql.source.parsed_offsets as parsed_offsets
-
-    reads = []
-
-    def counted(data, what="source offset"):
-        reads.append(what)
-        return offsets_from_json(data, what)
-
-    monkeypatch.setattr(parsed_offsets, "offsets_from_json", counted)
-    cluster = cluster_with(partitions=3, records=5)
-    reader = make_reader(cluster, startingOffsets="earliest")
-    start = json.loads(json.dumps(reader.initialOffset()))
-    for batch in range(3):
-        for p in range(3):
-            cluster.produce(TopicPartition("t", p), 2)
-        end = json.loads(json.dumps(reader.latestOffset(start, ReadAllAvailable())))
-        assert ranges_of(reader, start, end) == [
-            ("t", p, 5 + 2 * batch if batch else 0, 7 + 2 * batch) for p in range(3)]
-        reader.commit(end)
-        start = end
-    assert reads == ["the batch's start offset"]  # the first start only
