@@ -122,7 +122,7 @@ def structured(spark, kafka, producer, names, partitions, batches):
                 planning.append(d.get("latestOffset", 0) + d.get("queryPlanning", 0))
     finally:
         query.stop()
-    return planning, source_cpu(kafka, producer, names, partitions, batches)
+    return planning[:batches], source_cpu(kafka, producer, names, partitions, batches)
 
 
 def source_cpu(kafka, producer, names, partitions, batches):
