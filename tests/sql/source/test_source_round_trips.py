@@ -1,7 +1,6 @@
 """What a trigger of the source asks Kafka at 1,000 partitions: one listing, four requests."""
 
 import json
-from types import SimpleNamespace
 
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
@@ -9,56 +8,17 @@ from kafka_direct.client.driver_consumer import DriverConsumer
 from kafka_direct.sql.source.metadata import SourceMetadata
 from kafka_direct.sql.source.options import parse_source_options
 from kafka_direct.sql.source.stream_reader import KafkaDirectStreamReader
-
-TOPICS = [f"t{i}" for i in range(10)]
-
-
-class Cluster:
-    """Ten topics of 100 partitions, every log at ``end``; the requests the clients sent."""
-
-    def __init__(self):
-        self.end = 5
-        self.requests = []  # ("metadata", topic or None) or ("offsets", partitions asked)
-
-
-def clients(cluster):
-    class Consumer:
-        def __init__(self, params):
-            pass
-
-        def list_topics(self, topic=None, timeout=None):
-            cluster.requests.append(("metadata", topic))
-            partitions = {p: SimpleNamespace(id=p) for p in range(100)}
-            return SimpleNamespace(topics={
-                name: SimpleNamespace(error=None, partitions=partitions)
-                for name in TOPICS if topic in (None, name)})
-
-        def offsets_for_times(self, request, timeout):
-            cluster.requests.append(("offsets", len(request)))
-            return [SimpleNamespace(topic=tp.topic, partition=tp.partition,
-                                    offset=cluster.end, error=None) for tp in request]
-
-        def poll(self, timeout):
-            return None
-
-        def close(self):
-            pass
-
-    class Admin:
-        def __init__(self, params):
-            pass
-
-    return Consumer, Admin
+from tests.fakes.confluent_clients import CountingCluster
 
 
 def test_a_trigger_at_a_thousand_partitions_lists_once_and_asks_ends_in_four_requests():
     # Broker round trips a trigger, counted on the driver consumer's clients: one listing
     # of the cluster's topics, and the end offsets in requests of 250 partitions (one
     # request of 1,000 cost librdkafka about 10 ms of CPU, quadratic in its size).
-    cluster = Cluster()
-    consumer, admin = clients(cluster)
+    cluster = CountingCluster()
+    consumer, admin = cluster.clients()
     options = parse_source_options({"kafka.bootstrap.servers": "fake:1",
-                                    "subscribe": ",".join(TOPICS)},
+                                    "subscribe": ",".join(cluster.topics)},
                                    streaming=True, check_client=False)
     metadata = SourceMetadata(options, lambda params: DriverConsumer(
         params, consumerFactory=consumer, adminFactory=admin))
