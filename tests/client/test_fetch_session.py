@@ -115,3 +115,13 @@ def test_only_several_nonempty_ranges_of_distinct_partitions_share_a_session(ran
     if not shared:
         with pytest.raises(ValueError, match="one per partition"):
             read(ManyPartitions({}, []), ranges)
+
+
+def test_a_partition_in_two_runs_of_one_answer_after_its_range_ended_is_done_once():
+    # librdkafka may hand over one partition's records in two runs of a batch (two fetch
+    # responses): the second, past the finished range, once ended the range a second time
+    # (a KeyError that failed the task).
+    ranges = [OffsetRange("a", 0, 0, 2), OffsetRange("b", 1, 0, 1)]
+    consumer = ManyPartitions({}, [[("a", 0, 0), ("a", 0, 1), ("b", 1, 0), ("a", 0, 2)]])
+    assert read(consumer, ranges) == [(ranges[0], [0, 1], None), (ranges[1], [0], None)]
+    assert sorted(consumer.paused) == [("a", 0), ("b", 1)]

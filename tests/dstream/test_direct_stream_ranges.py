@@ -6,6 +6,7 @@ import logging
 import pytest
 
 from kafka_direct import ConsumerStrategies, DataLossError, OffsetRange, TopicPartition
+from kafka_direct.dstream.consumer_strategy import Subscribe
 from tests.fakes.fake_cluster import FakeCluster, make_stream, stub_rdds
 
 T0, T1, T2 = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("t", 2)
@@ -156,3 +157,40 @@ def test_a_given_start_offset_beyond_the_end_is_a_configuration_error(cluster):
     stream = make_stream(cluster, ConsumerStrategies.Assign([T0], PARAMS, offsets={T0: 5}))
     with pytest.raises(ConfigurationError, match="beyond its end offset"):
         stream.start()
+
+
+@pytest.mark.parametrize(("strategy", "listings"), [
+    (lambda topics: ConsumerStrategies.Assign(
+        [TopicPartition(t, p) for t in topics for p in range(100)], PARAMS), 0),
+    (lambda topics: Subscribe(topics, PARAMS, groupManagement=False), 1)])
+def test_a_batch_of_a_thousand_partitions_asks_their_ends_in_four_requests(strategy, listings):
+    # Broker round trips a batch, counted on the driver consumer's clients: the end offsets
+    # in requests of 250 partitions (one request of 1,000 cost librdkafka about 10 ms of
+    # CPU, quadratic in its size), and for a subscription without the group one listing.
+    from kafka_direct import LocationStrategies, StreamingContext
+    from kafka_direct.client.driver_consumer import DriverConsumer
+    from kafka_direct.dstream.direct_kafka_input_dstream import DirectKafkaInputDStream
+    from tests.fakes.confluent_clients import CountingCluster
+    from tests.fakes.fake_cluster import FakeSparkContext
+
+    counting = CountingCluster()
+    consumer, admin = counting.clients()
+    stream = DirectKafkaInputDStream(
+        StreamingContext(FakeSparkContext(None), 1), LocationStrategies.PreferConsistent(),
+        strategy(counting.topics), driverConsumerFactory=lambda params: DriverConsumer(
+            params, consumerFactory=consumer, adminFactory=admin))
+    stream.initialize(0)
+    stream.start()
+    try:
+        for batch in range(1, 4):
+            counting.end += 2
+            counting.requests.clear()
+            ranges = stream.compute(batch * 1000)
+            assert counting.requests == [("metadata", None)] * listings + [("offsets", 250)] * 4
+            assert len(ranges) == 1000
+            assert {(r.fromOffset, r.untilOffset) for r in ranges} == {
+                (counting.end - 2, counting.end)}
+            assert [(r.topic, r.partition) for r in ranges] == sorted(
+                (r.topic, r.partition) for r in ranges)
+    finally:
+        stream.stop()

@@ -90,6 +90,20 @@ def admit(start: Offsets, latest: Offsets, maxRows: int | None = None,
     # Counted per call: partitions that appear (a pattern's new topics, added
     # partitions) raise the cap from the next trigger on.
     limit = trigger_limit(len(latest), maxRows, maxRowsPerPartition)
+    if limit is None:
+        # Everything: each partition of latest ends there, but a new one with nothing yet
+        # (the rule below); a partition latest lacks keeps its start. One lookup a
+        # partition, where the general path takes five (a thousand partitions a trigger),
+        # and keyed by latest's TopicPartitions: the metadata's, the same objects trigger
+        # after trigger, so the next trigger's lookups are identity hits.
+        ends = dict(latest)
+        for tp, position in start.items():
+            if tp not in ends:
+                ends[tp] = position
+        for tp in [tp for tp, last in latest.items()
+                   if last == NEW_PARTITION_START and tp not in start]:
+            del ends[tp]
+        return ends
     end = {tp: position for tp, position in start.items() if tp not in latest}
     forward: dict[TopicPartition, int] = {}
     begin: dict[TopicPartition, int] = {}

@@ -89,6 +89,8 @@ class SourceMetadata:
         self._warned: set[TopicPartition] = set()
         #: Partitions missing from the last metadata answers (warned about once a gap).
         self._gaps: set[TopicPartition] = set()
+        #: The last partition counts listed, and their partitions (see :meth:`present`).
+        self._present: tuple[dict[str, int], frozenset[TopicPartition]] | None = None
 
     @property
     def readCommitted(self) -> bool:
@@ -148,8 +150,15 @@ class SourceMetadata:
         if subscription.kind == "assign":
             return {tp for tp in subscription.partitions
                     if tp.partition < listing.counts.get(tp.topic, 0)}
-        return {TopicPartition(topic, p) for topic, n in listing.counts.items()
-                for p in range(n)}
+        counts = dict(listing.counts)
+        if self._present is None or self._present[0] != counts:
+            # Built again only when the counts change: the same TopicPartition objects
+            # trigger after trigger make every lookup of a partition in the query's offsets
+            # an identity hit (no __eq__ call) and save building a thousand of them.
+            self._present = (counts, frozenset(TopicPartition(topic, p)
+                                               for topic, n in counts.items()
+                                               for p in range(n)))
+        return set(self._present[1])
 
     def check_assigned(self) -> None:
         """Fail unless every assigned partition exists (``assign`` only).
@@ -315,7 +324,9 @@ class SourceMetadata:
                 warning, and the partition ends at its new log start: the next batch reads
                 the new log from there.
         """
-        behind = {tp: end for tp, end in latest.items() if tp in start and end < start[tp]}
+        start_of = start.get
+        behind = {tp: end for tp, end in latest.items()
+                  if end < start_of(tp, end)}  # a partition start lacks is not behind
         if not behind:
             return dict(latest)
         checked = dict(latest)
@@ -440,7 +451,8 @@ class SourceMetadata:
         Raises:
             DataLossError: With ``failOnDataLoss`` (else a warning; the task skips them).
         """
-        new = [tp for tp in latest if tp not in start and latest[tp] > NEW_PARTITION_START]
+        new = [tp for tp, end in latest.items()
+               if end > NEW_PARTITION_START and tp not in start]
         if not new:
             return
         for tp, log_start in sorted(self.earliest(new).items()):

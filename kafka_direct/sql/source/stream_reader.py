@@ -57,6 +57,7 @@ from kafka_direct.sql.link.source_side import SourceLink, bind_plan, catch_up, c
 from kafka_direct.sql.source.admission import NEW_PARTITION_START, TriggerDelay, admit, start_of
 from kafka_direct.sql.source.metadata import SourceMetadata
 from kafka_direct.sql.source.options import SourceOptions, parse_source_options
+from kafka_direct.sql.source.parsed_offsets import ParsedOffsets
 from kafka_direct.sql.source.planning import KafkaInputPartition, plan_tasks
 from kafka_direct.task_errors import carried
 from kafka_direct.topic_partition import TopicPartition
@@ -71,7 +72,7 @@ _NO_BOUND = 2**63 - 1
 #: Attributes that exist only on the driver: never shipped to executors. (The link goes:
 #: read tasks bind their batch's plan with it.)
 _DRIVER_ONLY = ("_metadata", "_delay", "_target", "_latest", "_groupCommitted",
-                "_storeChecked", "_lost")
+                "_storeChecked", "_lost", "_parsed")
 
 
 def plan_offsets(start: Offsets, end: Offsets) -> tuple[SourceOffsets, SourceOffsets]:
@@ -130,6 +131,8 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         #: Partitions this run saw lost with their topic (failOnDataLoss=false): read from
         #: offset 0 once back, away from the store's old offset.
         self._lost: set[TopicPartition] = set()
+        #: The offsets JSON of recent batches, read once (see :attr:`codec`).
+        self._parsed: ParsedOffsets | None = None
 
     @classmethod
     def create(cls, rawOptions: Mapping[str, Any], schema: Any = None,
@@ -159,6 +162,13 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         if self._metadata is None:
             self._metadata = SourceMetadata(self.options)
         return self._metadata
+
+    @property
+    def codec(self) -> ParsedOffsets:
+        """Reads and writes the engine's offsets JSON; what a trigger gets back is read once."""
+        if self._parsed is None:
+            self._parsed = ParsedOffsets()
+        return self._parsed
 
     # -- the Source contract ----------------------------------------------------------------
 
@@ -255,7 +265,7 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         listing = metadata.listing({tp.topic for tp in known})
         present = metadata.present(listing)
         lost = metadata.lost(known, listing)
-        kept = {tp: offset for tp, offset in start.items() if tp not in lost}
+        kept = {tp: offset for tp, offset in start.items() if tp not in lost} if lost else start
         metadata.note_gaps(kept, present, lost)
         if self._target is not None:
             target = {tp: offset for tp, offset in self._target.items() if tp not in lost}
@@ -278,7 +288,7 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         the batch should not run yet.
         """
         with carried():
-            offsets = offsets_from_json(start, "the batch's start offset")
+            offsets = self.codec.read(start, "the batch's start offset")
             if self._link is not None and not self._storeChecked:
                 # Once per run, before its first new batch: every batch of the checkpoint
                 # completed, so the store is where this query left it, unless another
@@ -301,7 +311,8 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             # Lost partitions leave the offsets (failOnDataLoss=false): the batch's end,
             # written to the offset log, no longer has them, so a re-created topic's
             # partitions are new ones, read from offset 0, and a replay plans the same.
-            begin = {tp: offset for tp, offset in offsets.items() if tp not in lost}
+            begin = ({tp: offset for tp, offset in offsets.items() if tp not in lost}
+                     if lost else offsets)
             self._latest = {**begin, **latest}
             if isinstance(limit, ReadAllAvailable):
                 end = admit(begin, latest)
@@ -317,7 +328,7 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                             self.options.maxOffsetsPerPartitionPerTrigger)
             if end != offsets and self._delay is not None:
                 self._delay.batch_ran()
-            return offsets_to_json(end)
+            return self.codec.written(end)
 
     def reportLatestOffset(self) -> SourceOffsets | None:
         """The latest offsets seen by the last :meth:`latestOffset` (None before it)."""
@@ -331,8 +342,8 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         A linked offset store records the plan first, before any task runs.
         """
         with carried():
-            begin = offsets_from_json(start, "the batch's start offset")
-            finish = offsets_from_json(end, "the batch's end offset")
+            begin = self.codec.read(start, "the batch's start offset")
+            finish = self.codec.read(end, "the batch's end offset")
             ranges, tasks = plan_tasks(begin, finish, self.options, self.parallelism)
             if self._link is None:
                 return [KafkaInputPartition(task) for task in tasks]
@@ -425,7 +436,7 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         ``commit`` as the next batch begins, so a run's last batch would be missed).
         """
         try:
-            offsets = offsets_from_json(end, "the committed end offset")
+            offsets = self.codec.read(end, "the committed end offset")
         except KafkaDirectError as error:
             logger.warning("kafka-direct source: cannot read the committed offset %r: %s",
                            end, error)

@@ -336,3 +336,21 @@ def test_max_ranges_per_task_caps_a_task_and_is_checked():
     assert [len(task) for task in pack_ranges(small, 100_000, 1, None, 10)] == [10, 10, 4]
     with pytest.raises(ConfigurationError, match="maxRangesPerTask"):
         pack_ranges(small, 100_000, 1, None, 0)
+
+
+@st.composite
+def any_offsets(draw):
+    """A start and a latest of the same few partitions, in any relation (ends below the
+    start: logs that went back; zeros: new partitions with nothing yet)."""
+    small = st.one_of(st.integers(0, 3), offsets)
+    start = draw(st.dictionaries(st.sampled_from(TPS), small, max_size=len(TPS)))
+    latest = draw(st.dictionaries(st.sampled_from(TPS), small, max_size=len(TPS)))
+    return start, latest
+
+
+@given(any_offsets())
+def test_admitting_everything_is_the_limited_rule_with_a_limit_never_reached(batch):
+    # Without a limit the batch's ends take a shorter path (one lookup a partition): the
+    # same ends as the general rule, whose limit here exceeds any lag.
+    start, latest = batch
+    assert admit(start, latest) == admit(start, latest, maxRows=available(start, latest) + 1)
