@@ -3,7 +3,7 @@
 Structured Streaming hands the source its offsets as JSON data at every step of a trigger:
 ``latestOffset`` gets the previous batch's end, ``partitions`` that start and the new end
 (which ``latestOffset`` just returned), ``commit`` the end again. Reading a thousand
-partitions' offsets by the codec's rules (:func:`kafka_direct.sql.offsets_json.offsets_from_json`)
+partitions' offsets by the codec's rules (:func:`kafka_direct.offsets_json.offsets_from_json`)
 cost about 3 ms each time, so a trigger read the same offsets three times over.
 
 :class:`ParsedOffsets` remembers the last few JSON values and what they read as. JSON data
@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kafka_direct.conf_values import MAX_OFFSET
-from kafka_direct.sql.offsets_json import (
+from kafka_direct.offsets_json import (
     MAX_PARTITION,
     SourceOffsets,
     offsets_from_json,

@@ -7,7 +7,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 import kafka_direct.sql.source.parsed_offsets as parsed_offsets
 from kafka_direct import ConfigurationError, TopicPartition
-from kafka_direct.sql.offsets_json import offsets_from_json
+from kafka_direct.offsets_json import offsets_from_json
 from kafka_direct.sql.source.parsed_offsets import ParsedOffsets
 from tests.sql.source.test_source_stream_reader import cluster_with, make_reader, ranges_of
 
