@@ -355,6 +355,7 @@ def test_the_direct_commit_protocol_model(postgres):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # hundreds of runs of 50 steps on real PostgreSQL
 def test_the_direct_commit_protocol_model_many_examples(postgres):
     import os
 
