@@ -6,6 +6,7 @@ PostgreSQL, as tests/sql/sink/test_sink_direct.py does.
 """
 
 import multiprocessing
+import threading
 
 import pyarrow as pa
 
@@ -74,6 +75,9 @@ def test_review_a_zombie_of_the_first_batch_writes_nothing_twice(postgres, pg_sc
     try:
         assert inside.wait(60), "the zombie attempt never started writing"
         winner = write(sink, query, 0, 0, rows)  # the attempt Spark saw finish
+        # The zombie goes on a moment later, while the commit runs (the commit waits for
+        # the zombie's transaction, which holds the query's commit row).
+        threading.Timer(2.0, go.set).start()
         assert commit_batch(sink, 0, [winner]).rows == 4  # the query's first commit
     finally:
         go.set()
