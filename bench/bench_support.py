@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -38,3 +39,27 @@ def time_generation(ssc):
 
     generator.generateJobs = timed
     return durations
+
+
+def clock_ticks() -> int:
+    return os.sysconf("SC_CLK_TCK")
+
+
+def proc_table() -> dict[int, tuple[int, str, float, float]]:
+    """Every process: pid -> (ppid, command name, own CPU s, reaped children's CPU s)."""
+    tick = clock_ticks()
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                text = stat.read()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1:text.rindex(")")]
+        fields = text[text.rindex(")") + 2:].split()
+        own = (int(fields[11]) + int(fields[12])) / tick
+        children = (int(fields[13]) + int(fields[14])) / tick
+        table[int(entry)] = (int(fields[1]), name, own, children)
+    return table

@@ -48,6 +48,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench_support import proc_table
+
 from kafka_direct.testing import EmbeddedPostgres, kafka_service
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,30 +58,6 @@ TARGET_P99_MS = 500.0
 MOONSHOT_P99_MS = 300.0
 PAD = b"x" * 80
 CLASSES = ("python driver", "driver JVM", "python workers", "broker", "postgresql")
-
-
-def clock_ticks() -> int:
-    return os.sysconf("SC_CLK_TCK")
-
-
-def proc_table() -> dict[int, tuple[int, str, float, float]]:
-    """Every process: pid -> (ppid, command name, own CPU s, reaped children's CPU s)."""
-    tick = clock_ticks()
-    table = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                text = stat.read()
-        except OSError:
-            continue
-        name = text[text.index("(") + 1:text.rindex(")")]
-        fields = text[text.rindex(")") + 2:].split()
-        own = (int(fields[11]) + int(fields[12])) / tick
-        children = (int(fields[13]) + int(fields[14])) / tick
-        table[int(entry)] = (int(fields[1]), name, own, children)
-    return table
 
 
 def tree_cpu(table, pid: int, kids: dict[int, list[int]]) -> float:

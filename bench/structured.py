@@ -42,6 +42,7 @@ import statistics
 import time
 from collections.abc import Callable
 
+from bench_support import proc_table
 from read_throughput import produce, raw_parallel_rate, raw_rate, rdd_rate
 
 from kafka_direct import OffsetRange
@@ -75,20 +76,9 @@ def source_batch_rate(spark, bootstrap, topic, records, reader=None, columns=Non
 
 def _cpu_seconds(root):
     """CPU seconds of process ``root`` and its descendants: (all, Python processes only)."""
-    parents, stats = {}, {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                text = stat.read()
-        except OSError:
-            continue
-        name = text[text.index("(") + 1:text.rindex(")")]
-        fields = text[text.rindex(")") + 2:].split()
-        parents[int(entry)] = int(fields[1])
-        stats[int(entry)] = (name, (int(fields[11]) + int(fields[12]))
-                             / os.sysconf("SC_CLK_TCK"))
+    table = proc_table()
+    parents = {pid: row[0] for pid, row in table.items()}
+    stats = {pid: (row[1], row[2]) for pid, row in table.items()}
     tree, changed = {root}, True
     while changed:
         grown = tree | {pid for pid, parent in parents.items() if parent in tree}

@@ -5,10 +5,10 @@ primary key change, an unavailable TOAST value, semantic types and a truncate.""
 
 import decimal
 
-import psycopg2
 import pytest
 
 from kafka_direct.app.typed.envelope import PLACEHOLDER
+from tests.app.test_ingest_typed import query
 from tests.app.typed.debezium_events import (
     AVRO_KEY,
     AVRO_VALUE,
@@ -20,16 +20,6 @@ from tests.app.typed.debezium_events import (
 
 CASES = [("dstream", "json-schemas"), ("structured", "json-schemas"), ("dstream", "avro"),
          ("structured", "avro"), ("structured", "json-plain")]
-
-
-def query(postgres, sql):
-    connection = psycopg2.connect(postgres.dsn)
-    try:
-        with connection, connection.cursor() as cursor:
-            cursor.execute(sql)
-            return cursor.fetchall()
-    finally:
-        connection.close()
 
 
 def ingest(job_host, kafka, postgres, topic, schema, api, fmt, *extra):

@@ -22,6 +22,7 @@ from kafka_direct.app.typed.rows import BAD, DELETE, ROW, TRUNCATE, RowBuilder
 from kafka_direct.app.typed.stage import Stager
 from kafka_direct.app.typed.table import prepare_tables
 from kafka_direct.errors import BadRecordError, ConfigurationError
+from tests.app.test_ingest_typed import query
 from tests.app.typed.debezium_events import AVRO_SCHEMAS, avro_event, json_event, sample
 
 FORMATS = ["json-schemas", "json-plain", "avro"]
@@ -159,16 +160,6 @@ def test_values_that_are_not_debezium_events_are_bad_records(fmt):
     kind, reason = rows.build("t", 0, 1, json_event("c", 1)[0], json.dumps(
         {"op": "c", "after": None}).encode())
     assert kind == BAD and "no after image" in reason
-
-
-def query(postgres, sql):
-    connection = psycopg2.connect(postgres.dsn)
-    try:
-        with connection, connection.cursor() as cursor:
-            cursor.execute(sql)
-            return cursor.fetchall()
-    finally:
-        connection.close()
 
 
 def apply(postgres, schema, opts, batches):
