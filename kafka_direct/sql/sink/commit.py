@@ -34,8 +34,8 @@ from typing import Any
 
 from kafka_direct.errors import ConfigurationError, KafkaDirectError, SinkWriteError
 from kafka_direct.postgres.connection import drop_cached, retry_broken, transaction
-from kafka_direct.postgres.direct_write import DirectAttempt, check_claims, release_claims
 from kafka_direct.postgres.errors import CommitOutcomeUnknownError, database_error
+from kafka_direct.postgres.sink_claims import DirectAttempt, check_claims, release_claims
 from kafka_direct.postgres.staging import COMMITS_TABLE, STAGED_TABLE, StagedAttempt, drop_staged
 from kafka_direct.sql.link.sink_side import AppliedPlan, apply_batch_plan, check_committed_before
 from kafka_direct.sql.sink.options import SinkOptions

@@ -137,7 +137,8 @@ from pyspark.sql.datasource import (
 )
 
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.postgres.direct_write import DirectAttempt, DirectTarget, write_direct
+from kafka_direct.postgres.direct_write import DirectTarget, write_direct
+from kafka_direct.postgres.sink_claims import DirectAttempt
 from kafka_direct.postgres.staging import StagedAttempt, StagingTarget, stage_rows
 from kafka_direct.sql.formats import BATCH_ID_PROPERTY, POSTGRES_SINK_FORMAT, QUERY_ID_PROPERTY
 from kafka_direct.sql.link.tables import PLANS_TABLE, STORES_TABLE

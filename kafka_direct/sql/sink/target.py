@@ -19,8 +19,8 @@ from typing import Any
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.postgres.catalog import ensure_tables, has_unique
 from kafka_direct.postgres.connection import transaction
-from kafka_direct.postgres.direct_write import RANGES_TABLE, ensure_ranges_table
 from kafka_direct.postgres.errors import CommitOutcomeUnknownError, database_error
+from kafka_direct.postgres.sink_claims import RANGES_TABLE, ensure_ranges_table
 from kafka_direct.postgres.staging import COMMITS_TABLE, STAGED_TABLE, ensure_sink_tables
 from kafka_direct.sql.link.tables import PLANS_TABLE, STORES_TABLE, ensure_link_tables
 from kafka_direct.sql.sink.options import SinkOptions

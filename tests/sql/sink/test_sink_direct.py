@@ -13,7 +13,8 @@ import pyarrow as pa
 import pytest
 
 from kafka_direct.errors import ConfigurationError, SinkWriteError
-from kafka_direct.postgres.direct_write import RANGES_TABLE, DirectTarget, write_direct
+from kafka_direct.postgres.direct_write import DirectTarget, write_direct
+from kafka_direct.postgres.sink_claims import RANGES_TABLE
 from kafka_direct.sql.sink.commit import abort_batch, commit_batch
 from kafka_direct.sql.sink.options import parse_options
 from kafka_direct.sql.sink.target import prepare_target
