@@ -13,12 +13,15 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
+import re
 import tempfile
 import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
+from urllib.parse import urlsplit
 
 from kafka_direct.app.ingest_options import TASK_ATTEMPTS, IngestOptions, IngestResult
 from kafka_direct.app.ingest_table import ensure_table
@@ -31,7 +34,8 @@ from kafka_direct.topic_partition import TopicPartition
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
-__all__ = ["QUERY_NAME", "run_structured_ingest", "source_options", "stored_offsets"]
+__all__ = ["QUERY_NAME", "job_settings", "run_structured_ingest", "source_options",
+           "stored_offsets"]
 
 logger = logging.getLogger(__name__)
 
@@ -68,8 +72,23 @@ class _Progress:
         self.lastData: float | None = None  # idle time counts from the first report
         self.done = threading.Event()
 
+    def _reports(self, query: Any) -> list[Any]:
+        """The progress reports to look at: the last one, or all kept when some were missed.
+
+        ``recentProgress`` has the JVM write up to a hundred reports as JSON and Python
+        parse them, at every poll (five a second): more CPU than a small batch's planning.
+        The last report is enough while it follows the batch counted last (a data batch
+        one further, or an idle trigger reported under the id of the batch that runs next).
+        """
+        last = query.lastProgress
+        if last is None:
+            return []
+        if int(last["batchId"]) <= self.seen + 1:
+            return [last]
+        return list(query.recentProgress)  # batches ran between two polls
+
     def poll(self, query: Any) -> None:
-        for progress in query.recentProgress:
+        for progress in self._reports(query):
             if self.lastData is None:
                 self.lastData = time.monotonic()
             if "addBatch" not in (progress.get("durationMs") or {}):
@@ -145,6 +164,46 @@ def source_options(options: IngestOptions, bootstrapServers: str, dsn: str,
     return source
 
 
+#: Where Spark's local file system keeps a checkpoint without a shell command per file.
+_LOCAL_CHECKPOINT_MANAGER = ("org.apache.spark.sql.execution.streaming.checkpointing."
+                             "FileSystemBasedCheckpointFileManager")
+_LOCAL_THREADS = re.compile(r"local(?:\[(?P<threads>\*|\d+)(?:,\d+)?\])?")
+
+
+def job_settings(master: str, checkpoint: str) -> dict[str, str]:
+    """The Spark settings the job runs its query with, beyond the runtime's (documented).
+
+    A micro-batch every fraction of a second pays Spark's fixed costs every time, so:
+
+    * ``spark.default.parallelism`` = the local master's threads (``local[N]``: N; a
+      cluster keeps Spark's): the source keeps at least that many tasks a batch
+      (:func:`~kafka_direct.sql.source.planning.pack_ranges`); more than the cores run in
+      waves, each task paying for its Python workers' hand-over and its PostgreSQL
+      transactions.
+    * ``spark.sql.streaming.checkpointFileManagerClass`` = Spark's FileSystem-based
+      manager, for a checkpoint on the local file system only: Spark's default (the
+      FileContext one) has Hadoop run a ``readlink`` process for each file it renames (four
+      a batch: the offset log, the commit log and their checksums), tens of milliseconds
+      a batch. A local rename is atomic either way. Other file systems keep Spark's.
+    * ``spark.sql.ui.explainMode`` = ``simple``: Spark describes each batch's plan for its
+      listeners; the default (formatted) walks the plan twice more.
+
+    Args:
+        master: The Spark master.
+        checkpoint: The query's checkpoint location.
+    """
+    settings = {"spark.sql.ui.explainMode": "simple"}
+    local = _LOCAL_THREADS.fullmatch(master.strip())
+    if local is not None:
+        threads = local.group("threads")
+        settings["spark.default.parallelism"] = str(
+            os.cpu_count() or 1 if threads == "*" else int(threads or 1))
+    scheme = urlsplit(checkpoint).scheme.lower()
+    if scheme == "file" or (not scheme and master.startswith("local")):
+        settings["spark.sql.streaming.checkpointFileManagerClass"] = _LOCAL_CHECKPOINT_MANAGER
+    return settings
+
+
 def _metadata_selection(records: TypedOptions | None) -> tuple[str, ...]:
     """The source's timestamp and headers columns the record options need (if any)."""
     if records is None:
@@ -206,9 +265,17 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
     local = options.master.startswith("local")
     loopback = local if options.loopbackDriver is None else options.loopbackDriver
     defaults = {} if local else {"spark.task.maxFailures": str(TASK_ATTEMPTS)}
-    with tempfile.TemporaryDirectory(prefix="kafka-direct-ingest-") as scratch, spark_context(
+    scratch = tempfile.TemporaryDirectory(prefix="kafka-direct-ingest-")
+    location = str(checkpointDir) if checkpointDir else str(Path(scratch.name) / "checkpoint")
+    settings = job_settings(options.master, location)
+    # The parallelism replaces the quick-start settings' (forced); the rest give way to
+    # spark-submit's.
+    forced = {key: settings.pop(key) for key in ("spark.default.parallelism",)
+              if key in settings}
+    with scratch, spark_context(
             options.master, "kafka-direct-ingest", test_conf=local, loopback=loopback,
-            defaults=defaults, own_session=signals is not None, archive=True) as sc, \
+            conf=forced, defaults={**defaults, **settings},
+            own_session=signals is not None, archive=True) as sc, \
             contextlib.ExitStack() as scope:
         if signals is not None:
             signals.install()
@@ -231,7 +298,6 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
         for key, value in given.items():
             reader = reader.option(key, value)
         rows = reader.load().selectExpr(*_INGEST_SELECTION, *extra)
-        location = str(checkpointDir) if checkpointDir else str(Path(scratch) / "checkpoint")
         if typed:
             assert records is not None
             query = _typed_query(spark, rows, records, options, dsn, location)

@@ -16,12 +16,22 @@ IDLE = {"latestOffset": 1, "triggerExecution": 1}
 
 class FakeQuery:
     def __init__(self):
-        self.recentProgress = []
+        self.reports = []
         self.status = {"isDataAvailable": False, "isTriggerActive": False}
+        self.listed = 0  # how often every kept report was asked for
+
+    @property
+    def recentProgress(self):
+        self.listed += 1
+        return list(self.reports)
+
+    @property
+    def lastProgress(self):
+        return self.reports[-1] if self.reports else None
 
     def report(self, batch, rows, durations):
-        self.recentProgress.append({"batchId": batch, "numInputRows": rows,
-                                    "durationMs": durations})
+        self.reports.append({"batchId": batch, "numInputRows": rows,
+                             "durationMs": durations})
 
 
 def test_a_batch_reported_idle_first_counts_when_it_runs():
@@ -69,3 +79,32 @@ def test_a_batch_reported_twice_after_it_ran_counts_once():
     assert (result.batches, result.records) == (1, 5)
 
 
+
+
+def test_a_poll_after_each_batch_reads_the_last_report_only():
+    # Listing the kept reports costs the JVM a JSON text of each of up to a hundred.
+    query, result = FakeQuery(), IngestResult()
+    progress = _Progress(result, idleLimit=0, batchInterval=0.5, out=None)
+    progress.poll(query)  # nothing reported yet
+    for batch in range(5):
+        query.report(batch, 0, IDLE)
+        progress.poll(query)
+        query.report(batch, 10, RAN)
+        progress.poll(query)
+        progress.poll(query)
+    assert (result.batches, result.records, query.listed) == (5, 50, 0)
+
+
+def test_batches_run_between_two_polls_are_all_counted():
+    query, result = FakeQuery(), IngestResult()
+    progress = _Progress(result, idleLimit=0, batchInterval=0.5, out=None)
+    query.report(0, 1, RAN)
+    query.report(1, 2, RAN)
+    progress.poll(query)
+    query.report(2, 4, RAN)
+    query.report(3, 0, IDLE)
+    query.report(3, 8, RAN)
+    query.report(4, 0, IDLE)
+    progress.poll(query)
+    assert (result.batches, result.records) == (4, 15)
+    assert query.listed == 2
