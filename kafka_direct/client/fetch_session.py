@@ -20,22 +20,35 @@ Contract of :meth:`FetchSession.read` (the same as
   (data loss, a log end below the range, a partition that does not exist, stalls): a
   partition that reports an error, or that made no progress for a while, leaves the session,
   and its range is handed back with the offset to resume from (:attr:`SessionRange.resumeAt`).
-* A session's consumer is its own, created for the session and closed after it: a retried
-  task never meets a consumer of the failed attempt.
+* A session's consumer comes from the Python worker's :data:`session_consumers`: the idle
+  consumer of an earlier session with the same parameters, made anew only when there is
+  none. A consumer goes back there only after a session that read every range to its end
+  (its partitions resumed and unassigned: an idle consumer fetches nothing); one whose
+  session failed, was abandoned or handed a range back is closed. A retried task (attempt
+  above 0) never meets a consumer of the failed attempt: it reads with a new one, closed
+  after. The records a session returns do not depend on the consumer: each range is
+  assigned at its start offset, and records outside the ranges are dropped.
+
+Why a cache: a new consumer per task per batch costs the worker a client (its threads,
+connections and first metadata request) and the broker a connection, a metadata answer and a
+new fetch session, several times a second at sub-second triggers.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kafka_direct.client.data_consumer import _POLL_SLICE_S, MAX_BATCH, _confluent_consumer
 from kafka_direct.offset_range import OffsetRange
 
-__all__ = ["FetchSession", "SessionRange", "session_ranges"]
+__all__ = ["FetchSession", "SessionConsumers", "SessionRange", "session_consumers",
+           "session_ranges"]
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +94,92 @@ class _Open:
         self.messages: list[Any] = []
 
 
+ConsumerFactory = Callable[[dict[str, Any]], Any]
+
+
+def _close(consumer: Any) -> None:
+    try:
+        consumer.close()
+    except Exception as error:  # closing is best effort: the reads are done
+        logger.debug("closing a fetch session's consumer failed: %s", error)
+
+
+class SessionConsumers:
+    """The idle consumers of finished fetch sessions, one per parameters (a worker's cache).
+
+    PySpark reuses a Python worker for many tasks, one at a time: the worker's next
+    session with the same parameters takes the consumer the last one gave back.
+
+    Args:
+        capacity: Most idle consumers kept (of different parameters); the least recently
+            given back is closed first.
+    """
+
+    def __init__(self, capacity: int = 4) -> None:
+        if capacity < 1:
+            raise ValueError(f"a session consumer cache holds at least one, not {capacity}")
+        self.capacity = capacity
+        self._idle: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        self._lock = threading.Lock()
+        #: Consumers made for sessions, and sessions that took an idle one (for tests and
+        #: benchmarks).
+        self.created = 0
+        self.reused = 0
+
+    @staticmethod
+    def key(params: Mapping[str, Any], factory: ConsumerFactory) -> tuple[Any, ...]:
+        """What a consumer is kept under: its parameters (values as text) and its maker."""
+        return (factory, tuple(sorted((str(k), str(v)) for k, v in params.items())))
+
+    def take(self, params: Mapping[str, Any], factory: ConsumerFactory, attempt: int
+             ) -> tuple[Any, bool]:
+        """A consumer for a session, and whether it may be given back after it.
+
+        The idle one of ``params`` for a first attempt; otherwise a new one (a retried
+        task's is never kept: a consumer of a failed attempt is never met again).
+        """
+        if attempt == 0:
+            with self._lock:
+                idle = self._idle.pop(self.key(params, factory), None)
+                if idle is not None:
+                    self.reused += 1
+                    return idle, True
+        consumer = factory(dict(params))
+        with self._lock:
+            self.created += 1
+        return consumer, attempt == 0
+
+    def give_back(self, params: Mapping[str, Any], factory: ConsumerFactory,
+                  consumer: Any) -> None:
+        """Keep an idle ``consumer`` (no partition assigned) for the next session."""
+        key = self.key(params, factory)
+        closing = []
+        with self._lock:
+            other = self._idle.pop(key, None)
+            if other is not None:  # two sessions of one worker at once (threads): one kept
+                closing.append(other)
+            self._idle[key] = consumer
+            while len(self._idle) > self.capacity:
+                closing.append(self._idle.popitem(last=False)[1])
+        for extra in closing:
+            _close(extra)
+
+    def clear(self) -> None:
+        """Close every idle consumer."""
+        with self._lock:
+            idle = list(self._idle.values())
+            self._idle.clear()
+        for consumer in idle:
+            _close(consumer)
+
+    def __len__(self) -> int:
+        return len(self._idle)
+
+
+#: The worker-wide cache (a module global, because Python workers outlive tasks).
+session_consumers = SessionConsumers()
+
+
 class FetchSession:
     """Reads the ranges of many partitions with one consumer.
 
@@ -88,14 +187,18 @@ class FetchSession:
         params: Executor Kafka parameters (see
             :func:`~kafka_direct.client.params.executor_params`).
         factory: Builds the confluent-kafka consumer (injectable for tests).
+        consumers: Where idle consumers wait between sessions (default: the worker's
+            :data:`session_consumers`).
     """
 
     def __init__(self, params: Mapping[str, Any],
-                 factory: Callable[[dict[str, Any]], Any] = _confluent_consumer) -> None:
+                 factory: ConsumerFactory = _confluent_consumer,
+                 consumers: SessionConsumers | None = None) -> None:
         self._params = dict(params)
         self._factory = factory
+        self._consumers = session_consumers if consumers is None else consumers
 
-    def read(self, ranges: Sequence[OffsetRange], pollTimeoutMs: int
+    def read(self, ranges: Sequence[OffsetRange], pollTimeoutMs: int, attempt: int = 0
              ) -> Iterator[SessionRange]:
         """The ranges' records, range by range in the order given.
 
@@ -104,6 +207,8 @@ class FetchSession:
                 (:func:`session_ranges`).
             pollTimeoutMs: The read's poll timeout: the session hands its open ranges back
                 after ``min(pollTimeoutMs, 2000)`` ms without progress.
+            attempt: The task's attempt number: above 0, the session's consumer is a new
+                one, closed after it.
 
         Raises:
             ValueError: ``ranges`` cannot share a session.
@@ -113,25 +218,48 @@ class FetchSession:
                              "partition")
         from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-        consumer = self._factory(dict(self._params))
+        consumer, keep = self._consumers.take(self._params, self._factory, attempt)
+        complete = False
         try:
-            yield from self._read(consumer, KafkaTopicPartition, ranges,
-                                  min(pollTimeoutMs, _HAND_BACK_MS))
+            complete = yield from self._read(consumer, KafkaTopicPartition, ranges,
+                                             min(pollTimeoutMs, _HAND_BACK_MS))
         finally:
-            try:
-                consumer.close()
-            except Exception as error:  # closing is best effort: the reads are done
-                logger.debug("closing a fetch session's consumer failed: %s", error)
+            # Kept only after a session that read every range to its end, emptied of its
+            # partitions; anything else (an error, an abandoned read) closes it.
+            if keep and complete and self._idle(consumer, KafkaTopicPartition, ranges):
+                self._consumers.give_back(self._params, self._factory, consumer)
+            else:
+                _close(consumer)
+
+    @staticmethod
+    def _idle(consumer: Any, tp: Any, ranges: Sequence[OffsetRange]) -> bool:
+        """Resume the session's partitions and unassign them; False if that failed.
+
+        librdkafka keeps a partition's pause across assignments: a later session assigning
+        it again would wait forever.
+        """
+        try:
+            consumer.resume([tp(r.topic, r.partition) for r in ranges])
+            consumer.unassign()
+        except Exception as error:  # a consumer in doubt is closed, not kept
+            logger.debug("emptying a fetch session's consumer failed: %s", error)
+            return False
+        return True
 
     def _read(self, consumer: Any, tp: Any, ranges: Sequence[OffsetRange],
-              handBackMs: int) -> Iterator[SessionRange]:
+              handBackMs: int) -> Generator[SessionRange, None, bool]:
+        """The session's reading (see :meth:`read`); True when no range was handed back."""
+        handedBack = False
         opened = {(r.topic, r.partition): _Open(i, r) for i, r in enumerate(ranges)}
         consumer.assign([tp(r.topic, r.partition, r.fromOffset) for r in ranges])
         finished: dict[int, SessionRange] = {}
         emitted = 0
         last_progress = time.monotonic()
         while opened:
-            batch = consumer.consume(MAX_BATCH, _POLL_SLICE_S)
+            # librdkafka's consume waits for as many messages as asked or the whole slice:
+            # asking for more than the open ranges hold waited a slice (100 ms) every time.
+            left = sum(state.until - state.position for state in opened.values())
+            batch = consumer.consume(max(1, min(MAX_BATCH, left)), _POLL_SLICE_S)
             # Ended in this batch (a dict: ordered, and a partition ends once even when a
             # later run of the same batch brings more of its records).
             done: dict[tuple[str, int], None] = {}
@@ -154,6 +282,7 @@ class FetchSession:
                             state.messages.append(message)
                             state.position = offset + 1
                     finished[state.index] = self._hand_back(state, ranges, "an error")
+                    handedBack = True
                     done[key] = None
                     continue
                 first, last = run[0].offset(), run[-1].offset()
@@ -195,6 +324,7 @@ class FetchSession:
             elif (time.monotonic() - last_progress) * 1000.0 >= handBackMs:
                 for state in opened.values():
                     finished[state.index] = self._hand_back(state, ranges, "no progress")
+                    handedBack = True
                 opened.clear()
             while emitted in finished:
                 yield finished.pop(emitted)
@@ -202,6 +332,7 @@ class FetchSession:
         while emitted in finished:
             yield finished.pop(emitted)
             emitted += 1
+        return not handedBack
 
     @staticmethod
     def _positions(consumer: Any, tp: Any, keys: list[tuple[str, int]]

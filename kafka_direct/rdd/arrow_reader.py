@@ -254,7 +254,7 @@ def _session_batches(offsetRanges: tuple[OffsetRange, ...], settings: PartitionR
     builder = RangesBatchBuilder(settings.includeHeaders, settings.columns)
     pending: list[tuple[str, int, list[Any]]] = []
     rows = 0
-    for part in FetchSession(read.params).read(offsetRanges, read.pollTimeoutMs):
+    for part in FetchSession(read.params).read(offsetRanges, read.pollTimeoutMs, attempt):
         offsetRange = part.offsetRange
         if part.messages:
             pending.append((offsetRange.topic, offsetRange.partition, part.messages))

@@ -3,7 +3,7 @@
 import pytest
 
 from kafka_direct import OffsetRange
-from kafka_direct.client.fetch_session import FetchSession, session_ranges
+from kafka_direct.client.fetch_session import FetchSession, SessionConsumers, session_ranges
 from tests.fakes.fake_kafka import FakeMessage
 
 
@@ -25,12 +25,15 @@ class ManyPartitions:
         self.positions = positions or {}
         self.assigned = None
         self.paused = []
+        self.everPaused = []
+        self.asked = []
         self.closed = False
 
     def assign(self, tps):
         self.assigned = [(tp.topic, tp.partition, tp.offset) for tp in tps]
 
     def consume(self, num, timeout):
+        self.asked.append(num)
         if not self.script:
             return []
         return [m if isinstance(m, FakeMessage) else FakeMessage(*m, value=b"v")
@@ -38,19 +41,32 @@ class ManyPartitions:
 
     def pause(self, tps):
         self.paused.extend((tp.topic, tp.partition) for tp in tps)
+        self.everPaused.extend((tp.topic, tp.partition) for tp in tps)
+
+    @property
+    def pausedAtSomePoint(self):
+        return sorted(self.everPaused)
 
     def position(self, tps):
         return [Answer(tp.topic, tp.partition, self.positions.get((tp.topic, tp.partition),
                                                                    -1001)) for tp in tps]
 
+    def resume(self, tps):
+        resumed = {(tp.topic, tp.partition) for tp in tps}
+        self.paused = [key for key in self.paused if key not in resumed]
+
+    def unassign(self):
+        self.assigned = []
+
     def close(self):
         self.closed = True
 
 
-def read(consumer, ranges, pollTimeoutMs=120_000):
-    session = FetchSession({"group.id": "spark-executor-g"}, factory=lambda params: consumer)
+def read(consumer, ranges, pollTimeoutMs=120_000, consumers=None, attempt=0):
+    session = FetchSession({"group.id": "spark-executor-g"}, factory=lambda params: consumer,
+                           consumers=consumers or SessionConsumers())
     return [(part.offsetRange, [m.offset() for m in part.messages], part.resumeAt)
-            for part in session.read(ranges, pollTimeoutMs)]
+            for part in session.read(ranges, pollTimeoutMs, attempt)]
 
 
 def test_interleaved_answers_come_out_range_by_range_in_the_order_given():
@@ -62,11 +78,7 @@ def test_interleaved_answers_come_out_range_by_range_in_the_order_given():
     ])
     assert read(consumer, ranges) == [(ranges[0], [2, 3, 4], None),
                                       (ranges[1], [0, 1], None), (ranges[2], [7, 8], None)]
-    assert consumer.assigned == [("a", 0, 2), ("b", 1, 0), ("a", 1, 7)]
-    # A finished partition is paused (it must not keep fetching past its range); the
-    # session's consumer is its own, closed after the read.
-    assert sorted(consumer.paused) == [("a", 0), ("a", 1), ("b", 1)]
-    assert consumer.closed
+    assert consumer.pausedAtSomePoint == [("a", 0), ("a", 1), ("b", 1)]
 
 
 def test_a_range_ending_in_offsets_without_records_ends_at_the_consumers_position():
@@ -124,4 +136,101 @@ def test_a_partition_in_two_runs_of_one_answer_after_its_range_ended_is_done_onc
     ranges = [OffsetRange("a", 0, 0, 2), OffsetRange("b", 1, 0, 1)]
     consumer = ManyPartitions({}, [[("a", 0, 0), ("a", 0, 1), ("b", 1, 0), ("a", 0, 2)]])
     assert read(consumer, ranges) == [(ranges[0], [0, 1], None), (ranges[1], [0], None)]
-    assert sorted(consumer.paused) == [("a", 0), ("b", 1)]
+    assert consumer.pausedAtSomePoint == [("a", 0), ("b", 1)]
+
+
+def batches(partitions, size, count):
+    """``count`` consecutive batches of ``size`` offsets on each partition of topic a."""
+    return [[OffsetRange("a", p, b * size, (b + 1) * size) for p in partitions]
+            for b in range(count)]
+
+
+def answers(ranges):
+    return [[("a", r.partition, o) for o in range(r.fromOffset, r.untilOffset)]
+            for r in ranges]
+
+
+def read_batches(consumers, made, plan, attempt=0):
+    """Each batch read in a session of its own, as a worker's successive tasks do."""
+    results = []
+    current = []
+
+    def factory(params):  # one maker, as a worker's: its consumers are kept under it
+        made.append(ManyPartitions({}, answers(current)))
+        return made[-1]
+
+    for ranges in plan:
+        current[:] = ranges
+        for consumer in made:  # an idle consumer, if reused, answers this batch
+            consumer.script = answers(ranges)
+        session = FetchSession({"group.id": "spark-executor-g"}, factory=factory,
+                               consumers=consumers)
+        results.append([(part.offsetRange, [m.offset() for m in part.messages],
+                         part.resumeAt) for part in session.read(ranges, 120_000, attempt)])
+    return results
+
+
+def test_a_workers_successive_sessions_read_with_one_consumer():
+    # Without the cache, every task of every batch made a consumer (a client, connections,
+    # a broker's fetch session) and closed it.
+    consumers, made = SessionConsumers(), []
+    plan = batches([0, 1, 2], size=3, count=4)
+    results = read_batches(consumers, made, plan)
+    assert results == [[(r, list(range(r.fromOffset, r.untilOffset)), None) for r in ranges]
+                       for ranges in plan]
+    assert len(made) == 1 and (consumers.created, consumers.reused) == (1, 3)
+    idle = made[0]
+    # Kept idle: nothing assigned, nothing paused (librdkafka keeps a pause across
+    # assignments), not closed.
+    assert (idle.assigned, idle.paused, idle.closed) == ([], [], False)
+    assert len(consumers) == 1
+
+
+def test_a_retried_task_reads_with_a_consumer_of_its_own_closed_after():
+    consumers, made = SessionConsumers(), []
+    plan = batches([0, 1], size=2, count=1)
+    read_batches(consumers, made, plan)  # the first attempt's consumer, kept idle
+    again = read_batches(consumers, made, plan, attempt=1)
+    assert again == [[(r, [0, 1], None) for r in plan[0]]]
+    assert len(made) == 2 and made[1].closed and not made[0].closed
+    assert (consumers.created, consumers.reused, len(consumers)) == (2, 0, 1)
+
+
+def test_a_session_that_hands_a_range_back_or_is_abandoned_closes_its_consumer():
+    ranges = [OffsetRange("a", 0, 0, 5), OffsetRange("a", 1, 0, 2)]
+    consumers = SessionConsumers()
+    lost = FakeMessage("a", 0, 2, error="offset out of range")
+    failed = ManyPartitions({}, [[("a", 0, 0), ("a", 0, 1), lost], [("a", 1, 0), ("a", 1, 1)]])
+    read(failed, ranges, consumers=consumers)
+    assert failed.closed and len(consumers) == 0
+    abandoned = ManyPartitions({}, answers(ranges))
+    reads = FetchSession({}, factory=lambda params: abandoned, consumers=consumers).read(
+        ranges, 120_000)
+    next(reads)
+    reads.close()
+    assert abandoned.closed and len(consumers) == 0
+
+
+def test_idle_consumers_past_the_capacity_are_closed_least_recent_first():
+    consumers = SessionConsumers(capacity=2)
+    kept = [ManyPartitions({}, []) for _ in range(3)]
+    for i, consumer in enumerate(kept):
+        consumers.give_back({"bootstrap.servers": f"b{i}"}, ManyPartitions, consumer)
+    assert [c.closed for c in kept] == [True, False, False] and len(consumers) == 2
+    taken, keep = consumers.take({"bootstrap.servers": "b2"}, ManyPartitions, attempt=0)
+    assert taken is kept[2] and keep
+    consumers.clear()
+    assert kept[1].closed and len(consumers) == 0
+    with pytest.raises(ValueError, match="at least one"):
+        SessionConsumers(capacity=0)
+
+
+def test_a_session_asks_librdkafka_for_no_more_records_than_its_open_ranges_hold():
+    # librdkafka's consume returns once it has as many messages as asked, else at the end
+    # of the slice: asking for 5,000 made every session wait a slice (100 ms) for records
+    # that were never coming.
+    ranges = [OffsetRange("a", 0, 2, 5), OffsetRange("b", 1, 0, 2)]
+    consumer = ManyPartitions({}, [[("a", 0, 2), ("a", 0, 3)], [("a", 0, 4), ("b", 1, 0)],
+                                   [("b", 1, 1)]])
+    assert read(consumer, ranges) == [(ranges[0], [2, 3, 4], None), (ranges[1], [0, 1], None)]
+    assert consumer.asked == [5, 3, 1]

@@ -87,3 +87,31 @@ def test_data_loss_in_a_grouped_task_is_decided_as_for_a_range_read_alone(kafka,
     lenient = rows(read_task(ranges, settings(kafka, failOnDataLoss=False)))
     assert [(row[1], row[2]) for row in lenient] == (
         [(0, o) for o in range(1, 6)] + [(1, 4), (1, 5)] + [(2, o) for o in range(1, 6)])
+
+
+@pytest.mark.parametrize("reader", ["python", "c"])
+def test_a_workers_tasks_share_one_session_consumer_and_read_exactly_their_ranges(
+        kafka, kafka_topic, reader, monkeypatch):
+    import kafka_direct.client.fetch_session as fetch_session
+
+    consumers = fetch_session.SessionConsumers()
+    monkeypatch.setattr(fetch_session, "session_consumers", consumers)
+    topic = kafka_topic(partitions=3)
+    for p in range(3):
+        kafka.produce(topic, [f"{p}:{i}".encode() for i in range(40)], partition=p)
+    # Batches of 5 offsets per partition: the consumer prefetches far past each range.
+    plan = [[OffsetRange(topic, p, b * 5, (b + 1) * 5) for p in range(3)] for b in range(4)]
+    read = [rows(read_task(ranges, settings(kafka, reader))) for ranges in plan]
+    for ranges, got in zip(plan, read, strict=True):
+        assert [(row[1], row[2]) for row in got] == [
+            (r.partition, o) for r in ranges for o in range(r.fromOffset, r.untilOffset)]
+    # One consumer for the worker's four tasks, idle (nothing assigned) between them.
+    assert (consumers.created, consumers.reused, len(consumers)) == (1, 3, 1)
+    # A batch read again after later ones (a restart replays it): the same records, though
+    # the reused consumer had fetched past them.
+    assert rows(read_task(plan[1], settings(kafka, reader))) == read[1]
+    # A retried task reads with a new consumer, closed after; the idle one stays.
+    monkeypatch.setattr("kafka_direct.rdd.arrow_reader.task_attempt", lambda: 1)
+    assert rows(read_task(plan[2], settings(kafka, reader))) == read[2]
+    assert (consumers.created, consumers.reused, len(consumers)) == (2, 4, 1)
+    consumers.clear()
