@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from kafka_direct.app.ingest_options import TASK_ATTEMPTS, IngestOptions, IngestResult
+from kafka_direct.app.ingest_options import IngestOptions, IngestResult, spark_context_arguments
 from kafka_direct.app.ingest_table import ensure_table
 from kafka_direct.app.interrupts import TwoStageInterrupt
 from kafka_direct.app.typed.options import TypedOptions
@@ -204,11 +204,8 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
         result.offsets = stored_offsets(dsn, options.schema, options.group)
         return result
     local = options.master.startswith("local")
-    loopback = local if options.loopbackDriver is None else options.loopbackDriver
-    defaults = {} if local else {"spark.task.maxFailures": str(TASK_ATTEMPTS)}
     with tempfile.TemporaryDirectory(prefix="kafka-direct-ingest-") as scratch, spark_context(
-            options.master, "kafka-direct-ingest", test_conf=local, loopback=loopback,
-            defaults=defaults, own_session=signals is not None, archive=True) as sc, \
+            **spark_context_arguments(options, signals is not None)) as sc, \
             contextlib.ExitStack() as scope:
         if signals is not None:
             signals.install()
