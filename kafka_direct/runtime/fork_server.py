@@ -46,7 +46,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from typing import IO, Any
+from typing import Any
 
 __all__ = ["LAUNCHER", "PRELOAD", "SOCKET_ENV", "SWITCH", "ForkServer", "serve", "wanted"]
 
@@ -252,7 +252,7 @@ def _receive(connection: socket.socket) -> tuple[Any, list[int]]:
     return marshal.loads(blob), list(fds)
 
 
-def _become(request: Any, fds: list[int], base: list[str], keep: IO[Any] | None) -> None:
+def _become(request: Any, fds: list[int], base: list[str]) -> None:
     """In the forked child: become ``python -m module args`` as asked; never returns."""
     import atexit
     import ctypes
@@ -280,7 +280,6 @@ def _become(request: Any, fds: list[int], base: list[str], keep: IO[Any] | None)
         if unbuffered:
             sys.stdout.reconfigure(write_through=True)
             sys.stderr.reconfigure(write_through=True)
-        del keep
         module = args[1]
         sys.argv = [args[0], *args[2:]]  # run_module puts the module's file first
         sys.path[:] = [directory, *_entries(environ.get("PYTHONPATH")), *base]
@@ -410,7 +409,7 @@ def _accept(listener: socket.socket, waiting: dict[int, socket.socket], own: dic
             os.close(wake_read)
             os.close(wake_write)
             connection.close()
-            _become(request, fds, base, None)
+            _become(request, fds, base)
         connection.sendall(struct.pack("!i", pid))
         waiting[pid] = connection
     except (OSError, ValueError, EOFError, TypeError):
