@@ -32,6 +32,7 @@ from kafka_direct.app.ingest_options import (
     add_arguments,
     describe,
     settings_from_args,
+    spark_context_arguments,
 )
 from kafka_direct.app.ingest_table import check_table
 from kafka_direct.app.interrupts import TwoStageInterrupt
@@ -244,6 +245,11 @@ def run_ingest_command(args: argparse.Namespace, out: TextIO, err: TextIO | None
     logger.info("ingest settings: %s", describe(settings))
     options = settings.options
     with TwoStageInterrupt() as signals, contextlib.ExitStack() as stack:
+        # Spark's JVM starts meanwhile: the services are checked (or started) and the
+        # topics prepared in the seconds it takes.
+        from kafka_direct.runtime.spark import launch_ahead
+
+        stack.enter_context(launch_ahead(**spark_context_arguments(options, True)))
         if settings.dsn is not None:
             check_dsn(settings.dsn, settings.dsnSource)
         if settings.bootstrapServers is not None:

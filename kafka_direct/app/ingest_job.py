@@ -21,11 +21,7 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
-from kafka_direct.app.ingest_options import (
-    TASK_ATTEMPTS,
-    IngestOptions,
-    IngestResult,
-)
+from kafka_direct.app.ingest_options import IngestOptions, IngestResult, spark_context_arguments
 from kafka_direct.app.ingest_table import ensure_table
 from kafka_direct.app.stops import reported_once
 from kafka_direct.streaming.batch_info import BatchInfo
@@ -145,12 +141,8 @@ def run_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
         return f"  written {rows}" + (f" ({skipped} ranges applied before)" if skipped
                                       else "") + f"  total {totals['rows']}"
 
-    local = options.master.startswith("local")
-    loopback = local if options.loopbackDriver is None else options.loopbackDriver
-    defaults = {} if local else {"spark.task.maxFailures": str(TASK_ATTEMPTS)}
     with store.lockGroup(options.group), spark_context(
-            options.master, "kafka-direct-ingest", test_conf=local, loopback=loopback,
-            defaults=defaults, own_session=signals is not None, archive=True) as sc, \
+            **spark_context_arguments(options, signals is not None)) as sc, \
             contextlib.ExitStack() as scope:
         if signals is not None:
             signals.install()

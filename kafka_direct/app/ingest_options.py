@@ -32,14 +32,58 @@ from kafka_direct.offsets_json import offsets_from_json
 from kafka_direct.streaming.durations import to_ms
 from kafka_direct.topic_partition import TopicPartition
 
-__all__ = ["APIS", "DEFAULT_TOPIC", "DSN_ENV", "EPILOG", "MAX_PARTITIONS", "SINKS",
+__all__ = ["APIS", "APP_NAME", "DEFAULT_TOPIC", "DSN_ENV", "EPILOG", "MAX_PARTITIONS", "SINKS",
            "TASK_ATTEMPTS", "IngestOptions", "IngestResult", "IngestSettings",
-           "add_arguments", "check_batch_interval", "check_master", "describe",
-           "parse_starting_offsets", "settings_from_args", "spark_master"]
+           "add_arguments", "check_batch_interval", "check_master", "describe", "local_parallelism",
+           "parse_starting_offsets", "settings_from_args", "spark_context_arguments",
+           "spark_master"]
 
 #: Attempts per task: a plain local master gets ``local[N, TASK_ATTEMPTS]`` (local mode
 #: ignores spark.task.maxFailures), a cluster master spark.task.maxFailures unless set.
 TASK_ATTEMPTS = 4
+
+#: The ingest job's application name (Spark's UI and logs show it).
+APP_NAME = "kafka-direct-ingest"
+
+
+def spark_context_arguments(options: IngestOptions, ownSession: bool) -> dict[str, Any]:
+    """The arguments of the job's :func:`~kafka_direct.runtime.spark.spark_context` (both APIs).
+
+    Its Python processes fork from a server with their imports done where that applies
+    (:mod:`kafka_direct.runtime.fork_server`). One place for them: the command launches the
+    JVM ahead with the same arguments (:func:`~kafka_direct.runtime.spark.launch_ahead`),
+    which only a context asking with equal ones takes.
+
+    Args:
+        options: The job's options (master, loopback).
+        ownSession: The JVM in a session of its own (an application stopping on Ctrl-C).
+    """
+    local = options.master.startswith("local")
+    loopback = local if options.loopbackDriver is None else options.loopbackDriver
+    defaults = {} if local else {"spark.task.maxFailures": str(TASK_ATTEMPTS)}
+    parallelism = local_parallelism(options.master) if options.api == "structured" else None
+    # The structured job's parallelism replaces the quick-start settings' (forced).
+    conf = {} if parallelism is None else {"spark.default.parallelism": parallelism}
+    return {"master": options.master, "app_name": APP_NAME, "conf": conf, "test_conf": local,
+            "loopback": loopback, "defaults": defaults, "own_session": ownSession,
+            "archive": True, "fork_server": True}
+
+
+_LOCAL_THREADS = re.compile(r"local(?:\[(?P<threads>\*|\d+)(?:,\d+)?\])?")
+
+
+def local_parallelism(master: str) -> str | None:
+    """A local master's threads (``local[N]``: N; ``local[*]``: the cores), else None.
+
+    The structured job's ``spark.default.parallelism``: its source keeps at least that many
+    tasks a batch; more tasks than threads run in waves (see ``job_settings``).
+    """
+    local = _LOCAL_THREADS.fullmatch(master.strip())
+    if local is None:
+        return None
+    threads = local.group("threads")
+    return str(os.cpu_count() or 1 if threads == "*" else int(threads or 1))
+
 
 #: How the job writes: rows and offsets in one transaction, or upserts then offsets.
 SINKS = ("transactional", "idempotent")

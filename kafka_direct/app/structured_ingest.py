@@ -13,8 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
-import re
 import tempfile
 import threading
 import time
@@ -23,7 +21,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import urlsplit
 
-from kafka_direct.app.ingest_options import TASK_ATTEMPTS, IngestOptions, IngestResult
+from kafka_direct.app.ingest_options import (
+    IngestOptions,
+    IngestResult,
+    local_parallelism,
+    spark_context_arguments,
+)
 from kafka_direct.app.ingest_table import ensure_table
 from kafka_direct.app.interrupts import TwoStageInterrupt
 from kafka_direct.app.typed.options import TypedOptions
@@ -167,7 +170,6 @@ def source_options(options: IngestOptions, bootstrapServers: str, dsn: str,
 #: Where Spark's local file system keeps a checkpoint without a shell command per file.
 _LOCAL_CHECKPOINT_MANAGER = ("org.apache.spark.sql.execution.streaming.checkpointing."
                              "FileSystemBasedCheckpointFileManager")
-_LOCAL_THREADS = re.compile(r"local(?:\[(?P<threads>\*|\d+)(?:,\d+)?\])?")
 
 
 def job_settings(master: str, checkpoint: str) -> dict[str, str]:
@@ -193,11 +195,9 @@ def job_settings(master: str, checkpoint: str) -> dict[str, str]:
         checkpoint: The query's checkpoint location.
     """
     settings = {"spark.sql.ui.explainMode": "simple"}
-    local = _LOCAL_THREADS.fullmatch(master.strip())
-    if local is not None:
-        threads = local.group("threads")
-        settings["spark.default.parallelism"] = str(
-            os.cpu_count() or 1 if threads == "*" else int(threads or 1))
+    parallelism = local_parallelism(master)
+    if parallelism is not None:
+        settings["spark.default.parallelism"] = parallelism
     scheme = urlsplit(checkpoint).scheme.lower()
     if scheme == "file" or (not scheme and master.startswith("local")):
         settings["spark.sql.streaming.checkpointFileManagerClass"] = _LOCAL_CHECKPOINT_MANAGER
@@ -263,25 +263,24 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
         result.offsets = stored_offsets(dsn, options.schema, options.group)
         return result
     local = options.master.startswith("local")
-    loopback = local if options.loopbackDriver is None else options.loopbackDriver
-    defaults = {} if local else {"spark.task.maxFailures": str(TASK_ATTEMPTS)}
     scratch = tempfile.TemporaryDirectory(prefix="kafka-direct-ingest-")
     location = str(checkpointDir) if checkpointDir else str(Path(scratch.name) / "checkpoint")
+    # The parallelism is the context's (spark_context_arguments); the session's settings
+    # give way to spark-submit's.
     settings = job_settings(options.master, location)
-    # The parallelism replaces the quick-start settings' (forced); the rest give way to
-    # spark-submit's.
-    forced = {key: settings.pop(key) for key in ("spark.default.parallelism",)
-              if key in settings}
+    settings.pop("spark.default.parallelism", None)
     with scratch, spark_context(
-            options.master, "kafka-direct-ingest", test_conf=local, loopback=loopback,
-            conf=forced, defaults={**defaults, **settings},
-            own_session=signals is not None, archive=True) as sc, \
+            **spark_context_arguments(options, signals is not None)) as sc, \
             contextlib.ExitStack() as scope:
         if signals is not None:
             signals.install()
         if not logger.isEnabledFor(logging.INFO):
             scope.enter_context(quiet_spark_log(sc))
         spark = SparkSession(sc)
+        given_conf = sc.getConf()
+        for key, value in settings.items():
+            if not given_conf.contains(key):
+                spark.conf.set(key, value)
         register(spark)
         if local:
             from kafka_direct.rdd.worker_exit import end_lookup_daemon

@@ -21,7 +21,8 @@ from kafka_direct.runtime.spark_home import only_this_interpreter, spark_home, u
 from kafka_direct.runtime.warm_daemon import daemon_module
 
 __all__ = ["ENVIRONMENT_NOTES", "LOOPBACK_CONF", "QUICK_JVM_OPTIONS", "SPARK_TEST_CONF",
-           "STARTUP_NOISE", "driver_java_options", "spark_context", "warm_daemon_for"]
+           "STARTUP_NOISE", "driver_java_options", "launch_ahead", "spark_context",
+           "warm_daemon_for"]
 
 logger = logging.getLogger(__name__)
 
@@ -180,14 +181,10 @@ def warm_daemon_for(master: str, spark_conf: Any) -> str | None:
     return daemon_module()
 
 
-def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None,
-                  test_conf: bool = True, loopback: bool | None = None,
-                  defaults: Mapping[str, str] | None = None, own_session: bool = False,
-                  archive: bool = False) -> Any:
-    ensure_pyspark_python()
-    loopback = test_conf if loopback is None else loopback
-    if loopback:
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+def _context_conf(master: str, app_name: str, conf: Mapping[str, str] | None,
+                  test_conf: bool, loopback: bool, defaults: Mapping[str, str] | None,
+                  archive: bool) -> Any:
+    """The settings of a context (see :func:`spark_context`); the environment set already."""
     from pyspark import SparkConf, SparkContext
 
     if "PYSPARK_GATEWAY_PORT" in os.environ:
@@ -211,32 +208,279 @@ def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None,
     if module is not None:
         # Workers forked with their imports done (kafka_direct/runtime/warm_daemon.py).
         spark_conf.set("spark.python.daemon.module", module)
-    # A new JVM starts in the Spark home whose Python processes import PySpark compiled.
-    with using_spark_home(master, dict(spark_conf.getAll())):
-        sc = _start(spark_conf, own_session)
+    return spark_conf
+
+
+def _prepare_environment(test_conf: bool, loopback: bool | None) -> bool:
+    """Set what a context's JVM and Python processes read from the environment; ``loopback``."""
+    ensure_pyspark_python()
+    loopback = test_conf if loopback is None else loopback
+    if loopback:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    return loopback
+
+
+@contextlib.contextmanager
+def _environment(values: Mapping[str, str]) -> Iterator[None]:
+    """``values`` in this process's environment for the block; as they were afterwards."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _fork_server_for(spark_conf: Any) -> Any:
+    """A started :class:`~.fork_server.ForkServer` where it applies (see there), else None."""
+    from kafka_direct.runtime import fork_server
+
+    if not fork_server.wanted() or not only_this_interpreter(
+            spark_conf.get("spark.master"), dict(spark_conf.getAll())):
+        return None
+    # Spark's workers get PySpark's hash seed (SparkContext.environment): a fork has the
+    # server's, so the server runs with it.
+    environ = {**os.environ, "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}
+    try:
+        return fork_server.ForkServer(sys.executable, environ)
+    except OSError:
+        logger.info("no fork server: Spark starts its Python processes", exc_info=True)
+        return None
+
+
+def _launch(spark_conf: Any, own_session: bool, fork_server: bool = False
+            ) -> tuple[Any, Any]:
+    """A new driver JVM's gateway for ``spark_conf`` and its fork server (or None).
+
+    The JVM starts in the Spark home :func:`spark_home` gives; with ``fork_server`` (where
+    it applies) its Python processes fork from a :class:`~.fork_server.ForkServer`.
+    """
+    from pyspark.java_gateway import launch_gateway
+
+    server = _fork_server_for(spark_conf) if fork_server else None
+    try:
+        # A new JVM starts in the Spark home whose Python processes import PySpark compiled.
+        with using_spark_home(spark_conf.get("spark.master"), dict(spark_conf.getAll())), \
+                _environment(server.environment() if server is not None else {}):
+            if own_session:
+                # A session of its own: a terminal's Ctrl-C (sent to the foreground process
+                # group) reaches the driver, which stops gracefully, and not Spark's JVM and
+                # Python workers, which would die mid-batch. The JVM still exits with the
+                # driver (it watches the driver's pipe). Its error output (Spark's workers'
+                # too) is relayed without the start-up notes no user caused.
+                return _launch_relayed(spark_conf), server
+            launch: Any = launch_gateway  # untyped in PySpark
+            return launch(spark_conf), server
+    except BaseException:
+        if server is not None:
+            server.stop()
+        raise
+
+
+def _launches_jvm(own_session: bool) -> bool:
+    """Whether a context made now launches a JVM (:func:`_make_context`'s choice).
+
+    None under spark-submit (its JVM runs) or while a context runs; an earlier context's
+    JVM serves a later one, except where the later one wants a session of its own.
+    """
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        return False
+    context = sys.modules.get("pyspark.core.context")
+    if context is None:  # PySpark not imported yet: no context was ever made here
+        return True
+    made: Any = context.SparkContext
+    if made._active_spark_context is not None:
+        return False
+    return own_session or made._gateway is None
+
+
+class _EarlyLaunch:
+    """A driver JVM launched in a thread, for the context that asks with the same arguments.
+
+    Its settings are worked out in the thread too (PySpark's import, the warm daemon's
+    check); what fails there is raised to the context that takes it, as at a start without
+    it. A launch nobody takes is stopped when it is done (the caller does not wait for it).
+    """
+
+    def __init__(self, key: tuple[Any, ...], make_conf: Any, own_session: bool,
+                 fork_server: bool) -> None:
+        self.key = key
+        self.ownSession = own_session
+        self.conf: Any = None
+        self.gateway: Any = None
+        self.server: Any = None
+        self.error: BaseException | None = None
+        self._lock = threading.Lock()
+        self._abandoned = False
+        self._thread = threading.Thread(target=self._run,
+                                        args=(make_conf, own_session, fork_server),
+                                        name="spark-jvm-early-launch", daemon=True)
+        self._thread.start()
+
+    def _run(self, make_conf: Any, own_session: bool, fork_server: bool) -> None:
+        try:
+            self.conf = make_conf()
+            self.gateway, self.server = _launch(self.conf, own_session, fork_server)
+        except BaseException as error:  # raised again where the context is made
+            self.error = error
+        with self._lock:
+            abandoned = self._abandoned
+        if abandoned:
+            _stop_gateway(self.gateway, self.server)
+
+    def take(self) -> tuple[Any, Any, Any]:
+        """The settings, gateway and fork server (waits for the launch); raises its error."""
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.conf, self.gateway, self.server
+
+    def abandon(self) -> None:
+        """Stop the JVM once launched (now if it is); returns at once."""
+        with self._lock:
+            self._abandoned = True
+            done = not self._thread.is_alive()
+        if done:
+            _stop_gateway(self.gateway, self.server)
+
+
+def _stop_gateway(gateway: Any, server: Any) -> None:
+    """Stop a launched JVM that no context uses (PySpark's gateway exits with its pipe)."""
+    if server is not None:
+        server.stop()
+    if gateway is None:
+        return
+    with contextlib.suppress(Exception):
+        gateway.shutdown()
+    process = getattr(gateway, "proc", None)
+    if process is None:
+        return
+    with contextlib.suppress(Exception):
+        process.stdin.close()
+        process.wait(timeout=10)
+    if process.poll() is None:
+        process.kill()
+
+
+_early_lock = threading.Lock()
+_early: _EarlyLaunch | None = None
+
+#: The fork servers of the running contexts (by the context's id).
+_servers: dict[int, Any] = {}
+
+
+def _context_key(master: str, app_name: str, conf: Mapping[str, str] | None, test_conf: bool,
+                 loopback: bool | None, defaults: Mapping[str, str] | None, own_session: bool,
+                 archive: bool, fork_server: bool) -> tuple[Any, ...]:
+    return (master, app_name, tuple(sorted((conf or {}).items())), test_conf, loopback,
+            tuple(sorted((defaults or {}).items())), own_session, archive, fork_server)
+
+
+@contextlib.contextmanager
+def launch_ahead(master: str = "local[2,2]", app_name: str = "kafka-direct-test",
+                 conf: Mapping[str, str] | None = None, test_conf: bool = True,
+                 loopback: bool | None = None, defaults: Mapping[str, str] | None = None,
+                 own_session: bool = False, archive: bool = False,
+                 fork_server: bool = False) -> Iterator[None]:
+    """Launch the driver JVM of a :func:`spark_context` now, in a thread, for the block.
+
+    A JVM takes seconds to start; the caller meanwhile checks its services, starts embedded
+    ones or prepares its tables. The :func:`spark_context` entered in the block with the same
+    arguments uses this JVM (what the launch raised, it raises); a JVM no context took is
+    stopped once launched (the block's end does not wait for it). Nothing is launched where
+    a context runs already or under spark-submit (its JVM runs), nor while another launch
+    is pending.
+
+    Args: as :func:`spark_context`'s.
+    """
+    global _early
+    launch: _EarlyLaunch | None = None
+    with _early_lock:
+        if _early is None and _launches_jvm(own_session):
+            key = _context_key(master, app_name, conf, test_conf, loopback, defaults,
+                               own_session, archive, fork_server)
+            chosen = _prepare_environment(test_conf, loopback)
+            launch = _early = _EarlyLaunch(
+                key, lambda: _context_conf(master, app_name, conf, test_conf, chosen,
+                                           defaults, archive), own_session,
+                fork_server and test_conf)
+    try:
+        yield
+    finally:
+        if launch is not None:
+            with _early_lock:
+                untaken = _early is launch
+                if untaken:
+                    _early = None
+            if untaken:
+                launch.abandon()
+
+
+def _take_early(key: tuple[Any, ...]) -> _EarlyLaunch | None:
+    global _early
+    with _early_lock:
+        launch = _early
+        if launch is None or launch.key != key or not _launches_jvm(launch.ownSession):
+            return None
+        _early = None
+        return launch
+
+
+def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None,
+                  test_conf: bool = True, loopback: bool | None = None,
+                  defaults: Mapping[str, str] | None = None, own_session: bool = False,
+                  archive: bool = False, fork_server: bool = False) -> Any:
+    from pyspark import SparkContext
+
+    early = _take_early(_context_key(master, app_name, conf, test_conf, loopback, defaults,
+                                     own_session, archive, fork_server))
+    if early is not None:
+        spark_conf, gateway, server = early.take()
+    else:
+        chosen = _prepare_environment(test_conf, loopback)
+        spark_conf = _context_conf(master, app_name, conf, test_conf, chosen, defaults,
+                                   archive)
+        gateway = server = None
+        if _launches_jvm(own_session):
+            gateway, server = _launch(spark_conf, own_session, fork_server and test_conf)
+    if gateway is not None:
+        try:
+            # The context's own Python processes (sc.pythonExec) start as its JVM's do.
+            with _environment({"PYSPARK_PYTHON": server.launcher} if server is not None
+                              else {}):
+                sc = SparkContext(conf=spark_conf, gateway=gateway)
+        except BaseException:
+            _stop_gateway(gateway, server)
+            raise
+        if server is not None:
+            _servers[id(sc)] = server
+    else:
+        # A context runs already, or spark-submit's JVM does: PySpark connects to it.
+        sc = SparkContext.getOrCreate(spark_conf)
     sc.setLogLevel("ERROR")
     return sc
 
 
-def _start(spark_conf: Any, own_session: bool) -> Any:
-    from pyspark import SparkContext
-
-    if own_session and SparkContext._active_spark_context is None \
-            and "PYSPARK_GATEWAY_PORT" not in os.environ:
-        # A session of its own: a terminal's Ctrl-C (sent to the foreground process group)
-        # reaches the driver, which stops gracefully, and not Spark's JVM and Python
-        # workers, which would die mid-batch. The JVM still exits with the driver (it
-        # watches the driver's pipe). Its error output (Spark's workers' too) is relayed
-        # without the start-up notes no user caused.
-        return SparkContext(conf=spark_conf, gateway=_launch_relayed(spark_conf))
-    return SparkContext.getOrCreate(spark_conf)
+def _stop_context(sc: Any) -> None:
+    """Stop ``sc``, then its fork server (if any)."""
+    try:
+        sc.stop()
+    finally:
+        server = _servers.pop(id(sc), None)
+        if server is not None:
+            server.stop()
 
 
 @contextlib.contextmanager
 def spark_context(master: str = "local[2,2]", app_name: str = "kafka-direct-test",
                   conf: Mapping[str, str] | None = None, test_conf: bool = True,
                   loopback: bool | None = None, defaults: Mapping[str, str] | None = None,
-                  own_session: bool = False, archive: bool = False) -> Iterator[Any]:
+                  own_session: bool = False, archive: bool = False,
+                  fork_server: bool = False) -> Iterator[Any]:
     """A SparkContext for the block; stopped afterwards.
 
     Args:
@@ -256,13 +500,16 @@ def spark_context(master: str = "local[2,2]", app_name: str = "kafka-direct-test
             classes when it is built (:mod:`~.jvm_archive`), unless
             ``KAFKA_DIRECT_JVM_ARCHIVE=off`` (the ingest job's; the tests' only where it is
             ``on``).
+        fork_server: With ``test_conf``: Spark's Python processes fork from a server that
+            has their imports done (:mod:`~.fork_server`), where it applies (the ingest
+            job's).
 
     Raises:
         ConfigurationError: ``KAFKA_DIRECT_JVM_ARCHIVE`` is neither ``on``, ``off`` nor empty.
     """
     sc = _make_context(master, app_name, conf, test_conf, loopback, defaults, own_session,
-                       archive)
+                       archive, fork_server)
     try:
         yield sc
     finally:
-        sc.stop()
+        _stop_context(sc)

@@ -10,6 +10,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib.metadata
+import importlib.util
+import sys
+
 from kafka_direct.errors import ConfigurationError
 
 __all__ = [
@@ -56,18 +61,27 @@ def check_structured_support(version: str | None = None) -> None:
         ConfigurationError: PySpark is older than 4.2, or pyarrow is missing.
     """
     if version is None:
-        import pyspark
-
-        version = pyspark.__version__
+        version = _pyspark_version()
     if _version_tuple(version) < MINIMUM_PYSPARK:
         raise ConfigurationError(
             f"the Structured Streaming source and sink need PySpark 4.2 or newer (Python "
             f"stream readers with admission control); this is PySpark {version}. Upgrade "
             f"with pip install 'pyspark>=4.2', or use the direct stream "
             f"(KafkaUtils.createDirectStream), which supports PySpark 3.5 and newer")
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError as missing:
+    # Found, not imported: a command checks this before it starts anything, and pyarrow
+    # takes a third of a second to import (what needs it imports it).
+    if "pyarrow" not in sys.modules and importlib.util.find_spec("pyarrow") is None:
         raise ConfigurationError(
             "the Structured Streaming source and sink need pyarrow: pip install "
-            "'kafka-direct[structured]'") from missing
+            "'kafka-direct[structured]'")
+
+
+def _pyspark_version() -> str:
+    """The installed PySpark's version: its package's metadata, else its module's."""
+    if "pyspark" not in sys.modules:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            # Without importing PySpark (a third of a second), for a pip-installed one.
+            return importlib.metadata.version("pyspark")
+    import pyspark
+
+    return str(pyspark.__version__)

@@ -138,20 +138,25 @@ def _serve(address: str) -> None:
     def kept_context(master: str = "local[2,2]", app_name: str = "kafka-direct-test",
                      conf: Any = None, test_conf: bool = True, loopback: Any = None,
                      defaults: Any = None, own_session: bool = False,
-                     archive: bool = False) -> Iterator[Any]:
-        key = repr((master, conf, test_conf, loopback, defaults, archive))
+                     archive: bool = False, fork_server: bool = False) -> Iterator[Any]:
+        key = repr((master, conf, test_conf, loopback, defaults, archive, fork_server))
         sc = shared.get("sc")
         if sc is not None and (shared.get("key") != key or sc._jsc is None):
-            sc.stop()
+            spark_module._stop_context(sc)
             sc = None
         if sc is None:
             # This process has a session of its own: no need for the JVM to have one.
             sc = make_context(master, app_name, conf, test_conf, loopback, defaults, False,
-                              archive)
+                              archive, fork_server)
             shared.update(sc=sc, key=key)
         yield sc
 
+    @contextlib.contextmanager
+    def no_launch_ahead(**_: Any) -> Iterator[None]:
+        yield  # the kept context's JVM serves every run
+
     spark_module.spark_context = kept_context  # type: ignore[assignment]
+    spark_module.launch_ahead = no_launch_ahead  # type: ignore[assignment]
     with Listener(address, authkey=bytes.fromhex(os.environ["JOB_HOST_KEY"])) as listener:
         while True:
             with listener.accept() as connection:

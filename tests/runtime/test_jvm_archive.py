@@ -115,6 +115,10 @@ def test_the_switch_decides_and_unset_the_callers_default_holds(cache, monkeypat
     assert capsys.readouterr().err.count("\n") == 1
 
 
+#: How spark_context works out a context's settings (before any test replaces it).
+CONTEXT_CONF = spark._context_conf
+
+
 def _driver_options(monkeypatch, **given):
     """The driver JVM options spark_context would start a JVM with (none is started)."""
     seen = {}
@@ -122,11 +126,11 @@ def _driver_options(monkeypatch, **given):
     class Started(Exception):
         pass
 
-    def start(conf, own_session):
-        seen.update(conf.getAll())
+    def settled(*args):
+        seen.update(CONTEXT_CONF(*args).getAll())
         raise Started
 
-    monkeypatch.setattr(spark, "_start", start)
+    monkeypatch.setattr(spark, "_context_conf", settled)
     with pytest.raises(Started), spark.spark_context("local[1]", **given):
         pass
     return seen.get("spark.driver.extraJavaOptions", "")

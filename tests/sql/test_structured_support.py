@@ -1,5 +1,7 @@
 """The Structured Streaming side refuses a PySpark too old for it, with the fix."""
 
+import sys
+
 import pytest
 
 from kafka_direct.errors import ConfigurationError
@@ -18,6 +20,26 @@ def test_a_pyspark_before_4_2_is_refused_with_the_fix(version):
 @pytest.mark.parametrize("version", ["4.2.0", "4.3.0", "4.10.1", "5.0.0"])
 def test_a_recent_pyspark_passes(version):
     check_structured_support(version)
+
+
+def test_the_installed_version_is_read_without_importing_pyspark(monkeypatch):
+    import pyspark
+
+    from kafka_direct.sql import formats
+
+    monkeypatch.delitem(sys.modules, "pyspark")  # as in a command that has not imported it
+    assert formats._pyspark_version() == pyspark.__version__
+    assert "pyspark" not in sys.modules
+
+
+def test_a_missing_pyarrow_is_refused_with_the_fix(monkeypatch):
+    from kafka_direct.sql import formats
+
+    monkeypatch.delitem(sys.modules, "pyarrow", raising=False)
+    monkeypatch.setattr(formats.importlib.util, "find_spec",
+                        lambda name: None if name == "pyarrow" else object())
+    with pytest.raises(ConfigurationError, match=r"need pyarrow: pip install"):
+        check_structured_support("4.3.0")
 
 
 def test_register_wants_a_session():

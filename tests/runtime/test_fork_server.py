@@ -1,0 +1,173 @@
+"""The fork server: Spark's ``python -m ...`` processes forked with their imports done."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from kafka_direct.runtime import fork_server
+from kafka_direct.runtime.fork_server import ForkServer
+
+PROBE = textwrap.dedent("""
+    import json, os, sys, time
+    print(json.dumps({"argv": sys.argv[1:], "cwd": os.getcwd(), "name": __name__,
+                      "ppid": os.getppid(), "asked": os.environ.get("ASKED"),
+                      "loaded": "pyarrow" in sys.modules, "path0": sys.path[0],
+                      "stdin": sys.stdin.read()}))
+    print("to stderr", file=sys.stderr)
+    sys.stdout.flush()
+    if sys.argv[1:2] == ["sleep"]:
+        time.sleep(60)
+    sys.exit(int(os.environ.get("EXIT_CODE", "0")))
+""")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    probes = tmp_path_factory.mktemp("probes")
+    (probes / "fork_probe.py").write_text(PROBE)
+    path = os.pathsep.join([str(probes), *filter(None, [os.environ.get("PYTHONPATH")])])
+    environ = {**os.environ, "PYTHONPATH": path, "PYTHONHASHSEED": "0"}
+    started = ForkServer(sys.executable, environ)
+    yield started, environ
+    started.stop()
+
+
+def run(server, args, cwd, **extra):
+    started, environ = server
+    return subprocess.run([started.launcher, *args], input="from the launcher",
+                          capture_output=True, text=True, cwd=cwd, timeout=60,
+                          env={**environ, **started.environment(), **extra})
+
+
+def facts(output):
+    lines = [line for line in output.splitlines() if line.startswith("{")]
+    return json.loads(lines[0]) if lines else {}
+
+
+def test_a_module_runs_in_a_fork_of_the_server_as_in_a_new_interpreter(server, tmp_path):
+    done = run(server, ["-m", "fork_probe", "a", "b c"], tmp_path, ASKED="yes", EXIT_CODE="3")
+    assert done.returncode == 3, done.stderr
+    seen = facts(done.stdout)
+    assert seen["argv"] == ["a", "b c"]
+    assert (seen["cwd"], seen["name"], seen["asked"]) == (str(tmp_path), "__main__", "yes")
+    assert seen["ppid"] == server[0].process.pid  # forked by the server
+    assert seen["loaded"] and seen["path0"] == str(tmp_path)  # the server's imports
+    assert seen["stdin"] == "from the launcher"
+    assert done.stderr == "to stderr\n"
+
+
+@pytest.mark.parametrize("args, extra", [
+    (["-c", "import json, os; print(json.dumps({'ppid': os.getppid()}))"], {}),
+    (["-m", "fork_probe"], {"PYTHONHASHSEED": "1"}),  # a hash seed a fork cannot have
+    (["-m", "fork_probe"], {"PYTHONPATH": "more"}),  # another place to import from
+])
+def test_what_a_fork_cannot_be_runs_the_interpreter_itself(server, tmp_path, args, extra):
+    if extra.get("PYTHONPATH") == "more":
+        extra = {"PYTHONPATH": os.pathsep.join([str(tmp_path), server[1]["PYTHONPATH"]])}
+    done = run(server, args, tmp_path, **extra)
+    ppid = facts(done.stdout).get("ppid")
+    assert ppid is not None and ppid != server[0].process.pid, done.stdout + done.stderr
+
+
+def test_no_server_runs_the_interpreter_itself(server, tmp_path):
+    done = run(server, ["-m", "fork_probe"], tmp_path,
+               **{fork_server.SOCKET_ENV: str(tmp_path / "none")})
+    assert done.returncode in (0, 1)  # the probe is not on this path: import error, not a hang
+    assert str(server[0].process.pid) not in done.stdout
+
+
+def child_of(server, launcher):
+    """The forked child serving ``launcher`` (a child of the server that is not a daemon)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    text = stat.read()
+            except OSError:
+                continue
+            if int(text[text.rindex(")") + 2:].split()[1]) == server.process.pid:
+                return int(entry)
+        time.sleep(0.05)
+    raise AssertionError("no child")
+
+
+def gone(pid, seconds=10):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                if stat.read().split(") ")[1].startswith("Z"):
+                    return True
+        except OSError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("sent, code", [(signal.SIGTERM, -signal.SIGTERM),
+                                        (signal.SIGKILL, -signal.SIGKILL)])
+def test_the_child_ends_with_its_launcher(server, tmp_path, sent, code):
+    started, environ = server
+    launcher = subprocess.Popen([started.launcher, "-m", "fork_probe", "sleep"],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                env={**environ, **started.environment()}, cwd=tmp_path)
+    child = child_of(started, launcher)
+    launcher.send_signal(sent)  # SIGTERM is relayed; SIGKILL: the server kills the child
+    assert launcher.wait(timeout=20) == code
+    assert gone(child)
+
+
+def test_stopping_the_server_ends_its_children(tmp_path):
+    (tmp_path / "fork_probe.py").write_text(PROBE)
+    path = os.pathsep.join([str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])])
+    environ = {**os.environ, "PYTHONPATH": path, "PYTHONHASHSEED": "0"}
+    started = ForkServer(sys.executable, environ)
+    launcher = subprocess.Popen([started.launcher, "-m", "fork_probe", "sleep"],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                env={**environ, **started.environment()}, cwd=tmp_path)
+    child = child_of(started, launcher)
+    started.stop()
+    assert gone(child)
+    assert launcher.wait(timeout=20) != 0
+    assert not os.path.exists(started.directory)
+
+
+@pytest.mark.parametrize("value", ["off", "0", "false", "NO"])
+def test_the_switch_turns_it_off(monkeypatch, value):
+    monkeypatch.setenv(fork_server.SWITCH, value)
+    assert fork_server.wanted() is False
+
+
+SPARK_JOB = textwrap.dedent("""
+    import os
+    from kafka_direct.runtime.spark import spark_context
+
+    def parents(_):
+        import os
+        with open(f"/proc/{os.getppid()}/stat") as stat:
+            text = stat.read()
+        yield int(text[text.rindex(")") + 2:].split()[1])  # the daemon's parent
+
+    with spark_context("local[2]", "fork-server-test", fork_server=True) as sc:
+        from kafka_direct.runtime.spark import _servers
+        server = _servers[id(sc)].process.pid
+        found = set(sc.parallelize(range(2), 2).mapPartitions(parents).collect())
+        print("forked" if found == {server} else f"not forked: {found} vs {server}")
+""")
+
+
+@pytest.mark.slow
+def test_sparks_workers_fork_from_the_server(tmp_path):
+    done = subprocess.run([sys.executable, "-c", SPARK_JOB], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert "forked" in done.stdout.splitlines(), done.stdout + done.stderr[-3000:]
+    assert "not forked" not in done.stdout
