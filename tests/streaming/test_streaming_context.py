@@ -282,3 +282,103 @@ def test_stop_refuses_spellings_of_graceful_that_disagree(spark):
         assert driver.ssc.state == "ACTIVE"  # nothing was stopped
     finally:
         driver.stop()
+
+
+def _blocking_stream(driver, computed, release):
+    """A stream whose batches note when they are computed; the first batch's job blocks."""
+    from tests.streaming.helpers import ScriptedInputDStream
+
+    class Noting(ScriptedInputDStream):
+        def compute(self, validTime):
+            computed.append((validTime, time.monotonic()))
+            return super().compute(validTime)
+
+    stream = Noting(driver.ssc, [[1], [2], [3]])
+    ended = {}
+
+    def output(t, rdd):
+        if round(t.timestamp() * 1000) == 1000:
+            release.wait(10)
+        rdd.collect()
+        ended[round(t.timestamp() * 1000)] = time.monotonic()
+
+    stream.foreachRDD(output)
+    return ended
+
+
+def test_batches_wait_for_the_previous_one_before_reading_their_input(spark):
+    # A stream that fell behind catches up: the ticks that come while a batch runs are
+    # generated (their input read) once it completed, not queued with the input of their own
+    # tick, so the next batch reads everything that came meanwhile.
+    driver = Driver(spark, conf={"spark.streaming.waitForPreviousBatch": "true"})
+    computed, release = [], threading.Event()
+    ended = _blocking_stream(driver, computed, release)
+    driver.start()
+    driver.clock.setTime(1000)
+    while not driver.recorder.names(1000).count("batchStarted"):
+        time.sleep(0.01)
+    driver.clock.setTime(3000)  # ticks 2000 and 3000 while batch 1000 runs
+    time.sleep(0.5)
+    assert [t for t, _ in computed] == [1000]  # not read yet: batch 1000 still runs
+    release.set()
+    driver.wait_tick(3000)
+    assert [t for t, _ in computed] == [1000, 2000, 3000]  # every tick is a batch, in order
+    assert computed[1][1] >= ended[1000] and computed[2][1] >= ended[2000]
+    info = driver.recorder.wait_completed(2000)
+    # Its wait counts as scheduling delay, as if it had queued.
+    assert info.schedulingDelay is not None and info.schedulingDelay >= 400
+    driver.stop()
+
+
+def test_batches_read_their_input_at_their_tick_by_default(spark):
+    driver = Driver(spark)
+    computed, release = [], threading.Event()
+    _blocking_stream(driver, computed, release)
+    driver.start()
+    driver.clock.setTime(1000)
+    while not driver.recorder.names(1000).count("batchStarted"):
+        time.sleep(0.01)
+    driver.clock.setTime(3000)
+    deadline = time.monotonic() + 10
+    while len(computed) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [t for t, _ in computed] == [1000, 2000, 3000]  # queued, as in Spark
+    release.set()
+    driver.wait_tick(3000)
+    driver.stop()
+
+
+def test_an_immediate_stop_ends_the_wait_for_the_previous_batch(spark):
+    driver = Driver(spark, conf={"spark.streaming.waitForPreviousBatch": "true"})
+    computed, release = [], threading.Event()
+    _blocking_stream(driver, computed, release)
+    driver.start()
+    driver.clock.setTime(1000)
+    while not driver.recorder.names(1000).count("batchStarted"):
+        time.sleep(0.01)
+    driver.clock.setTime(2000)
+    time.sleep(0.2)
+    begun = time.monotonic()
+    stopper = threading.Thread(target=driver.stop)
+    stopper.start()
+    time.sleep(0.5)
+    release.set()
+    stopper.join(20)
+    assert not stopper.is_alive() and time.monotonic() - begun < 15
+    assert [t for t, _ in computed] == [1000]  # batch 2000 was never generated
+
+
+def test_output_spec_validation_is_off_in_every_batchs_jobs_and_restored_after(spark):
+    # As Spark's scheduler (SPARK-4835); the JVM's flag is looked up once, not per batch.
+    def flag():
+        return spark._jvm.org.apache.spark.internal.io.SparkHadoopWriterUtils \
+            .disableOutputSpecValidation().value()
+
+    seen = []
+    driver = Driver(spark)
+    driver.ssc.queueStream([[1], [2], [3]]).foreachRDD(lambda rdd: seen.append(flag()))
+    driver.start()
+    driver.run(3)
+    driver.stop()
+    assert seen == [True, True, True]
+    assert flag() is False
