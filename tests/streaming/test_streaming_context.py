@@ -284,17 +284,20 @@ def test_stop_refuses_spellings_of_graceful_that_disagree(spark):
         driver.stop()
 
 
-def _blocking_stream(driver, computed, release):
-    """A stream whose batches note when they are computed; the first batch's job blocks."""
+def _started(spark, conf):
+    """A started driver whose batch 1000 runs and blocks until ``release`` is set.
+
+    Returns the driver, the (batch time, when) of each compute of its stream, the event
+    that releases batch 1000, and when each batch's output ended.
+    """
     from tests.streaming.helpers import ScriptedInputDStream
+
+    computed, release, ended = [], threading.Event(), {}
 
     class Noting(ScriptedInputDStream):
         def compute(self, validTime):
             computed.append((validTime, time.monotonic()))
             return super().compute(validTime)
-
-    stream = Noting(driver.ssc, [[1], [2], [3]])
-    ended = {}
 
     def output(t, rdd):
         if round(t.timestamp() * 1000) == 1000:
@@ -302,21 +305,23 @@ def _blocking_stream(driver, computed, release):
         rdd.collect()
         ended[round(t.timestamp() * 1000)] = time.monotonic()
 
-    stream.foreachRDD(output)
-    return ended
+    driver = Driver(spark, conf=conf)
+    Noting(driver.ssc, [[1], [2], [3]]).foreachRDD(output)
+    driver.start()
+    driver.clock.setTime(1000)
+    while not driver.recorder.names(1000).count("batchStarted"):
+        time.sleep(0.01)
+    return driver, computed, release, ended
+
+
+_WAIT = {"spark.streaming.waitForPreviousBatch": "true"}
 
 
 def test_batches_wait_for_the_previous_one_before_reading_their_input(spark):
     # A stream that fell behind catches up: the ticks that come while a batch runs are
     # generated (their input read) once it completed, not queued with the input of their own
     # tick, so the next batch reads everything that came meanwhile.
-    driver = Driver(spark, conf={"spark.streaming.waitForPreviousBatch": "true"})
-    computed, release = [], threading.Event()
-    ended = _blocking_stream(driver, computed, release)
-    driver.start()
-    driver.clock.setTime(1000)
-    while not driver.recorder.names(1000).count("batchStarted"):
-        time.sleep(0.01)
+    driver, computed, release, ended = _started(spark, _WAIT)
     driver.clock.setTime(3000)  # ticks 2000 and 3000 while batch 1000 runs
     time.sleep(0.5)
     assert [t for t, _ in computed] == [1000]  # not read yet: batch 1000 still runs
@@ -331,13 +336,7 @@ def test_batches_wait_for_the_previous_one_before_reading_their_input(spark):
 
 
 def test_batches_read_their_input_at_their_tick_by_default(spark):
-    driver = Driver(spark)
-    computed, release = [], threading.Event()
-    _blocking_stream(driver, computed, release)
-    driver.start()
-    driver.clock.setTime(1000)
-    while not driver.recorder.names(1000).count("batchStarted"):
-        time.sleep(0.01)
+    driver, computed, release, _ = _started(spark, None)
     driver.clock.setTime(3000)
     deadline = time.monotonic() + 10
     while len(computed) < 3 and time.monotonic() < deadline:
@@ -349,13 +348,7 @@ def test_batches_read_their_input_at_their_tick_by_default(spark):
 
 
 def test_an_immediate_stop_ends_the_wait_for_the_previous_batch(spark):
-    driver = Driver(spark, conf={"spark.streaming.waitForPreviousBatch": "true"})
-    computed, release = [], threading.Event()
-    _blocking_stream(driver, computed, release)
-    driver.start()
-    driver.clock.setTime(1000)
-    while not driver.recorder.names(1000).count("batchStarted"):
-        time.sleep(0.01)
+    driver, computed, release, _ = _started(spark, _WAIT)
     driver.clock.setTime(2000)
     time.sleep(0.2)
     begun = time.monotonic()
