@@ -211,6 +211,11 @@ def run_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
         progress = _Progress(result, options.stopAfterIdleBatches, notRun)
         ssc.addStreamingListener(progress)
         ssc.addStreamingListener(BatchLogListener(options.batchInterval, out, suffix))
+        # Before the first tick: the first batch with records would otherwise start the
+        # Python workers, their imports and connections while its records wait.
+        from kafka_direct.app.warm_up import warm_workers
+
+        warm_workers(sc, dsn)
         if stopRequested.is_set():  # a signal while setting up: no batch at all
             result.offsets = store.load(options.group)
             return result
