@@ -151,7 +151,12 @@ def run_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
             scope.enter_context(quiet_spark_log(sc))
             scope.enter_context(reported_once())
         conf = {"spark.streaming.kafka.maxRatePerPartition": str(options.maxRatePerPartition),
-                "spark.streaming.backpressure.enabled": str(options.backpressure).lower()}
+                "spark.streaming.backpressure.enabled": str(options.backpressure).lower(),
+                # A batch reads its ranges when the one before it completed, not at its
+                # tick: a job that fell behind (its first batch starts Spark's workers) then
+                # catches up in its next batch, instead of queueing a batch of one interval
+                # after another, each as late as the first.
+                "spark.streaming.waitForPreviousBatch": "true"}
         if options.uiPort is not None:
             conf.update({"spark.streaming.ui.enabled": "true",
                          "spark.streaming.ui.port": str(options.uiPort)})
@@ -198,6 +203,11 @@ def run_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
         progress = _Progress(result, options.stopAfterIdleBatches, notRun)
         ssc.addStreamingListener(progress)
         ssc.addStreamingListener(BatchLogListener(options.batchInterval, out, suffix))
+        # Before the first tick: the first batch with records would otherwise start the
+        # Python workers, their imports and connections while its records wait.
+        from kafka_direct.app.warm_up import warm_workers
+
+        warm_workers(sc, dsn)
         if stopRequested.is_set():  # a signal while setting up: no batch at all
             result.offsets = store.load(options.group)
             return result

@@ -91,14 +91,17 @@ class JobSet:
         time: The batch time.
         jobs: Its jobs, in output operation order.
         streamIdToInputInfo: What each input stream brought into the batch.
+        submissionTime: When the batch was due (epoch ms), if it waited before it was
+            generated (``spark.streaming.waitForPreviousBatch``); None: now.
     """
 
     def __init__(self, time: int, jobs: Sequence[Job],
-                 streamIdToInputInfo: Mapping[int, StreamInputInfo] | None = None) -> None:
+                 streamIdToInputInfo: Mapping[int, StreamInputInfo] | None = None,
+                 submissionTime: int | None = None) -> None:
         self.time = time
         self.jobs = list(jobs)
         self.streamIdToInputInfo = dict(streamIdToInputInfo or {})
-        self.submissionTime = _now()
+        self.submissionTime = _now() if submissionTime is None else submissionTime
         self.processingStartTime: int | None = None
         self.processingEndTime: int | None = None
         self._incomplete = set(range(len(self.jobs)))

@@ -6,6 +6,14 @@ batch's jobs (input streams decide their input now, on the driver), submits them
 and posts ``DoCheckpoint``. When a batch completes, ``ClearMetadata`` forgets its old RDDs
 and, with checkpointing, writes a checkpoint that no longer lists it as pending.
 
+With ``spark.streaming.waitForPreviousBatch=true`` (not Spark's: its batches read their
+input at their tick and queue), a tick that comes while an earlier batch has not completed
+waits for it before its batch is generated: every tick is still a batch, in order, but it
+reads its input when it can run. A stream that fell behind (a slow first batch, a pause of
+the machine) then catches up, its next batch reading everything that came meanwhile, instead
+of running one queued batch of one interval's input after another, each as late as the
+first. The wait counts as the batch's scheduling delay.
+
 Stopping is in two steps the :class:`JobScheduler` puts around waiting for the job threads:
 :meth:`JobGenerator.stopGeneration` (no new ticks; every generate event already posted is
 handled, or, for an immediate stop, dropped) and :meth:`JobGenerator.stop` (the loop
@@ -68,6 +76,10 @@ class JobGenerator:
         self.lastProcessedBatch: int | None = None
         #: The last batch time handled, with or without jobs (for tests and monitoring).
         self.lastTickTime: int | None = None
+        #: ``spark.streaming.waitForPreviousBatch``: generate a batch once the earlier ones
+        #: completed, not at its tick.
+        self.waitForPreviousBatch = self.ssc.conf(
+            "spark.streaming.waitForPreviousBatch", "false").strip().lower() == "true"
 
     @property
     def stopping(self) -> bool:
@@ -167,12 +179,19 @@ class JobGenerator:
         Nothing is generated after the stream failed, nor submitted once an immediate stop
         began (its input is read again by the next run).
         """
-        if self.scheduler.error is not None:
-            logger.info("not generating batch %d ms: an earlier batch failed", time)
+        refused = self._refusal()
+        if refused is not None:
+            logger.info("not generating batch %d ms: %s", time, refused)
             return
-        if self._discarding:
-            logger.info("not generating batch %d ms: the context is stopping", time)
-            return
+        due = None
+        if self.waitForPreviousBatch:
+            due = int(_time.time() * 1000)
+            self.scheduler.waitForPreviousBatches(lambda: self._refusal() is not None)
+            refused = self._refusal()
+            if refused is not None:
+                logger.info("not generating batch %d ms, which waited for the batch before "
+                            "it: %s", time, refused)
+                return
         try:
             with self.scheduler.inputsLock:
                 jobs = self.graph.generateJobs(time)
@@ -183,13 +202,21 @@ class JobGenerator:
                             time)
                 return
             self.lastGeneratedTime = time
-            self.scheduler.submitJobSet(JobSet(time, jobs, infos))
+            self.scheduler.submitJobSet(JobSet(time, jobs, infos, submissionTime=due))
         except Exception as error:
             self._reportError(f"Error generating jobs for time {time} ms", error)
             return
         finally:
             self.lastTickTime = time
         self.doCheckpoint(time, clearCheckpointDataLater=False)
+
+    def _refusal(self) -> str | None:
+        """Why no batch may be generated now (None: it may)."""
+        if self.scheduler.error is not None:
+            return "an earlier batch failed"
+        if self._discarding:
+            return "the context is stopping"
+        return None
 
     def onBatchCompletion(self, time: int) -> None:
         """Called by the scheduler when every job of batch ``time`` ended."""

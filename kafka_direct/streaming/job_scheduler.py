@@ -21,6 +21,7 @@ import concurrent.futures
 import logging
 import threading
 import time as _time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +75,8 @@ class JobScheduler:
         self._running: set[str] = set()
         self._futures: set[Future[None]] = set()
         self._lock = threading.Lock()
+        #: Notified whenever a batch leaves :attr:`jobSets` (see :meth:`waitForPreviousBatches`).
+        self._batchEnded = threading.Condition(self._lock)
         #: Held around everything that changes input streams (start, compute, commits on
         #: batch completion, stop) and while their figures are published for the UI.
         self.inputsLock = threading.RLock()
@@ -124,6 +127,15 @@ class JobScheduler:
                 self._futures.add(future)
                 future.add_done_callback(self._forget)
         logger.info("Added jobs for time %d ms", jobSet.time)
+
+    def waitForPreviousBatches(self, giveUp: Callable[[], bool]) -> None:
+        """Wait until every submitted batch completed, or until ``giveUp()`` says to stop.
+
+        ``giveUp`` is asked at least every 50 ms (a stop or a failure elsewhere ends the wait).
+        """
+        with self._lock:
+            while self.jobSets and not giveUp():
+                self._batchEnded.wait(0.05)
 
     def _forget(self, future: Future[None]) -> None:
         with self._lock:
@@ -227,6 +239,7 @@ class JobScheduler:
                     self.publishInputStatus()
         with self._lock:
             self.jobSets.pop(jobSet.time, None)
+            self._batchEnded.notify_all()
         info = jobSet.toBatchInfo()
         logger.info("Total delay: %.3f s for time %d ms (execution: %.3f s)",
                     (info.totalDelay or 0) / 1000.0, jobSet.time,
@@ -368,20 +381,32 @@ class JobScheduler:
                 self.inputsLock.release()
 
 
+#: The JVM's output-spec flag, with the gateway it belongs to, looked up once: resolving
+#: the class by its package path costs the JVM a class lookup per package segment (about a
+#: millisecond of its CPU, twice a batch).
+_output_spec_flag: list[Any] = [None, None]
+
+
 def _disableOutputSpecValidation(sc: Any, disabled: bool) -> None:
     """Let this thread's Spark jobs write into existing output directories, or stop that.
 
     As Spark's streaming scheduler does for its jobs (SPARK-4835): a batch run again after
     recovery writes ``saveAsTextFiles`` output that its first run may already have written.
-    The setting is the JVM thread's (PySpark pins a JVM thread to each Python thread).
+    The setting is the JVM thread's (PySpark pins a JVM thread to each Python thread); the
+    flag itself (a ``DynamicVariable``) is one object per JVM, kept with its gateway.
     """
     jvm = getattr(sc, "_jvm", None)
     if jvm is None:  # not a classic SparkContext (unit tests' fakes)
         return
     try:
-        flag = jvm.org.apache.spark.internal.io.SparkHadoopWriterUtils \
-            .disableOutputSpecValidation()
+        gateway = getattr(sc, "_gateway", None) or jvm
+        owner, flag = _output_spec_flag
+        if owner is not gateway or flag is None:
+            flag = jvm.org.apache.spark.internal.io.SparkHadoopWriterUtils \
+                .disableOutputSpecValidation()
+            _output_spec_flag[:] = [gateway, flag]
         getattr(flag, "value_$eq")(disabled)
     except Exception:
+        _output_spec_flag[:] = [None, None]
         logger.debug("could not %s output spec validation (Spark is stopping?)",
                      "disable" if disabled else "restore")

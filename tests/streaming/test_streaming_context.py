@@ -282,3 +282,96 @@ def test_stop_refuses_spellings_of_graceful_that_disagree(spark):
         assert driver.ssc.state == "ACTIVE"  # nothing was stopped
     finally:
         driver.stop()
+
+
+def _started(spark, conf):
+    """A started driver whose batch 1000 runs and blocks until ``release`` is set.
+
+    Returns the driver, the (batch time, when) of each compute of its stream, the event
+    that releases batch 1000, and when each batch's output ended.
+    """
+    from tests.streaming.helpers import ScriptedInputDStream
+
+    computed, release, ended = [], threading.Event(), {}
+
+    class Noting(ScriptedInputDStream):
+        def compute(self, validTime):
+            computed.append((validTime, time.monotonic()))
+            return super().compute(validTime)
+
+    def output(t, rdd):
+        if round(t.timestamp() * 1000) == 1000:
+            release.wait(10)
+        rdd.collect()
+        ended[round(t.timestamp() * 1000)] = time.monotonic()
+
+    driver = Driver(spark, conf=conf)
+    Noting(driver.ssc, [[1], [2], [3]]).foreachRDD(output)
+    driver.start()
+    driver.clock.setTime(1000)
+    while not driver.recorder.names(1000).count("batchStarted"):
+        time.sleep(0.01)
+    return driver, computed, release, ended
+
+
+_WAIT = {"spark.streaming.waitForPreviousBatch": "true"}
+
+
+def test_batches_wait_for_the_previous_one_before_reading_their_input(spark):
+    # A stream that fell behind catches up: the ticks that come while a batch runs are
+    # generated (their input read) once it completed, not queued with the input of their own
+    # tick, so the next batch reads everything that came meanwhile.
+    driver, computed, release, ended = _started(spark, _WAIT)
+    driver.clock.setTime(3000)  # ticks 2000 and 3000 while batch 1000 runs
+    time.sleep(0.5)
+    assert [t for t, _ in computed] == [1000]  # not read yet: batch 1000 still runs
+    release.set()
+    driver.wait_tick(3000)
+    assert [t for t, _ in computed] == [1000, 2000, 3000]  # every tick is a batch, in order
+    assert computed[1][1] >= ended[1000] and computed[2][1] >= ended[2000]
+    info = driver.recorder.wait_completed(2000)
+    # Its wait counts as scheduling delay, as if it had queued.
+    assert info.schedulingDelay is not None and info.schedulingDelay >= 400
+    driver.stop()
+
+
+def test_batches_read_their_input_at_their_tick_by_default(spark):
+    driver, computed, release, _ = _started(spark, None)
+    driver.clock.setTime(3000)
+    deadline = time.monotonic() + 10
+    while len(computed) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [t for t, _ in computed] == [1000, 2000, 3000]  # queued, as in Spark
+    release.set()
+    driver.wait_tick(3000)
+    driver.stop()
+
+
+def test_an_immediate_stop_ends_the_wait_for_the_previous_batch(spark):
+    driver, computed, release, _ = _started(spark, _WAIT)
+    driver.clock.setTime(2000)
+    time.sleep(0.2)
+    begun = time.monotonic()
+    stopper = threading.Thread(target=driver.stop)
+    stopper.start()
+    time.sleep(0.5)
+    release.set()
+    stopper.join(20)
+    assert not stopper.is_alive() and time.monotonic() - begun < 15
+    assert [t for t, _ in computed] == [1000]  # batch 2000 was never generated
+
+
+def test_output_spec_validation_is_off_in_every_batchs_jobs_and_restored_after(spark):
+    # As Spark's scheduler (SPARK-4835); the JVM's flag is looked up once, not per batch.
+    def flag():
+        return spark._jvm.org.apache.spark.internal.io.SparkHadoopWriterUtils \
+            .disableOutputSpecValidation().value()
+
+    seen = []
+    driver = Driver(spark)
+    driver.ssc.queueStream([[1], [2], [3]]).foreachRDD(lambda rdd: seen.append(flag()))
+    driver.start()
+    driver.run(3)
+    driver.stop()
+    assert seen == [True, True, True]
+    assert flag() is False
