@@ -24,6 +24,7 @@ from kafka_direct.streaming.dstream import DStream
 from kafka_direct.streaming.dstream_graph import DStreamGraph
 from kafka_direct.streaming.durations import batch_datetime, to_ms
 from kafka_direct.streaming.file_input_dstream import FileInputDStream
+from kafka_direct.streaming.heap import freeze_at_start, thaw_at_stop
 from kafka_direct.streaming.input_dstream import ConstantInputDStream, QueueInputDStream
 from kafka_direct.streaming.job_scheduler import JobScheduler
 from kafka_direct.streaming.listener import (
@@ -238,6 +239,9 @@ class StreamingContext:
                     raise
                 self.state = "ACTIVE"
                 StreamingContext._active = self
+            # Everything the start built lives as long as the context: out of the full
+            # collections that would otherwise land in a batch's planning.
+            freeze_at_start()
             if self.conf("spark.streaming.stopGracefullyOnShutdown",
                          "false").lower() == "true":
                 self._signals.install()
@@ -321,6 +325,7 @@ class StreamingContext:
                     StreamingListenerStreamingStopped(self.clock.getTimeMillis()))
                 _logFailure("stopping the listener bus", self.scheduler.listenerBus.stop)
                 _logFailure("stopping the statistics page", self._stopUI)
+                thaw_at_stop()
                 logger.info("StreamingContext stopped successfully")
             self.state = "STOPPED"
             self._signals.restore()
