@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar
 
 from kafka_direct.errors import CheckpointError, ConfigurationError, StreamingStateError
+from kafka_direct.heap import freeze_at_start, thaw_at_stop
 from kafka_direct.streaming.callables import with_time
 from kafka_direct.streaming.checkpoint import Checkpoint, CheckpointReader
 from kafka_direct.streaming.clock import Clock, clock_from_conf
@@ -24,7 +25,6 @@ from kafka_direct.streaming.dstream import DStream
 from kafka_direct.streaming.dstream_graph import DStreamGraph
 from kafka_direct.streaming.durations import batch_datetime, to_ms
 from kafka_direct.streaming.file_input_dstream import FileInputDStream
-from kafka_direct.streaming.heap import freeze_at_start, thaw_at_stop
 from kafka_direct.streaming.input_dstream import ConstantInputDStream, QueueInputDStream
 from kafka_direct.streaming.job_scheduler import JobScheduler
 from kafka_direct.streaming.listener import (

@@ -9,6 +9,7 @@ as the context; they are frozen at start, and let back at stop.
 
 import gc
 
+from kafka_direct.heap import thaw_at_stop
 from tests.streaming.helpers import Driver
 
 
@@ -17,7 +18,8 @@ def _tracked(obj):
 
 
 def test_objects_alive_at_start_leave_the_collections_until_stop(spark):
-    gc.unfreeze()  # whatever an earlier test froze: this one's own freeze is looked at
+    thaw_at_stop()  # whatever an earlier test left frozen: this test's own is looked at
+    gc.unfreeze()
     alive = [object(), {}]  # a container the collector tracks, made before the start
     assert _tracked(alive)
     driver = Driver(spark)
@@ -35,6 +37,7 @@ def test_objects_alive_at_start_leave_the_collections_until_stop(spark):
 
 
 def test_a_freeze_made_before_the_start_is_left_in_place(spark):
+    thaw_at_stop()  # whatever an earlier test left frozen: this test's own is looked at
     gc.unfreeze()
     mine = [object()]
     gc.freeze()  # the application's own (before forking workers, say)

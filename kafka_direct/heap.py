@@ -1,17 +1,19 @@
-"""The driver's heap at start, kept out of the garbage collector's full passes.
+"""A planning process's long-lived heap, kept out of the garbage collector's full passes.
 
 A full collection walks every object the collector tracks. A streaming driver holds about
 90,000 of them once Spark, Py4J and the streams' clients are loaded, and the thread that
 crosses the collector's threshold pays for the walk: every several batches, the generating
 thread, 40-50 ms of a batch's planning on a busy machine. Those objects live as long as the
-context, so walking them finds nothing to free.
+stream, so walking them finds nothing to free. The same holds in the Python process where
+Spark runs a structured source's planning for the query's life.
 
 :func:`freeze_at_start` moves them to the permanent generation (``gc.freeze()``): later
 collections walk only what batches make. Frozen objects are still freed when their last
 reference goes; only cycles among them wait. :func:`thaw_at_stop` lets them back into the
-collections when the context stops, so a process that starts many contexts (a test suite)
-does not keep each one's cycles. A freeze made before the start (the application's own) is
-left in place: the context then neither freezes nor thaws.
+collections when the stream stops, so a process that starts many (a test suite) does not
+keep each one's cycles. A freeze made before (the application's own) is left in place: then
+neither freezes nor thaws. The direct stream's engine freezes when its context starts; the
+structured source at its triggers' planning.
 """
 
 from __future__ import annotations
@@ -30,14 +32,14 @@ _ours = False
 
 
 def freeze_at_start() -> None:
-    """Freeze every object alive now, unless something else froze objects already."""
+    """Freeze every object alive now, unless a freeze is in place already."""
     global _ours
     with _lock:
-        if _ours or gc.get_freeze_count():
-            return
+        if gc.get_freeze_count():
+            return  # this module's own, or the application's (then left to it)
         gc.freeze()
         _ours = True
-        logger.debug("%d objects alive at start frozen out of garbage collections",
+        logger.debug("%d long-lived objects frozen out of garbage collections",
                      gc.get_freeze_count())
 
 
