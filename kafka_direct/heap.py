@@ -27,26 +27,30 @@ __all__ = ["freeze_at_start", "thaw_at_stop"]
 logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()
-#: Whether the freeze in place is this module's (and so its to undo).
-_ours = False
+#: None until decided; then "ours" (this module froze, and thaws) or "theirs" (a freeze
+#: was in place already: left to whoever made it). Decided once: ``gc.get_freeze_count()``
+#: walks every frozen object (milliseconds at 100,000), too slow to ask at each trigger.
+_state: str | None = None
 
 
 def freeze_at_start() -> None:
     """Freeze every object alive now, unless a freeze is in place already."""
-    global _ours
+    global _state
     with _lock:
+        if _state is not None:  # decided: the usual case, at every trigger after the first
+            return
         if gc.get_freeze_count():
-            return  # this module's own, or the application's (then left to it)
+            _state = "theirs"
+            return
         gc.freeze()
-        _ours = True
-        logger.debug("%d long-lived objects frozen out of garbage collections",
-                     gc.get_freeze_count())
+        _state = "ours"
+        logger.debug("the long-lived heap is frozen out of garbage collections")
 
 
 def thaw_at_stop() -> None:
     """Undo :func:`freeze_at_start`'s freeze (nothing if it made none)."""
-    global _ours
+    global _state
     with _lock:
-        if _ours:
+        if _state == "ours":
             gc.unfreeze()
-            _ours = False
+        _state = None

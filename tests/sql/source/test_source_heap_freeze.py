@@ -35,3 +35,24 @@ def test_the_heap_at_the_first_trigger_leaves_the_collections_until_the_reader_s
     finally:
         reader.stop()
     assert gc.get_freeze_count() == 0
+
+
+def test_a_trigger_after_the_first_does_not_count_the_frozen_heap(monkeypatch):
+    # gc.get_freeze_count() walks every frozen object: milliseconds a trigger at 100,000.
+    thaw_at_stop()
+    gc.unfreeze()
+    cluster = CountingCluster()
+    reader = counting_reader(cluster)
+    try:
+        start = json.loads(json.dumps(reader.initialOffset()))
+        end = json.loads(json.dumps(reader.latestOffset(start, ReadAllAvailable())))
+        counted = []
+        monkeypatch.setattr(gc, "get_freeze_count", lambda: counted.append(1) or 1)
+        for _ in range(3):
+            cluster.end += 1
+            start, end = end, json.loads(json.dumps(reader.latestOffset(end,
+                                                                        ReadAllAvailable())))
+        monkeypatch.undo()
+        assert counted == []
+    finally:
+        reader.stop()
