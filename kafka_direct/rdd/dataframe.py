@@ -67,9 +67,14 @@ def _rows(records: Any) -> Any:
 _RANGE_SCHEMA = "topic string, partition int, fromOffset long, untilOffset long"
 
 
-def _range_row(offsetRange: OffsetRange) -> tuple[str, int, int, int]:
-    return (offsetRange.topic, offsetRange.partition, offsetRange.fromOffset,
-            offsetRange.untilOffset)
+def _range_row(element: Any) -> tuple[str, int, int, int]:
+    # A KafkaRDD's parent holds range tuples (kafka_rdd.range_element); one built by hand
+    # may hold OffsetRanges.
+    if isinstance(element, OffsetRange):
+        element = (element.topic, element.partition, element.fromOffset,
+                   element.untilOffset)
+    topic, partition, fromOffset, untilOffset = element
+    return (topic, partition, fromOffset, untilOffset)
 
 
 class _ReadRanges:

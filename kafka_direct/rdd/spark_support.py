@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import logging
 import os
 import pickle
@@ -40,7 +41,12 @@ def live_executors(sc: Any) -> list[ExecutorLocation]:
     """The live executors of ``sc`` (host and id), the driver excluded.
 
     In local mode the driver runs the tasks and this is empty: no preferences are needed.
+    It is asked without the JVM there (the status store's listing is a few Py4J calls, a
+    millisecond of each batch's planning).
     """
+    master = getattr(sc, "master", None)
+    if isinstance(master, str) and (master == "local" or master.startswith("local[")):
+        return []
     try:
         summaries = sc._jsc.sc().statusStore().executorList(True)
         found = []
@@ -76,16 +82,61 @@ def _parallelize(sc: Any, elements: list[Any]) -> Any:
     thousand offset ranges a batch that is most of the driver's planning time. Elements
     here are instances of importable classes, which the standard pickle handles.
     """
-    from pyspark import RDD
     from pyspark.serializers import BatchedSerializer, PickleSerializer
 
     slices = len(elements)
     serializer = BatchedSerializer(PickleSerializer(), 1)  # type: ignore[no-untyped-call]
     jrdd = sc._serialize_to_jvm(
         elements, _FramesInOneWrite(),
-        lambda path: sc._jvm.PythonRDD.readRDDFromFile(sc._jsc, path, slices),
+        lambda path: _file_reader(sc)(sc._jsc, path, slices),
         lambda: sc._jvm.PythonParallelizeServer(sc._jsc.sc(), slices))
-    return RDD(jrdd, sc, serializer)
+    return _parallel_rdd_class()(jrdd, sc, serializer)
+
+
+def _file_reader(sc: Any) -> Any:
+    """``PythonRDD.readRDDFromFile`` of ``sc``'s JVM, looked up once per SparkContext.
+
+    Py4J looks a class and its method up with a round trip to the JVM each, every time
+    they are named: two of the six round trips a batch's RDD cost.
+    """
+    reader = getattr(sc, "_kafka_direct_read_from_file", None)
+    if reader is None:
+        reader = sc._jvm.PythonRDD.readRDDFromFile
+        sc._kafka_direct_read_from_file = reader
+    return reader
+
+
+@functools.cache
+def _parallel_rdd_class() -> type:
+    """PySpark's ``RDD`` over a parallelized collection, without two needless JVM calls.
+
+    PySpark's constructor asks the JVM for the RDD's id at once, and the KafkaRDD over it
+    whether it is a barrier stage (two calls); each is a round trip to the JVM in a
+    batch's planning. The id is asked when first wanted; a parallelized collection is
+    never a barrier stage.
+    """
+    from pyspark import RDD
+
+    class ParallelRDD(RDD):  # type: ignore[type-arg]
+        def __init__(self, jrdd: Any, ctx: Any, jrdd_deserializer: Any) -> None:
+            self._jrdd = jrdd
+            self.is_cached = False
+            self.is_checkpointed = False
+            self.has_resource_profile = False
+            self.ctx = ctx
+            self._jrdd_deserializer = jrdd_deserializer
+            self._id = None
+            self.partitioner = None
+
+        def id(self) -> int:
+            if self._id is None:
+                self._id = self._jrdd.id()
+            return int(self._id)
+
+        def _is_barrier(self) -> bool:
+            return False
+
+    return ParallelRDD
 
 
 class _FramesInOneWrite:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar
 
 from kafka_direct.errors import CheckpointError, ConfigurationError, StreamingStateError
+from kafka_direct.heap import freeze_at_start, thaw_at_stop
 from kafka_direct.streaming.callables import with_time
 from kafka_direct.streaming.checkpoint import Checkpoint, CheckpointReader
 from kafka_direct.streaming.clock import Clock, clock_from_conf
@@ -238,6 +239,9 @@ class StreamingContext:
                     raise
                 self.state = "ACTIVE"
                 StreamingContext._active = self
+            # Everything the start built lives as long as the context: out of the full
+            # collections that would otherwise land in a batch's planning.
+            freeze_at_start()
             if self.conf("spark.streaming.stopGracefullyOnShutdown",
                          "false").lower() == "true":
                 self._signals.install()
@@ -321,6 +325,7 @@ class StreamingContext:
                     StreamingListenerStreamingStopped(self.clock.getTimeMillis()))
                 _logFailure("stopping the listener bus", self.scheduler.listenerBus.stop)
                 _logFailure("stopping the statistics page", self._stopUI)
+                thaw_at_stop()
                 logger.info("StreamingContext stopped successfully")
             self.state = "STOPPED"
             self._signals.restore()

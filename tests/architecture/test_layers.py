@@ -21,7 +21,7 @@ PACKAGES = ("kafka_direct", "offsets", "sinks")
 #: The vocabulary every layer speaks: root modules that import only each other.
 VOCABULARY = {f"kafka_direct.{name}" for name in (
     "errors", "task_errors", "redaction", "conf_values", "topic_partition",
-    "consumer_record", "offset_range", "arrow_values", "offsets_json")}
+    "consumer_record", "offset_range", "arrow_values", "offsets_json", "heap")}
 #: The face: the package itself, Spark's entry points, and a moved module's old path.
 FACE = {"kafka_direct", "kafka_direct.kafka_utils", "kafka_direct.spark_support"}
 
@@ -134,12 +134,13 @@ def test_only_the_app_imports_offsets_and_sinks():
 
 
 def test_the_engine_knows_nothing_of_kafka():
-    # The error tree, its transport and the one redaction are below the engine.
+    # The error tree, its transport, the one redaction and the long-lived heap's freeze
+    # are below the engine.
     strays = [f"{name} imports {imported}" for name in modules_of(ENGINE)
               for imported in imported_modules(MODULES[name])
               if within(imported, "kafka_direct") and not within(imported, ENGINE)
               and imported not in {"kafka_direct.errors", "kafka_direct.task_errors",
-                                   "kafka_direct.redaction"}]
+                                   "kafka_direct.redaction", "kafka_direct.heap"}]
     assert strays == []
 
 

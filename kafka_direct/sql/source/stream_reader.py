@@ -49,6 +49,7 @@ from pyspark.sql.streaming.datasource import (
 
 from kafka_direct.client.params import executor_params
 from kafka_direct.errors import KafkaDirectError
+from kafka_direct.heap import freeze_at_start, thaw_at_stop
 from kafka_direct.offset_range import OffsetRange, Offsets
 from kafka_direct.offsets_json import SourceOffsets, offsets_from_json, offsets_to_json
 from kafka_direct.rdd.arrow_reader import PartitionReadSettings, driver_impl, read_task
@@ -287,6 +288,9 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         ``minOffsetsPerTrigger`` with ``maxTriggerDelay``). Returns ``start`` itself when
         the batch should not run yet.
         """
+        # Spark's planner process lives as long as the query: what it holds by now is out
+        # of the full collections that would land in a trigger's planning.
+        freeze_at_start()
         with carried():
             offsets = self.codec.read(start, "the batch's start offset")
             if self._link is not None and not self._storeChecked:
@@ -461,5 +465,6 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             if self._metadata is not None:
                 self._metadata.close()
         finally:
+            thaw_at_stop()
             if self._link is not None:
                 self._link.release()

@@ -11,18 +11,23 @@ from kafka_direct.sql.source.stream_reader import KafkaDirectStreamReader
 from tests.fakes.confluent_clients import CountingCluster
 
 
-def test_a_trigger_at_a_thousand_partitions_lists_once_and_asks_ends_in_four_requests():
-    # Broker round trips a trigger, counted on the driver consumer's clients: one listing
-    # of the cluster's topics, and the end offsets in requests of 250 partitions (one
-    # request of 1,000 cost librdkafka about 10 ms of CPU, quadratic in its size).
-    cluster = CountingCluster()
+def counting_reader(cluster):
+    """A stream reader whose driver consumer asks ``cluster``'s counting clients."""
     consumer, admin = cluster.clients()
     options = parse_source_options({"kafka.bootstrap.servers": "fake:1",
                                     "subscribe": ",".join(cluster.topics)},
                                    streaming=True, check_client=False)
     metadata = SourceMetadata(options, lambda params: DriverConsumer(
         params, consumerFactory=consumer, adminFactory=admin))
-    reader = KafkaDirectStreamReader(options, None, metadata, parallelism=2)
+    return KafkaDirectStreamReader(options, None, metadata, parallelism=2)
+
+
+def test_a_trigger_at_a_thousand_partitions_lists_once_and_asks_ends_in_four_requests():
+    # Broker round trips a trigger, counted on the driver consumer's clients: one listing
+    # of the cluster's topics, and the end offsets in requests of 250 partitions (one
+    # request of 1,000 cost librdkafka about 10 ms of CPU, quadratic in its size).
+    cluster = CountingCluster()
+    reader = counting_reader(cluster)
     try:
         start = json.loads(json.dumps(reader.initialOffset()))
         for _ in range(3):

@@ -1,0 +1,47 @@
+"""What building a batch's KafkaRDD costs the driver: round trips to the JVM, pickles.
+
+A direct stream builds one KafkaRDD per batch on the driver, in the batch's planning; at a
+thousand partitions every round trip to the JVM and every pickle of a range counts.
+"""
+
+import pickle
+
+import py4j.clientserver
+
+from kafka_direct import LocationStrategies, OffsetRange
+from kafka_direct.rdd.kafka_rdd import ReadSettings, kafka_rdd
+
+
+def _ranges(count):
+    return [OffsetRange(f"cost-{i // 100}", i % 100, i, i + 10) for i in range(count)]
+
+
+def test_a_batch_of_a_thousand_ranges_costs_one_round_trip_to_the_jvm(spark, monkeypatch):
+    settings = ReadSettings(params={"bootstrap.servers": "127.0.0.1:9", "group.id": "g"})
+    kafka_rdd(spark, _ranges(3), settings, LocationStrategies.PreferConsistent())  # warm
+    commands = []
+    send = py4j.clientserver.ClientServerConnection.send_command
+
+    def counted(self, command):
+        commands.append(command.split("\n")[:3])
+        return send(self, command)
+
+    monkeypatch.setattr(py4j.clientserver.ClientServerConnection, "send_command", counted)
+    rdd = kafka_rdd(spark, _ranges(1000), settings, LocationStrategies.PreferConsistent())
+    monkeypatch.undo()
+    # Local mode: no executors to ask about or prefer; the ranges' file read by the JVM is
+    # the one call (no class or method looked up again, no RDD id, no barrier question).
+    assert len(commands) == 1, commands
+    assert rdd.getNumPartitions() == 1000
+    assert isinstance(rdd._ranges_rdd.id(), int)  # asked of the JVM when wanted
+    assert rdd.offsetRanges() == _ranges(1000)
+
+
+def test_the_ranges_travel_as_plain_tuples(spark):
+    settings = ReadSettings(params={"bootstrap.servers": "127.0.0.1:9", "group.id": "g"})
+    ranges = _ranges(5)
+    rdd = kafka_rdd(spark, ranges, settings, LocationStrategies.PreferConsistent())
+    # What each task unpickles: a tuple, no class looked up by name and no reduce call.
+    elements = rdd._ranges_rdd.glom().collect()
+    assert elements == [[(r.topic, r.partition, r.fromOffset, r.untilOffset)] for r in ranges]
+    assert b"OffsetRange" not in pickle.dumps(elements[0][0])
