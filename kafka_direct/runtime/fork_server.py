@@ -252,6 +252,13 @@ def _receive(connection: socket.socket) -> tuple[Any, list[int]]:
     return marshal.loads(blob), list(fds)
 
 
+#: PySpark's daemon runs as the warm daemon runs it: its reused workers must leave quietly
+#: when Spark closes them idle (:mod:`kafka_direct.rdd.worker_exit`). A new interpreter's
+#: daemon has that installed when a task first imports this package; in a fork of this
+#: server the package is imported already, so it is installed before the daemon forks.
+_DAEMONS = {"pyspark.daemon": "kafka_direct.runtime.worker_daemon"}
+
+
 def _become(request: Any, fds: list[int], base: list[str]) -> None:
     """In the forked child: become ``python -m module args`` as asked; never returns."""
     import atexit
@@ -280,7 +287,7 @@ def _become(request: Any, fds: list[int], base: list[str]) -> None:
         if unbuffered:
             sys.stdout.reconfigure(write_through=True)
             sys.stderr.reconfigure(write_through=True)
-        module = args[1]
+        module = _DAEMONS.get(args[1], args[1])
         sys.argv = [args[0], *args[2:]]  # run_module puts the module's file first
         sys.path[:] = [directory, *_entries(environ.get("PYTHONPATH")), *base]
         # Run as __main__, as ``-m`` does: not the copy a package may have imported.

@@ -3,6 +3,8 @@
 import json
 import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import textwrap
@@ -60,6 +62,32 @@ def test_a_module_runs_in_a_fork_of_the_server_as_in_a_new_interpreter(server, t
     assert seen["loaded"] and seen["path0"] == str(tmp_path)  # the server's imports
     assert seen["stdin"] == "from the launcher"
     assert done.stderr == "to stderr\n"
+
+
+def test_pysparks_daemon_in_a_fork_lets_a_worker_closed_idle_leave_quietly(server, tmp_path):
+    # A fork has this package imported already, so the quiet exit its import installs in a
+    # new interpreter's daemon workers must be there before the daemon forks.
+    started, environ = server
+    env = {**environ, **started.environment(), "PYTHON_UNIX_DOMAIN_ENABLED": "true",
+           "PYTHON_WORKER_FACTORY_SOCK_DIR": str(tmp_path), "SPARK_REUSE_WORKER": "1",
+           "PYTHON_DAEMON_KILL_WORKER_ON_FLUSH_FAILURE": "true"}
+    daemon = subprocess.Popen([started.launcher, "-m", "pyspark.daemon", "pyspark.worker"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=env, cwd=tmp_path)
+    try:
+        (length,) = struct.unpack("!i", daemon.stdout.read(4))
+        with socket.socket(socket.AF_UNIX) as worker:
+            worker.connect(daemon.stdout.read(length).decode())
+            (pid,) = struct.unpack("!i", worker.recv(4))
+            assert pid > 0
+        # Spark closed the idle worker; the daemon ends when its stdin closes.
+        time.sleep(1)
+        daemon.stdin.close()
+        daemon.wait(30)
+        assert daemon.stderr.read().decode() == ""  # as a new interpreter's daemon
+    finally:
+        daemon.kill()
+        daemon.wait()
 
 
 @pytest.mark.parametrize("args, extra", [
