@@ -410,7 +410,14 @@ def _accept(listener: socket.socket, waiting: dict[int, socket.socket], own: dic
             os.close(wake_write)
             connection.close()
             _become(request, fds, base)
-        connection.sendall(struct.pack("!i", pid))
+        try:
+            connection.sendall(struct.pack("!i", pid))
+        except OSError:
+            # The launcher went (Spark destroyed it) before it learnt its child: nobody
+            # would end the child, which runs with the launcher's streams.
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            raise
         waiting[pid] = connection
     except (OSError, ValueError, EOFError, TypeError):
         logger.debug("a launcher's request failed", exc_info=True)
