@@ -66,6 +66,8 @@ def test_a_module_runs_in_a_fork_of_the_server_as_in_a_new_interpreter(server, t
     (["-c", "import json, os; print(json.dumps({'ppid': os.getppid()}))"], {}),
     (["-m", "fork_probe"], {"PYTHONHASHSEED": "1"}),  # a hash seed a fork cannot have
     (["-m", "fork_probe"], {"PYTHONPATH": "more"}),  # another place to import from
+    # Read when PySpark's serializers are imported (the server imported them without it).
+    (["-m", "fork_probe"], {"PYSPARK_ENABLE_NAMEDTUPLE_PATCH": "1"}),
 ])
 def test_what_a_fork_cannot_be_runs_the_interpreter_itself(server, tmp_path, args, extra):
     if extra.get("PYTHONPATH") == "more":
