@@ -79,16 +79,19 @@ LAUNCHER = "python"
 
 _OFF = ("off", "0", "false", "no")
 
-#: The interpreter's settings read at start (CPython's environment variables): a forked
-#: child has the server's, so a request must have the same. ``PYTHONPATH`` is compared
-#: apart; ``PYTHONUNBUFFERED`` the child honours itself.
+#: The settings read at start (CPython's environment variables) or by the preloaded modules'
+#: imports: a forked child has the server's, so a request must have the same.
+#: ``PYTHONPATH`` is compared apart; ``PYTHONUNBUFFERED`` the child honours itself.
 _AT_START = ("PYTHONHOME", "PYTHONSAFEPATH", "PYTHONPLATLIBDIR", "PYTHONOPTIMIZE",
              "PYTHONDEBUG", "PYTHONINSPECT", "PYTHONVERBOSE", "PYTHONCASEOK",
              "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX", "PYTHONHASHSEED",
              "PYTHONINTMAXSTRDIGITS", "PYTHONIOENCODING", "PYTHONNOUSERSITE", "PYTHONUSERBASE",
              "PYTHONEXECUTABLE", "PYTHONWARNINGS", "PYTHONFAULTHANDLER", "PYTHONTRACEMALLOC",
              "PYTHONPROFILEIMPORTTIME", "PYTHONMALLOC", "PYTHONMALLOCSTATS", "PYTHONCOERCECLOCALE",
-             "PYTHONDEVMODE", "PYTHONUTF8", "PYTHONWARNDEFAULTENCODING", "PYTHONNODEBUGRANGES")
+             "PYTHONDEVMODE", "PYTHONUTF8", "PYTHONWARNDEFAULTENCODING", "PYTHONNODEBUGRANGES",
+             # Read when the preloaded modules are imported (PySpark's serializers, its
+             # worker utilities): a fork has what the server's imports saw.
+             "PYSPARK_ENABLE_NAMEDTUPLE_PATCH", "SPARK_TESTING")
 
 _LAUNCHER_SOURCE = '''#!{python} -IS
 # Spark's Python processes as forks of a server with their imports done (see
@@ -417,7 +420,14 @@ def _accept(listener: socket.socket, waiting: dict[int, socket.socket], own: dic
             os.close(wake_write)
             connection.close()
             _become(request, fds, base)
-        connection.sendall(struct.pack("!i", pid))
+        try:
+            connection.sendall(struct.pack("!i", pid))
+        except OSError:
+            # The launcher went (Spark destroyed it) before it learnt its child: nobody
+            # would end the child, which runs with the launcher's streams.
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            raise
         waiting[pid] = connection
     except (OSError, ValueError, EOFError, TypeError):
         logger.debug("a launcher's request failed", exc_info=True)

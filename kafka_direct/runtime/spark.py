@@ -198,8 +198,12 @@ def _context_conf(master: str, app_name: str, conf: Mapping[str, str] | None,
     chosen = {key: value for key, value in (SPARK_TEST_CONF if test_conf else {}).items()
               if key not in LOOPBACK_CONF
               and not (submitted and key == "spark.driver.extraJavaOptions")}
+    # Under spark-submit, what its command line or spark-defaults.conf set wins over the
+    # quick settings and the caller's (a job's parallelism, the loopback driver).
+    given = {key for key, _ in spark_conf.getAll()} if submitted else set()
     for key, value in {**chosen, **(LOOPBACK_CONF if loopback else {}), **(conf or {})}.items():
-        spark_conf.set(key, value)
+        if key not in given:
+            spark_conf.set(key, value)
     for key, value in (defaults or {}).items():
         spark_conf.setIfMissing(key, value)
     if test_conf and not submitted and "spark.driver.extraJavaOptions" not in (conf or {}):

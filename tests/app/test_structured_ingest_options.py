@@ -66,3 +66,37 @@ def test_only_a_checkpoint_on_the_local_file_system_skips_hadoops_shell_commands
     assert (manager is not None) is local
     if local:
         assert manager.endswith(".FileSystemBasedCheckpointFileManager")
+
+
+SUBMITTED_APP = """
+from kafka_direct.app.ingest_options import IngestOptions, spark_context_arguments
+from kafka_direct.runtime.spark import spark_context
+options = IngestOptions(api="structured", master="local[2]", topics=("t",))
+with spark_context(**spark_context_arguments(options, False)) as sc:
+    conf = sc.getConf()
+    print("RESULT", conf.get("spark.default.parallelism"), sc.defaultParallelism,
+          conf.get("spark.sql.shuffle.partitions"), flush=True)
+"""
+
+
+@pytest.mark.services
+def test_spark_submits_parallelism_wins_over_the_jobs(tmp_path):
+    # The job's parallelism (its threads) is its own choice only where the user made none.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pyspark
+
+    app = tmp_path / "app.py"
+    app.write_text(SUBMITTED_APP)
+    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    done = subprocess.run(
+        [str(submit), "--master", "local[2]", "--conf", "spark.default.parallelism=7",
+         "--conf", "spark.sql.shuffle.partitions=9", str(app)],
+        capture_output=True, text=True, timeout=180,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable,
+             "PYSPARK_DRIVER_PYTHON": sys.executable})
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT")]
+    assert lines, done.stdout[-2000:] + done.stderr[-3000:]
+    assert lines[0].split()[1:] == ["7", "7", "9"]

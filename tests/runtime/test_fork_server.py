@@ -94,6 +94,8 @@ def test_pysparks_daemon_in_a_fork_lets_a_worker_closed_idle_leave_quietly(serve
     (["-c", "import json, os; print(json.dumps({'ppid': os.getppid()}))"], {}),
     (["-m", "fork_probe"], {"PYTHONHASHSEED": "1"}),  # a hash seed a fork cannot have
     (["-m", "fork_probe"], {"PYTHONPATH": "more"}),  # another place to import from
+    # Read when PySpark's serializers are imported (the server imported them without it).
+    (["-m", "fork_probe"], {"PYSPARK_ENABLE_NAMEDTUPLE_PATCH": "1"}),
 ])
 def test_what_a_fork_cannot_be_runs_the_interpreter_itself(server, tmp_path, args, extra):
     if extra.get("PYTHONPATH") == "more":
@@ -199,3 +201,48 @@ def test_sparks_workers_fork_from_the_server(tmp_path):
                           timeout=300, cwd=tmp_path)
     assert "forked" in done.stdout.splitlines(), done.stdout + done.stderr[-3000:]
     assert "not forked" not in done.stdout
+
+
+
+def live_children(server):
+    """The server's children that run (not zombies)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                text = stat.read()
+        except OSError:
+            continue
+        state, parent = text[text.rindex(")") + 2:].split()[:2]
+        if int(parent) == server.process.pid and state != "Z":
+            found.append(int(entry))
+    return found
+
+
+def test_a_launcher_gone_before_it_learnt_its_child_leaves_no_child(server, tmp_path):
+    # A launcher killed (Spark's destroy()) after it asked but before the server answered:
+    # the child must not outlive it (it would run with the launcher's streams).
+    import array
+    import marshal
+    import socket
+    import struct
+
+    started, environ = server
+    output = tmp_path / "output"
+    request = (["-m", "fork_probe", "sleep"], {**environ, **started.environment()},
+               str(tmp_path))
+    blob = marshal.dumps(request)
+    with open(os.devnull, "rb") as stdin, open(output, "wb") as out:
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        connection.connect(started.socket)
+        connection.sendmsg([struct.pack("!I", len(blob)) + blob], [(
+            socket.SOL_SOCKET, socket.SCM_RIGHTS,
+            array.array("i", [stdin.fileno(), out.fileno(), out.fileno()]))])
+        connection.close()  # gone before reading the child's pid
+    time.sleep(3)  # the probe prints at once, then sleeps a minute
+    deadline = time.monotonic() + 10
+    while live_children(started) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not live_children(started), output.read_text()
