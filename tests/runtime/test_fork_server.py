@@ -7,6 +7,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 
@@ -68,14 +69,20 @@ def test_pysparks_daemon_in_a_fork_lets_a_worker_closed_idle_leave_quietly(serve
     # A fork has this package imported already, so the quiet exit its import installs in a
     # new interpreter's daemon workers must be there before the daemon forks.
     started, environ = server
+    # The daemon's socket path must stay under the 108 bytes of a Unix socket's address.
+    sockets = tempfile.TemporaryDirectory(prefix="kd-")
     env = {**environ, **started.environment(), "PYTHON_UNIX_DOMAIN_ENABLED": "true",
-           "PYTHON_WORKER_FACTORY_SOCK_DIR": str(tmp_path), "SPARK_REUSE_WORKER": "1",
+           "PYTHON_WORKER_FACTORY_SOCK_DIR": sockets.name, "SPARK_REUSE_WORKER": "1",
            "PYTHON_DAEMON_KILL_WORKER_ON_FLUSH_FAILURE": "true"}
     daemon = subprocess.Popen([started.launcher, "-m", "pyspark.daemon", "pyspark.worker"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, env=env, cwd=tmp_path)
     try:
-        (length,) = struct.unpack("!i", daemon.stdout.read(4))
+        header = daemon.stdout.read(4)
+        if len(header) != 4:
+            daemon.kill()
+            pytest.fail(f"the daemon did not start: {daemon.stderr.read().decode()}")
+        (length,) = struct.unpack("!i", header)
         with socket.socket(socket.AF_UNIX) as worker:
             worker.connect(daemon.stdout.read(length).decode())
             (pid,) = struct.unpack("!i", worker.recv(4))
@@ -88,6 +95,7 @@ def test_pysparks_daemon_in_a_fork_lets_a_worker_closed_idle_leave_quietly(serve
     finally:
         daemon.kill()
         daemon.wait()
+        sockets.cleanup()
 
 
 @pytest.mark.parametrize("args, extra", [
