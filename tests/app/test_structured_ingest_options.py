@@ -49,15 +49,15 @@ def test_no_rate_no_cap_and_the_rest_of_the_mapping():
 def test_a_local_job_keeps_as_many_tasks_a_batch_as_it_has_threads(master, parallelism):
     # The quick-start settings' parallelism (4) ran a local[2] job's four small tasks a
     # batch in two waves, each task paying for its Python workers and transactions.
-    settings = job_settings(master, "/tmp/checkpoint")
+    settings = job_settings(master, "checkpoint")
     expected = parallelism or (str(os.cpu_count() or 1) if master == "local[*]" else None)
     assert settings.get("spark.default.parallelism") == expected
     assert settings["spark.sql.ui.explainMode"] == "simple"
 
 
 @pytest.mark.parametrize(("master", "checkpoint", "local"), [
-    ("local[2]", "/tmp/checkpoint", True), ("local[2]", "file:///tmp/c", True),
-    ("yarn", "file:///tmp/c", True), ("yarn", "/user/job/checkpoint", False),
+    ("local[2]", "checkpoint", True), ("local[2]", "file:///srv/c", True),
+    ("yarn", "file:///srv/c", True), ("yarn", "/user/job/checkpoint", False),
     ("local[2]", "hdfs://nn/checkpoint", False), ("spark://h:7077", "s3a://b/c", False)])
 def test_only_a_checkpoint_on_the_local_file_system_skips_hadoops_shell_commands(
         master, checkpoint, local):

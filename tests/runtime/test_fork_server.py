@@ -120,20 +120,29 @@ def test_no_server_runs_the_interpreter_itself(server, tmp_path):
     assert str(server[0].process.pid) not in done.stdout
 
 
+def children(server):
+    """The server's children: (pid, state) from /proc."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                text = stat.read()
+        except OSError:
+            continue  # gone meanwhile
+        state, parent = text[text.rindex(")") + 2:].split()[:2]
+        if int(parent) == server.process.pid:
+            found.append((int(entry), state))
+    return found
+
+
 def child_of(server, launcher):
     """The forked child serving ``launcher`` (a child of the server that is not a daemon)."""
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    text = stat.read()
-            except OSError:
-                continue
-            if int(text[text.rindex(")") + 2:].split()[1]) == server.process.pid:
-                return int(entry)
+        for pid, _ in children(server):
+            return pid
         time.sleep(0.05)
     raise AssertionError("no child")
 
@@ -214,19 +223,7 @@ def test_sparks_workers_fork_from_the_server(tmp_path):
 
 def live_children(server):
     """The server's children that run (not zombies)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                text = stat.read()
-        except OSError:
-            continue
-        state, parent = text[text.rindex(")") + 2:].split()[:2]
-        if int(parent) == server.process.pid and state != "Z":
-            found.append(int(entry))
-    return found
+    return [pid for pid, state in children(server) if state != "Z"]
 
 
 def test_a_launcher_gone_before_it_learnt_its_child_leaves_no_child(server, tmp_path):
