@@ -20,8 +20,9 @@ It prints, for the records produced after ``--warmup`` seconds:
 * whether the backlog grows: its least-squares slope over the measured time, in records
   per second, against a tolerance of half a second of production over the run;
 * CPU per batch of each process: the Python driver (the command itself), the driver's JVM,
-  the Python workers (every Python process Spark starts: the worker daemon, its workers, the
-  data source planners; their CPU once dead is in their parent's children's time), the
+  the Python workers (every other process of the job: the worker daemon, its workers, the
+  data source planners, the fork server and its children; their CPU once dead is in their
+  parent's children's time), the
   broker and PostgreSQL (the postmaster and its backends, less the bench's own backend);
 * the Python processes started in the measured time, by what they run, and per batch (a
   worker that is not reused, a planner started for every batch);
@@ -83,8 +84,16 @@ def cpu_by_class(job: int, broker: int | None, postgres: int | None,
     jvms = [pid for pid, (_, name, _, _) in table.items()
             if name == "java" and pid != broker and _below(table, pid, os.getpid())]
     driverJvm = sum(table[pid][2] for pid in jvms)
-    workers = sum(tree_cpu(table, pid, kids) - table[pid][2] for pid in jvms)
-    return {"python driver": table[job][2] if job in table else 0.0,
+    # Every other process of the job is a Python worker or planner: the JVM's children, the
+    # fork server's (a child of the driver, whose forks are Spark's workers) and orphans
+    # re-parented to this process. The services' trees are not the job's.
+    services = {pid for pid in (broker, postgres) if pid}
+    roots = [job] + [pid for pid, (ppid, _, _, _) in table.items()
+                     if ppid == os.getpid() and pid != job
+                     and not any(pid == s or _below(table, s, pid) for s in services)]
+    driver = table[job][2] if job in table else 0.0
+    workers = sum(tree_cpu(table, pid, kids) for pid in roots) - driver - driverJvm
+    return {"python driver": driver,
             "driver JVM": driverJvm, "python workers": workers,
             "broker": tree_cpu(table, broker, kids) if broker else 0.0,
             "postgresql": (tree_cpu(table, postgres, kids) if postgres else 0.0)

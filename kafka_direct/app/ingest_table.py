@@ -95,9 +95,14 @@ def check_table(dsn: str, schema: str, table: str, group: str,
     connection = connect(dsn)
     try:
         with connection, connection.cursor() as cursor:
+            # Grouped by hashing, not count(DISTINCT (row)): that sorts composite values,
+            # 5-7 s for a million rows against about 1 s, at the end of every run. The memory
+            # is this transaction's only (a larger table's groups spill to disk).
+            cursor.execute("SET LOCAL work_mem = '256MB'")
             cursor.execute(sql.SQL(
-                "SELECT count(*), count(DISTINCT (topic, kafka_partition, kafka_offset)) "
-                "FROM {}").format(sql.Identifier(schema, table)))
+                "SELECT coalesce(sum(n), 0), count(*) FROM (SELECT count(*) AS n FROM {} "
+                "GROUP BY topic, kafka_partition, kafka_offset) AS records"
+            ).format(sql.Identifier(schema, table)))
             rows, distinct = cursor.fetchone()
     finally:
         connection.close()
