@@ -48,7 +48,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from kafka_direct.client.params import executor_params
-from kafka_direct.errors import KafkaDirectError
+from kafka_direct.errors import KafkaDirectError, KafkaUnavailableError
 from kafka_direct.heap import freeze_at_start, thaw_at_stop
 from kafka_direct.offset_range import OffsetRange, Offsets
 from kafka_direct.offsets_json import SourceOffsets, offsets_from_json, offsets_to_json
@@ -263,7 +263,8 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         """
         metadata = self.metadata
         known = start if self._target is None else {**self._target, **start}
-        listing = metadata.listing({tp.topic for tp in known})
+        topics = {tp.topic for tp in known}
+        listing = metadata.listing(topics)
         present = metadata.present(listing)
         lost = metadata.lost(known, listing)
         kept = {tp: offset for tp, offset in start.items() if tp not in lost} if lost else start
@@ -275,7 +276,20 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             self._target = metadata.check_target(kept, target, present)
             latest = dict(self._target)
         else:
-            latest = metadata.latest(present)
+            try:
+                latest = metadata.latest(present)
+            except KafkaUnavailableError:
+                # A listing can lag a topic's deletion: its partitions are then unknown to
+                # every offsets question. A listing of now tells a deletion (data loss) from
+                # an outage (raised as it was).
+                relisted = metadata.listing(topics)
+                gone = metadata.lost(known, relisted)
+                if not gone:
+                    raise
+                lost |= gone
+                kept = {tp: offset for tp, offset in kept.items() if tp not in gone}
+                present = metadata.present(relisted)
+                latest = metadata.latest(present)
         latest = metadata.behind(kept, latest)
         metadata.check_new(kept, latest)
         return latest, lost

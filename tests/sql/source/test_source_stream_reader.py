@@ -662,3 +662,45 @@ def test_a_checkpoint_at_offset_zero_of_a_partition_catches_up_too():
     end = reader.latestOffset(start, ReadAllAvailable())
     assert end == {"t": {"0": 15, "1": 5}}
     assert ranges_of(reader, start, end) == [("t", 0, 15, 15)]  # one empty task
+
+
+class _DeletedMidTrigger(TimedDriver):
+    """The metadata answer lags a deletion: the first listing still shows the topic, whose
+    offsets questions then fail as an unknown partition (what librdkafka answers)."""
+
+    listings = 0
+
+    def listTopics(self, topics):
+        type(self).listings += 1
+        if type(self).listings == 1:
+            from kafka_direct.client.driver_consumer import TopicListing
+
+            return TopicListing({"t": 2}, frozenset())
+        return super().listTopics(topics)
+
+    def latestOffsets(self, partitions):
+        from confluent_kafka import KafkaError, KafkaException
+
+        raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION, "Unknown partition"))
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_a_topic_deleted_between_its_listing_and_its_offsets_is_data_loss(fail_on_data_loss):
+    cluster = cluster_with(partitions=2, records=10)
+    cluster.delete("t")
+    _DeletedMidTrigger.listings = 0
+    raw = {"kafka.bootstrap.servers": "fake:1", "subscribe": "t",
+           "fetchOffset.retryIntervalMs": "1",
+           "failOnDataLoss": "true" if fail_on_data_loss else "false"}
+    parsed = parse_source_options(raw, streaming=True, check_client=False)
+    reader = KafkaDirectStreamReader(
+        parsed, None, SourceMetadata(parsed, lambda params: _DeletedMidTrigger(cluster, params)))
+    if fail_on_data_loss:
+        with pytest.raises(Exception) as raised:
+            reader.latestOffset({"t": {"0": 5, "1": 5}}, ReadAllAvailable())
+        error = typed(raised)
+        assert isinstance(error, DataLossError), error
+        assert (error.topic, error.partition, error.fromOffset) == ("t", 0, 5)
+    else:
+        # The lost partitions leave the offsets, as when the first listing saw the deletion.
+        assert reader.latestOffset({"t": {"0": 5, "1": 5}}, ReadAllAvailable()) == {}
