@@ -33,6 +33,7 @@ process Spark starts being this interpreter (as for the warm daemon), Linux, and
 from __future__ import annotations
 
 import array
+import atexit
 import contextlib
 import logging
 import marshal
@@ -73,6 +74,9 @@ PRELOAD = ("pyspark.worker", "pyspark.serializers", "pyspark.sql.worker.lookup_d
            "kafka_direct.sql.source.kafka_source", "kafka_direct.sql.source.stream_reader",
            "kafka_direct.client.driver_consumer", "kafka_direct.sql.sink.postgres_sink",
            "kafka_direct.sql.sink.commit", "kafka_direct.postgres.direct_write")
+
+#: What the driver writes to the server before it stops it while living on.
+_KEEP = b"keep the launcher"
 
 #: The launcher's file name in the server's directory.
 LAUNCHER = "python"
@@ -168,6 +172,7 @@ class ForkServer:
     def __init__(self, python: str = sys.executable,
                  environ: Mapping[str, str] | None = None) -> None:
         self.directory = tempfile.mkdtemp(prefix="kafka-direct-fork-")
+        self._removal = False
         self.socket = os.path.join(self.directory, "server")
         self.launcher = os.path.join(self.directory, LAUNCHER)
         with open(self.launcher, "w", encoding="utf-8") as script:
@@ -196,9 +201,18 @@ class ForkServer:
         return {"PYSPARK_PYTHON": self.launcher, SOCKET_ENV: self.socket}
 
     def stop(self) -> None:
-        """End the server (its children end with it) and remove its directory."""
+        """End the server (its children end with it) and remove its socket.
+
+        The launcher stays until this process exits: a JVM outlives the context that
+        started the server (PySpark keeps it for the next context of the process) and still
+        starts Python processes with it, which then run the interpreter itself.
+        """
         process, self.process = self.process, None
         if process is not None:
+            with contextlib.suppress(OSError):
+                if process.stdin is not None:
+                    process.stdin.write(_KEEP)
+                    process.stdin.flush()
             with contextlib.suppress(OSError):
                 if process.stdin is not None:
                     process.stdin.close()
@@ -207,7 +221,11 @@ class ForkServer:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-        shutil.rmtree(self.directory, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.unlink(self.socket)
+        if not self._removal:
+            self._removal = True
+            atexit.register(shutil.rmtree, self.directory, ignore_errors=True)
 
 
 def _entries(path: str | None) -> list[str]:
@@ -335,20 +353,29 @@ def _preload() -> None:
 def serve(address: str, listening: int) -> None:
     """Serve launchers on the socket ``listening`` until standard input closes (see the module).
 
-    Then ``address``'s directory goes (the launcher's, whoever stopped the server).
+    Then ``address``'s directory goes (the launcher's, whoever stopped the server), or only
+    the socket when the driver said :data:`_KEEP` first (:meth:`ForkServer.stop`: the
+    driver lives on, and so may its JVM, which knows the launcher).
     """
     own = dict(os.environ)
     mine = set(_entries(own.get("PYTHONPATH")))
     base = [entry for entry in sys.path[1:] if entry not in mine]
     listener = socket.socket(fileno=listening)
+    kept = False
     try:
-        _serve(listener, own, base)
+        kept = _serve(listener, own, base)
     finally:
-        shutil.rmtree(os.path.dirname(address), ignore_errors=True)
+        if kept:
+            with contextlib.suppress(OSError):
+                os.unlink(address)
+        else:
+            shutil.rmtree(os.path.dirname(address), ignore_errors=True)
 
 
-def _serve(listener: socket.socket, own: dict[str, str], base: list[str]) -> None:
+def _serve(listener: socket.socket, own: dict[str, str], base: list[str]) -> bool:
+    """Serve until standard input closes; whether the driver asked to keep the launcher."""
     _preload()
+    said = b""
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
     os.set_blocking(wake_read, False)
@@ -363,8 +390,11 @@ def _serve(listener: socket.socket, own: dict[str, str], base: list[str]) -> Non
             readable = set(select.select(watched, [], [])[0])
         except InterruptedError:
             continue
-        if control in readable and not os.read(control, 4096):
-            break  # the driver is gone, or stopped the server
+        if control in readable:
+            told = os.read(control, 4096)
+            if not told:
+                return said.endswith(_KEEP)  # the driver is gone, or stopped the server
+            said = (said + told)[-len(_KEEP):]
         if wake_read in readable:
             with contextlib.suppress(BlockingIOError):
                 os.read(wake_read, 4096)

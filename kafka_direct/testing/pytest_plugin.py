@@ -3,10 +3,11 @@
 Session-wide: ``kafka`` (a started :class:`KafkaService`: Apache Kafka unless the
 environment names another), ``kafka_cluster`` (Apache Kafka with three brokers),
 ``postgres`` (a started :class:`PostgresService`), ``spark`` (a ``local[2,2]``
-SparkContext), ``spark_connect`` (a started :class:`SparkConnectServer`),
-``connect_session`` (a Spark Connect client session on it) and ``schema_registry`` (a
-Schema Registry for Avro tests). Per test: ``kafka_topic`` (a factory of fresh topics) and
-``pg_schema`` (a fresh schema, dropped after).
+SparkContext whose Python processes fork from a pre-imported server), ``spark_connect``
+(a started :class:`SparkConnectServer`), ``connect_session`` (a Spark Connect client
+session on it) and ``schema_registry`` (a Schema Registry for Avro tests). Per test:
+``kafka_topic`` (a factory of fresh topics) and ``pg_schema`` (a fresh schema, dropped
+after).
 Services start on first use only, so a test run that needs none starts none.
 
 Every test that uses one of the fixtures that start a service (directly or through a fixture
@@ -95,8 +96,15 @@ def postgres() -> Iterator[PostgresService]:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    """A local[2,2] SparkContext for the session."""
-    with spark_context() as sc:
+    """A local[2,2] SparkContext for the session.
+
+    Its Python processes (workers, the data sources' planners) fork from a server that has
+    their imports done, as the ingest job's do (:mod:`kafka_direct.runtime.fork_server`):
+    a structured query's tests then start in a fraction of the time. With
+    ``KAFKA_DIRECT_FORK_SERVER=off`` they start as PySpark starts them, each a new
+    interpreter.
+    """
+    with spark_context(fork_server=True) as sc:
         yield sc
 
 

@@ -120,6 +120,22 @@ def test_no_server_runs_the_interpreter_itself(server, tmp_path):
     assert str(server[0].process.pid) not in done.stdout
 
 
+def test_a_launcher_outlives_its_stopped_server_and_runs_the_interpreter_itself(tmp_path):
+    # A JVM outlives the context that started the server (PySpark keeps it for the next
+    # context of the process) and still starts Python processes with the launcher it was
+    # given: they must run, as new interpreters, not fail as a program that is not there.
+    started = ForkServer(sys.executable)
+    started.stop()
+    (tmp_path / "fork_probe.py").write_text(PROBE)
+    done = subprocess.run([started.launcher, "-m", "fork_probe"], input="", text=True,
+                          capture_output=True, cwd=tmp_path, timeout=60,
+                          env={**os.environ, **started.environment(),
+                               "PYTHONPATH": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert facts(done.stdout)["name"] == "__main__"
+    assert not os.path.exists(started.socket)
+
+
 def children(server):
     """The server's children: (pid, state) from /proc."""
     found = []
@@ -185,7 +201,31 @@ def test_stopping_the_server_ends_its_children(tmp_path):
     started.stop()
     assert gone(child)
     assert launcher.wait(timeout=20) != 0
-    assert not os.path.exists(started.directory)
+    # The socket goes with the server; the launcher stays while this process lives (its
+    # JVM may still start it: see the next test), and its folder goes when it exits.
+    assert not os.path.exists(started.socket) and os.path.exists(started.launcher)
+
+
+def test_a_stopped_servers_folder_goes_when_its_driver_exits_and_with_a_killed_driver():
+    script = textwrap.dedent("""
+        import os, signal, sys
+        from kafka_direct.runtime.fork_server import ForkServer
+        started = ForkServer(sys.executable)
+        if sys.argv[1] == "stop":
+            started.stop()
+        print(started.directory, flush=True)
+        if sys.argv[1] == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    for how in ("stop", "kill"):
+        done = subprocess.run([sys.executable, "-c", script, how], capture_output=True,
+                              text=True, timeout=60)
+        folder = done.stdout.strip()
+        assert folder.startswith(tempfile.gettempdir()), done.stderr
+        deadline = time.monotonic() + 20  # a killed driver's server notices, then removes it
+        while os.path.exists(folder) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not os.path.exists(folder), how
 
 
 @pytest.mark.parametrize("value", ["off", "0", "false", "NO"])

@@ -24,9 +24,27 @@ def _worker_facts(_):
            getattr(getattr(daemon, "worker", None), "_kafka_direct_quiet_idle_exit", False))
 
 
+_CONTEXT_OF_ITS_OWN = """
+import json
+from kafka_direct.runtime.spark import spark_context
+from tests.runtime.test_warm_daemon import _worker_facts
+with spark_context("local[2]", "warm-daemon-test") as sc:
+    print(json.dumps(sc.parallelize(range(2), 2).mapPartitions(_worker_facts).collect()))
+"""
+
+
 @pytest.mark.services
-def test_workers_fork_from_the_warm_daemon_with_their_imports_done(spark):
-    facts = spark.parallelize(range(2), 2).mapPartitions(_worker_facts).collect()
+def test_workers_fork_from_the_warm_daemon_with_their_imports_done():
+    # A context of its own, without the fork server the tests' session context has: the
+    # warm daemon is what PySpark's own launch of its workers gets.
+    import json
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run([sys.executable, "-c", _CONTEXT_OF_ITS_OWN], capture_output=True,
+                          text=True, timeout=240, cwd=root)
+    assert done.returncode == 0, done.stderr[-3000:]
+    facts = json.loads(done.stdout.strip().splitlines()[-1])
     assert facts
     for parent, arrow, source, frozen, quiet in facts:
         assert warm_daemon.DAEMON_MODULE in parent, parent
