@@ -174,6 +174,9 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         """The commits of ``commitOffsetsToGroup``, made by a thread of this process."""
         if self._groupCommits is None:
             metadata = self.metadata
+            # The consumer is made here, on the caller's thread: made on first use, the
+            # commits' thread and a trigger could each make one.
+            metadata.driver  # noqa: B018
             self._groupCommits = GroupCommits(metadata.commit, self.options.groupId or "")
         return self._groupCommits
 
@@ -469,7 +472,14 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         """
         if not self.options.commitOffsetsToGroup or offsets == self._groupCommitted:
             return
-        self.groupCommits.submit(offsets)
+        try:
+            commits = self.groupCommits
+        except Exception as error:
+            logger.warning("kafka-direct source: committing %s to group %s for monitoring "
+                           "failed (the query goes on; it never resumes from the group): %s",
+                           offsets_to_json(offsets), self.options.groupId, error)
+            return
+        commits.submit(offsets)
         self._groupCommitted = dict(offsets)
 
     def stop(self) -> None:

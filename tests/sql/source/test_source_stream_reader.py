@@ -701,3 +701,29 @@ def test_a_checkpoint_at_offset_zero_of_a_partition_catches_up_too():
     end = reader.latestOffset(start, ReadAllAvailable())
     assert end == {"t": {"0": 15, "1": 5}}
     assert ranges_of(reader, start, end) == [("t", 0, 15, 15)]  # one empty task
+
+
+def test_the_group_commits_and_the_trigger_share_one_consumer():
+    # The driver's consumer is made on first use: the commits' thread must not make a
+    # second one while a trigger makes its own.
+    import time
+
+    cluster = cluster_with()
+    made = []
+
+    class SlowToMake(TimedDriver):
+        def __init__(self, *args):
+            time.sleep(0.2)
+            super().__init__(*args)
+            made.append(self)
+
+    raw = {"kafka.bootstrap.servers": "fake:1", "subscribe": "t",
+           "commitOffsetsToGroup": "true", "kafka.group.id": "monitor"}
+    parsed = parse_source_options(raw, streaming=True, check_client=False)
+    reader = KafkaDirectStreamReader(parsed, None, SourceMetadata(
+        parsed, lambda params: SlowToMake(cluster, params)))
+    reader.commit({"t": {"0": 5, "1": 7}})
+    reader.latestOffset({"t": {"0": 6, "1": 7}}, ReadAllAvailable())
+    reader.stop()
+    assert len(made) == 1
+    assert cluster.committed == {("monitor", T0): 6, ("monitor", T1): 7}
