@@ -117,10 +117,12 @@ class _Progress:
         if self.lastData is None:  # still starting: its first batch has not ended
             return
         idleFor = time.monotonic() - self.lastData
+        if not self.idleLimit or idleFor < self.idleLimit * self.batchInterval:
+            return
+        # Asked only now: a status costs the JVM two gateway calls and a JSON text, and
+        # the job polls five times a second.
         status = query.status
-        if (self.idleLimit and not status.get("isDataAvailable")
-                and not status.get("isTriggerActive")
-                and idleFor >= self.idleLimit * self.batchInterval):
+        if not status.get("isDataAvailable") and not status.get("isTriggerActive"):
             self.done.set()
 
 

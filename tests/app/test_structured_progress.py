@@ -17,8 +17,13 @@ IDLE = {"latestOffset": 1, "triggerExecution": 1}
 class FakeQuery:
     def __init__(self):
         self.reports = []
-        self.status = {"isDataAvailable": False, "isTriggerActive": False}
         self.listed = 0  # how often every kept report was asked for
+        self.statusAsked = 0  # how often the query's status was asked for
+
+    @property
+    def status(self):
+        self.statusAsked += 1
+        return {"isDataAvailable": False, "isTriggerActive": False}
 
     @property
     def recentProgress(self):
@@ -108,3 +113,25 @@ def test_batches_run_between_two_polls_are_all_counted():
     progress.poll(query)
     assert (result.batches, result.records) == (4, 15)
     assert query.listed == 2
+
+
+def test_the_status_is_asked_only_once_the_job_may_have_been_idle_long_enough(monkeypatch):
+    # Each status costs the JVM two gateway calls and a JSON text, five times a second:
+    # only the idle stop needs it, and only once the idle time is up.
+    clock = [100.0]
+    monkeypatch.setattr("kafka_direct.app.structured_ingest.time.monotonic", lambda: clock[0])
+    query, result = FakeQuery(), IngestResult()
+    never = _Progress(result, idleLimit=0, batchInterval=0.5, out=None)
+    query.report(0, 5, RAN)
+    for _ in range(3):
+        never.poll(query)
+        clock[0] += 10
+    assert query.statusAsked == 0
+    progress = _Progress(IngestResult(), idleLimit=4, batchInterval=0.5, out=None)
+    progress.poll(query)
+    clock[0] += 1.9
+    progress.poll(query)
+    assert query.statusAsked == 0 and not progress.done.is_set()
+    clock[0] += 0.1  # idle for 2 s: four batch intervals
+    progress.poll(query)
+    assert query.statusAsked == 1 and progress.done.is_set()
