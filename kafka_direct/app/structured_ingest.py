@@ -63,7 +63,15 @@ def _spark_starting_offsets(options: IngestOptions) -> str:
 
 
 class _Progress:
-    """Counts the query's batches and rows; notices when it has been idle long enough."""
+    """Counts the query's batches and rows; notices when it has been idle long enough.
+
+    Idle is ``idleLimit`` triggers in a row that found no new offsets (as the direct
+    stream's batches that read nothing): Spark reports each one when
+    ``spark.sql.streaming.noDataProgressEventInterval`` is 0 (:func:`job_settings`), so the
+    job stops right after the trigger that follows its last batch. Where Spark reports
+    idle triggers less often (a setting given to spark-submit), ``idleLimit`` batch
+    intervals without rows count as idle too.
+    """
 
     def __init__(self, result: IngestResult, idleLimit: int, batchInterval: float,
                  out: TextIO | None) -> None:
@@ -73,6 +81,8 @@ class _Progress:
         self.out = out
         self.seen = -1
         self.lastData: float | None = None  # idle time counts from the first report
+        self.idleTriggers = 0  # in a row, since the last batch with rows (or the start)
+        self.lastIdle: Any = None  # the idle report counted last (its timestamp)
         self.done = threading.Event()
 
     def _reports(self, query: Any) -> list[Any]:
@@ -97,6 +107,10 @@ class _Progress:
             if "addBatch" not in (progress.get("durationMs") or {}):
                 # An idle trigger, reported under the id of the batch that runs next: that
                 # batch reports again, with its rows, when it runs.
+                at = progress.get("timestamp")
+                if at is not None and at != self.lastIdle:
+                    self.lastIdle = at
+                    self.idleTriggers += 1
                 continue
             batch = int(progress["batchId"])
             if batch <= self.seen:
@@ -108,6 +122,9 @@ class _Progress:
             self.result.rowsWritten += rows
             if rows:
                 self.lastData = time.monotonic()
+                self.idleTriggers = 0
+            else:  # offsets moved over no record (aborted transactions): read nothing
+                self.idleTriggers += 1
             if self.out is not None:
                 durations = progress.get("durationMs") or {}
                 self.out.write(f"batch {batch}: {rows} records in "
@@ -120,7 +137,8 @@ class _Progress:
         status = query.status
         if (self.idleLimit and not status.get("isDataAvailable")
                 and not status.get("isTriggerActive")
-                and idleFor >= self.idleLimit * self.batchInterval):
+                and (self.idleTriggers >= self.idleLimit
+                     or idleFor >= self.idleLimit * self.batchInterval)):
             self.done.set()
 
 
@@ -189,12 +207,17 @@ def job_settings(master: str, checkpoint: str) -> dict[str, str]:
       a batch. A local rename is atomic either way. Other file systems keep Spark's.
     * ``spark.sql.ui.explainMode`` = ``simple``: Spark describes each batch's plan for its
       listeners; the default (formatted) walks the plan twice more.
+    * ``spark.sql.streaming.noDataProgressEventInterval`` = ``0``: Spark reports every
+      trigger that found no new offsets (by default one in ten seconds), so
+      ``--stop-after-idle N`` ends the job right after N such triggers, as the direct
+      stream after N batches that read nothing, instead of N batch intervals later.
 
     Args:
         master: The Spark master.
         checkpoint: The query's checkpoint location.
     """
-    settings = {"spark.sql.ui.explainMode": "simple"}
+    settings = {"spark.sql.ui.explainMode": "simple",
+                "spark.sql.streaming.noDataProgressEventInterval": "0"}
     parallelism = local_parallelism(master)
     if parallelism is not None:
         settings["spark.default.parallelism"] = parallelism
