@@ -128,6 +128,9 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         self._latest: Offsets | None = None
         #: What was last committed to the group (commitOffsetsToGroup).
         self._groupCommitted: Offsets | None = None
+        #: Where this query started, when this run started it (initialOffset): nothing to
+        #: commit to the group before a batch read from there.
+        self._initial: Offsets | None = None
         #: Whether this run compared its checkpoint with the offset store yet.
         self._storeChecked = False
         #: Whether this run planned a batch that reads (maxOffsetsFirstTrigger caps the first).
@@ -189,6 +192,7 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                 offsets = metadata.resolve(self.options.starting, partitions)
             logger.info("kafka-direct source (%s) starts at %s", self.options.subscription,
                         offsets_to_json(offsets))
+            self._initial = dict(offsets)
             return offsets_to_json(offsets)
 
     def _from_store(self, committed: SourceOffsets, partitions: set[TopicPartition]
@@ -314,8 +318,12 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                         self._link.store, offsets_to_json(caught))
                     self._latest = caught
                     return offsets_to_json(caught)
-            # The engine asks from a start only once every batch up to it completed.
-            self._commit_group(offsets)
+            # The engine asks from a start only once every batch up to it completed. A new
+            # query's start is not committed: nothing was read, and on a fresh cluster the
+            # group's first commit creates Kafka's offsets topic (seconds, measured), which
+            # the first batch would wait for; its end is committed as any batch's.
+            if offsets != self._initial:
+                self._commit_group(offsets)
             latest, lost = self._latest_now(offsets)
             self._lost.update(lost)
             # Lost partitions leave the offsets (failOnDataLoss=false): the batch's end,

@@ -504,6 +504,25 @@ def test_commits_to_the_group_only_inform(caplog):
     assert any("for monitoring failed" in r.getMessage() for r in caplog.records)
 
 
+def test_a_new_querys_first_trigger_commits_nothing_to_the_group():
+    # Where the query starts, nothing was read: the group has nothing to learn, and on a
+    # fresh cluster its first commit creates Kafka's offsets topic, seconds before the
+    # first batch could start. The first batch's end is committed as any batch's.
+    cluster = cluster_with(partitions=2, records=10)
+    reader = make_reader(cluster, commitOffsetsToGroup="true", kafka__group__id="monitor",
+                         startingOffsets="earliest")
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert cluster.commit_log == []
+    reader.commit(end)
+    assert cluster.committed == {("monitor", T0): 10, ("monitor", T1): 10}
+    # A run resuming from a checkpoint commits where it resumes (its last batch's end may
+    # not have reached the group when the previous run stopped).
+    again = make_reader(cluster, commitOffsetsToGroup="true", kafka__group__id="monitor")
+    again.latestOffset({"t": {"0": 4, "1": 4}}, ReadAllAvailable())
+    assert cluster.committed == {("monitor", T0): 4, ("monitor", T1): 4}
+
+
 def test_stop_closes_the_consumer_and_lets_go_of_the_store():
     drivers = []
     link = FakeLink()
