@@ -485,6 +485,24 @@ def _await_stopping(timeout: float = 2.0) -> None:
 atexit.register(_await_stopping)
 
 
+def _quiet_when_closed(server: Any) -> None:
+    """Have a stopping accumulator server ignore the JVM's connection closing under it.
+
+    A JVM that ends before the server's handler saw the shutdown closes the connection
+    the handler reads: an EOFError that socketserver would print as a traceback, though
+    nothing was lost (the context stopped). Other errors are still reported.
+    """
+    report = getattr(server, "handle_error", None)
+    if report is None:  # not socketserver's
+        return
+
+    def handle_error(request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], EOFError | ConnectionError):
+            report(request, client_address)
+
+    server.handle_error = handle_error
+
+
 def _stop_context(sc: Any) -> None:
     """Stop ``sc``, then its fork server (if any).
 
@@ -497,6 +515,7 @@ def _stop_context(sc: Any) -> None:
     accumulators = getattr(sc, "_accumulatorServer", None)
     if accumulators is not None:
         sc._accumulatorServer = None  # PySpark's stop skips it
+        _quiet_when_closed(accumulators)
     try:
         sc.stop()
     finally:

@@ -56,3 +56,34 @@ def test_a_context_that_fails_to_stop_still_has_its_accumulator_server_stopped()
         _stop_context(sc)
     assert server.asked.wait(10)
     server.release.set()
+
+
+STOP_THEN_END_THE_JVM = """
+from kafka_direct.runtime.spark import spark_context
+with spark_context(master="local[1]", own_session=True) as sc:
+    sc.parallelize(range(2), 1).map(lambda x: x).collect()  # the JVM connects for updates
+    gateway = sc._gateway
+gateway.shutdown()
+gateway.proc.stdin.close()  # the JVM ends while the accumulator server still stops
+gateway.proc.wait(60)
+print("ENDED", flush=True)
+"""
+
+
+def test_a_jvm_that_ends_while_the_accumulator_server_stops_prints_nothing(tmp_path):
+    # The server's handler then reads the JVM's closed connection: an EOFError that
+    # socketserver would print as a traceback, though nothing was lost.
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "stop_then_end.py"
+    script.write_text(STOP_THEN_END_THE_JVM)
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [root, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=180, env=env, cwd=root)
+    assert "ENDED" in done.stdout, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
