@@ -160,6 +160,9 @@ class IngestOptions:
             port (0: a free one); None: no page.
         api: ``dstream`` (the direct stream) or ``structured`` (a Structured Streaming
             query through the kafka-direct source and sink).
+        firstBatchRecords: With the ``structured`` api: the most records its first batch
+            of a run reads (0: capped as every other batch); None: the job's default,
+            :data:`~kafka_direct.app.structured_ingest.FIRST_BATCH_RECORDS`.
         starting: ``startingOffsets`` as :func:`parse_starting_offsets` reads it, parsed
             once when the options are made.
     """
@@ -180,6 +183,7 @@ class IngestOptions:
     uiPort: int | None = None
     loopbackDriver: bool | None = None
     api: str = "dstream"
+    firstBatchRecords: int | None = None
     #: ``startingOffsets`` parsed, once: (policy for partitions it does not name, offsets).
     starting: tuple[str, Mapping[TopicPartition, int]] = field(
         init=False, repr=False, compare=False)
@@ -196,6 +200,9 @@ class IngestOptions:
                                      f"{self.batchInterval}")
         to_ms(self.batchInterval, "the batch interval")  # whole milliseconds, >= 1 ms
         check_master(self.master)
+        if self.firstBatchRecords is not None and self.firstBatchRecords < 0:
+            raise ConfigurationError(f"firstBatchRecords must be >= 0, got "
+                                     f"{self.firstBatchRecords}")
         for name in ("maxRatePerPartition", "stopAfterIdleBatches"):
             if getattr(self, name) < 0:
                 raise ConfigurationError(f"{name} must be >= 0, got {getattr(self, name)}")
@@ -341,6 +348,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     job.add_argument("--checkpoint-dir", default=None,
                      help="with --api structured: the query's checkpoint location (default: "
                           "a fresh one each run; the query resumes from PostgreSQL)")
+    job.add_argument("--first-batch-records", type=int, default=None,
+                     help="with --api structured: the most records the first batch of a run "
+                          "reads, so its rows commit while the query warms up (default "
+                          "10000; 0: capped as every batch)")
     job.add_argument("--sink", choices=("transactional", "idempotent"),
                      default="transactional", help="how rows and offsets are written")
     job.add_argument("--stop-after-idle", type=int, default=None,
@@ -490,7 +501,8 @@ def _check_numbers(args: argparse.Namespace) -> None:
     if args.ui_port is not None and not 0 <= args.ui_port <= 65535:
         raise ConfigurationError(f"--ui-port must be 0 (any free port) to 65535, got "
                                  f"{args.ui_port}")
-    for name in ("max_rate_per_partition", "stop_after_idle", "sample_events"):
+    for name in ("max_rate_per_partition", "stop_after_idle", "sample_events",
+                 "first_batch_records"):
         value = getattr(args, name)
         if value is not None and value < 0:
             raise ConfigurationError(f"--{name.replace('_', '-')} must be >= 0, got {value}")
@@ -503,6 +515,10 @@ def _check_structured(args: argparse.Namespace) -> None:
         if getattr(args, "checkpoint_dir", None) is not None:
             raise ConfigurationError("--checkpoint-dir is for --api structured (the direct "
                                      "stream keeps its offsets in PostgreSQL only)")
+        if getattr(args, "first_batch_records", None) is not None:
+            raise ConfigurationError("--first-batch-records is for --api structured (the "
+                                     "direct stream's batches follow "
+                                     "--max-rate-per-partition from the first)")
         return
     from kafka_direct.sql.formats import check_structured_support
 
@@ -573,6 +589,7 @@ def settings_from_args(args: argparse.Namespace,
         stopAfterIdleBatches=(args.stop_after_idle if args.stop_after_idle is not None
                               else 1 if embeddedKafka else 0),
         master=master, uiPort=args.ui_port, api=getattr(args, "api", "dstream"),
+        firstBatchRecords=getattr(args, "first_batch_records", None),
         # The embedded services listen on 127.0.0.1 only: then, and only then, the driver too.
         loopbackDriver=embeddedKafka or dsn is None)
     samples = args.sample_events if args.sample_events is not None else (

@@ -37,13 +37,22 @@ from kafka_direct.topic_partition import TopicPartition
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
-__all__ = ["QUERY_NAME", "job_settings", "run_structured_ingest", "source_options",
-           "stored_offsets"]
+__all__ = ["FIRST_BATCH_RECORDS", "QUERY_NAME", "job_settings", "run_structured_ingest",
+           "source_options", "stored_offsets"]
 
 logger = logging.getLogger(__name__)
 
 #: The streaming query's name (Spark's UI and progress reports show it).
 QUERY_NAME = "kafka_direct_ingest"
+
+#: The most records the first batch of a run reads, unless ``--first-batch-records`` says
+#: otherwise. The first batch pays for the query's start (Spark's planning processes, its
+#: code generation, the workers' first tasks, the sink's first write planning and commit):
+#: about 1.5 s beyond a later batch on a quiet machine. With a backlog, a first batch of
+#: a whole interval's records (200,000 in the benchmark) commits its first rows that much
+#: later again; 10,000 records add tens of milliseconds to it. The later batches read as
+#: the rate says, so a run takes about as long.
+FIRST_BATCH_RECORDS = 10_000
 
 
 def stored_offsets(dsn: str, schema: str, group: str) -> dict[TopicPartition, int]:
@@ -63,7 +72,15 @@ def _spark_starting_offsets(options: IngestOptions) -> str:
 
 
 class _Progress:
-    """Counts the query's batches and rows; notices when it has been idle long enough."""
+    """Counts the query's batches and rows; notices when it has been idle long enough.
+
+    Idle is ``idleLimit`` triggers in a row that found no new offsets (as the direct
+    stream's batches that read nothing): Spark reports each one when
+    ``spark.sql.streaming.noDataProgressEventInterval`` is 0 (:func:`job_settings`), so the
+    job stops right after the trigger that follows its last batch. Where Spark reports
+    idle triggers less often (a setting given to spark-submit), ``idleLimit`` batch
+    intervals without rows count as idle too.
+    """
 
     def __init__(self, result: IngestResult, idleLimit: int, batchInterval: float,
                  out: TextIO | None) -> None:
@@ -73,6 +90,8 @@ class _Progress:
         self.out = out
         self.seen = -1
         self.lastData: float | None = None  # idle time counts from the first report
+        self.idleTriggers = 0  # in a row, since the last batch with rows (or the start)
+        self.lastIdle: Any = None  # the idle report counted last (its timestamp)
         self.done = threading.Event()
 
     def _reports(self, query: Any) -> list[Any]:
@@ -97,6 +116,10 @@ class _Progress:
             if "addBatch" not in (progress.get("durationMs") or {}):
                 # An idle trigger, reported under the id of the batch that runs next: that
                 # batch reports again, with its rows, when it runs.
+                at = progress.get("timestamp")
+                if at is not None and at != self.lastIdle:
+                    self.lastIdle = at
+                    self.idleTriggers += 1
                 continue
             batch = int(progress["batchId"])
             if batch <= self.seen:
@@ -108,6 +131,9 @@ class _Progress:
             self.result.rowsWritten += rows
             if rows:
                 self.lastData = time.monotonic()
+                self.idleTriggers = 0
+            else:  # offsets moved over no record (aborted transactions): read nothing
+                self.idleTriggers += 1
             if self.out is not None:
                 durations = progress.get("durationMs") or {}
                 self.out.write(f"batch {batch}: {rows} records in "
@@ -117,7 +143,8 @@ class _Progress:
         if self.lastData is None:  # still starting: its first batch has not ended
             return
         idleFor = time.monotonic() - self.lastData
-        if not self.idleLimit or idleFor < self.idleLimit * self.batchInterval:
+        if not self.idleLimit or (self.idleTriggers < self.idleLimit
+                                  and idleFor < self.idleLimit * self.batchInterval):
             return
         # Asked only now: a status costs the JVM two gateway calls and a JSON text, and
         # the job polls five times a second.
@@ -139,7 +166,10 @@ def source_options(options: IngestOptions, bootstrapServers: str, dsn: str,
     ``maxRatePerPartition`` becomes the source's ``maxOffsetsPerPartitionPerTrigger``
     (records per partition and batch interval, at least one as the direct stream's): the
     source multiplies it by the partitions it sees at each trigger, so partitions a
-    pattern's topics gain while the job runs get their share.
+    pattern's topics gain while the job runs get their share. ``firstBatchRecords`` (default
+    :data:`FIRST_BATCH_RECORDS`) becomes ``maxOffsetsFirstTrigger``: the run's first batch
+    reads no more, and commits before the later ones catch up. Every offset is read once
+    either way: a batch's end is in the query's offset log before it runs.
 
     Args:
         options: What to read (topics or pattern, starting offsets, rate, group).
@@ -159,6 +189,10 @@ def source_options(options: IngestOptions, bootstrapServers: str, dsn: str,
         source["maxOffsetsPerPartitionPerTrigger"] = str(perPartition)
     # Each batch's end goes to the consumer group after its commit, for lag tools only:
     # the query resumes from its checkpoint or the offset store, never from the group.
+    first = (FIRST_BATCH_RECORDS if options.firstBatchRecords is None
+             else options.firstBatchRecords)
+    if first:
+        source["maxOffsetsFirstTrigger"] = str(first)
     source["kafka.group.id"] = options.group
     source["commitOffsetsToGroup"] = "true"
     source["offsetStore.name"] = options.group
@@ -191,12 +225,17 @@ def job_settings(master: str, checkpoint: str) -> dict[str, str]:
       a batch. A local rename is atomic either way. Other file systems keep Spark's.
     * ``spark.sql.ui.explainMode`` = ``simple``: Spark describes each batch's plan for its
       listeners; the default (formatted) walks the plan twice more.
+    * ``spark.sql.streaming.noDataProgressEventInterval`` = ``0``: Spark reports every
+      trigger that found no new offsets (by default one in ten seconds), so
+      ``--stop-after-idle N`` ends the job right after N such triggers, as the direct
+      stream after N batches that read nothing, instead of N batch intervals later.
 
     Args:
         master: The Spark master.
         checkpoint: The query's checkpoint location.
     """
-    settings = {"spark.sql.ui.explainMode": "simple"}
+    settings = {"spark.sql.ui.explainMode": "simple",
+                "spark.sql.streaming.noDataProgressEventInterval": "0"}
     parallelism = local_parallelism(master)
     if parallelism is not None:
         settings["spark.default.parallelism"] = parallelism
@@ -278,6 +317,11 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
             signals.install()
         if not logger.isEnabledFor(logging.INFO):
             scope.enter_context(quiet_spark_log(sc))
+        # While the session is made (the JVM's work, on one core): Spark's lookup of the
+        # Python data sources, which the registration would wait for, and its imports.
+        from kafka_direct.app.warm_up import look_up_data_sources_ahead
+
+        look_up_data_sources_ahead(sc)
         spark = SparkSession(sc)
         given_conf = sc.getConf()
         for key, value in settings.items():

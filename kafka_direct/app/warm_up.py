@@ -7,17 +7,28 @@ every record produced meanwhile waited for it: at 10,000 events/s a backlog of 1
 records before the job was on time. :func:`warm_workers` runs one small Spark job before the
 stream starts: a task per task slot imports what the sink's tasks import and opens the
 worker's cached connection, which PySpark's reused workers keep for the batches.
+
+The structured job makes a SparkSession first, a second or more of the JVM's work on one
+core, before its query can start. :func:`look_up_data_sources_ahead` does in a thread
+meanwhile what the session's first ``spark.dataSource.register`` would otherwise wait for:
+Spark's one lookup of the Python data sources installed (a Python process, once per JVM),
+and the driver's imports of the source and the sink. Its workers are not warmed as the
+direct stream's: measured, a warm-up job beside the session's making slowed the session
+more than it saved in the first batch (the fork server starts a worker in milliseconds
+with its imports done).
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["warm_workers"]
+__all__ = ["look_up_data_sources_ahead", "warm_workers"]
 
 logger = logging.getLogger(__name__)
 
@@ -73,3 +84,44 @@ def warm_workers(sc: Any, dsn: str) -> list[tuple[int, int, bool]]:
     logger.info("%d Python workers warmed in %.2f s", len({pid for _, pid, _ in warmed}),
                 time.perf_counter() - started)
     return warmed
+
+
+#: What the structured job's driver imports to register the source and the sink.
+_REGISTERED_MODULES = ("kafka_direct.sql.source.kafka_source",
+                       "kafka_direct.sql.sink.postgres_sink")
+
+
+def _look_up(sc: Any) -> None:
+    started = time.perf_counter()
+    try:
+        from kafka_direct.sql.formats import SOURCE_FORMAT
+
+        # Spark keeps the lookup's result for every session of the JVM.
+        manager = sc._jvm.org.apache.spark.sql.execution.datasources.DataSourceManager()
+        manager.dataSourceExists(SOURCE_FORMAT)
+        for module in _REGISTERED_MODULES:
+            importlib.import_module(module)
+    except Exception as error:  # the registration looks them up itself, and says what failed
+        logger.info("looking up Spark's Python data sources ahead failed (%s)",
+                    type(error).__name__)
+        return
+    logger.info("Spark's Python data sources looked up, the driver's imports done, in "
+                "%.2f s", time.perf_counter() - started)
+
+
+def look_up_data_sources_ahead(sc: Any) -> threading.Thread:
+    """Have Spark look up its Python data sources in a thread, while the session is made.
+
+    Also imports the source's and the sink's modules, which the registration pickles.
+    Never raises in the thread: what fails here, the registration meets again and reports.
+
+    Args:
+        sc: The job's SparkContext.
+
+    Returns:
+        The started thread (a daemon: a job that stops early does not wait for it).
+    """
+    thread = threading.Thread(target=_look_up, args=(sc,), name="kafka-direct-look-up",
+                              daemon=True)
+    thread.start()
+    return thread

@@ -81,6 +81,34 @@ def test_a_structured_rerun_with_nothing_new_ends_cleanly(
         assert f"table {pg_schema}.kafka_events: {total} rows, 0 duplicates" in done.stdout
 
 
+def test_the_structured_jobs_first_batch_reads_at_most_first_batch_records(
+        kafka, kafka_topic, postgres, pg_schema, job_host):
+    # The first batch pays for the query's start: a small one commits its rows sooner; the
+    # next batches read as the rate says, and every record lands once.
+    topic = kafka_topic(partitions=2)
+    for partition in range(2):
+        kafka.produce(topic, [b"v"] * 60, partition=partition)
+    done = _ingest(job_host, kafka, postgres, topic, pg_schema, "--api", "structured",
+                   "--first-batch-records", "5", "--max-rate-per-partition", "1000")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "batch 0: 5 records in" in done.stdout
+    assert "batch 1: 115 records in" in done.stdout
+    assert f"table {pg_schema}.kafka_events: 120 rows, 0 duplicates" in done.stdout
+    assert "stored offsets == log end" in done.stdout
+    # The group learns each batch's end (for lag tools), the last one's too.
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers,
+                         "group.id": "kafka-direct-ingest", "enable.auto.commit": False})
+    try:
+        committed = consumer.committed([KafkaTopicPartition(topic, p) for p in range(2)],
+                                       timeout=30)
+    finally:
+        consumer.close()
+    assert [c.offset for c in committed] == [60, 60]
+
+
 @pytest.mark.parametrize("api", ["dstream", "structured"])
 def test_a_failing_job_ends_with_its_typed_error_on_both_apis(kafka, kafka_topic, postgres,
                                                               pg_schema, api, job_host):

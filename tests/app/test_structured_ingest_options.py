@@ -5,7 +5,7 @@ import os
 import pytest
 
 from kafka_direct.app.ingest_options import IngestOptions
-from kafka_direct.app.structured_ingest import job_settings, source_options
+from kafka_direct.app.structured_ingest import FIRST_BATCH_RECORDS, job_settings, source_options
 
 
 def _options(**given):
@@ -40,7 +40,44 @@ def test_no_rate_no_cap_and_the_rest_of_the_mapping():
         "offsetStore.dsn": "dbname=x", "offsetStore.schema": "s", "kafka.group.id": "g",
         "commitOffsetsToGroup": "true",
         # Only the columns the table stores are built.
-        "columns": "topic,partition,offset,key,value"}
+        "columns": "topic,partition,offset,key,value",
+        # The first batch pays for the query's start: a small one commits sooner.
+        "maxOffsetsFirstTrigger": str(FIRST_BATCH_RECORDS)}
+
+
+def test_the_first_batch_reads_at_most_the_first_batch_records():
+    options = source_options(_options(topics=("t",), maxRatePerPartition=50_000,
+                                      batchInterval=1.0, firstBatchRecords=2_000),
+                             "k:9092", "dbname=x", {})
+    assert options["maxOffsetsFirstTrigger"] == "2000"
+    assert options["maxOffsetsPerPartitionPerTrigger"] == "50000"
+    # 0: the first batch is capped as every other.
+    none = source_options(_options(topics=("t",), firstBatchRecords=0), "k:9092",
+                          "dbname=x", {})
+    assert "maxOffsetsFirstTrigger" not in none
+
+
+def test_first_batch_records_is_checked_and_for_the_structured_api_only():
+    import argparse
+
+    from kafka_direct.app.ingest_options import add_arguments, settings_from_args
+    from kafka_direct.errors import ConfigurationError
+
+    def settings(*argv):
+        parser = argparse.ArgumentParser()
+        add_arguments(parser)
+        return settings_from_args(parser.parse_args(
+            ["--bootstrap-servers", "k:9092", "--dsn", "dbname=x", *argv]), {})
+
+    assert settings("--api", "structured").options.firstBatchRecords is None
+    assert settings("--api", "structured", "--first-batch-records", "500"
+                    ).options.firstBatchRecords == 500
+    with pytest.raises(ConfigurationError, match="--first-batch-records must be >= 0"):
+        settings("--api", "structured", "--first-batch-records", "-1")
+    with pytest.raises(ConfigurationError, match="--first-batch-records is for --api structured"):
+        settings("--first-batch-records", "500")
+    with pytest.raises(ConfigurationError, match="firstBatchRecords"):
+        _options(topics=("t",), firstBatchRecords=-1)
 
 
 @pytest.mark.parametrize(("master", "parallelism"), [

@@ -34,9 +34,11 @@ class FakeQuery:
     def lastProgress(self):
         return self.reports[-1] if self.reports else None
 
-    def report(self, batch, rows, durations):
-        self.reports.append({"batchId": batch, "numInputRows": rows,
-                             "durationMs": durations})
+    def report(self, batch, rows, durations, at=None):
+        report = {"batchId": batch, "numInputRows": rows, "durationMs": durations}
+        if at is not None:  # Spark's reports all have one; the older tests leave it out
+            report["timestamp"] = at
+        self.reports.append(report)
 
 
 def test_a_batch_reported_idle_first_counts_when_it_runs():
@@ -135,3 +137,46 @@ def test_the_status_is_asked_only_once_the_job_may_have_been_idle_long_enough(mo
     clock[0] += 0.1  # idle for 2 s: four batch intervals
     progress.poll(query)
     assert query.statusAsked == 1 and progress.done.is_set()
+
+
+def test_an_idle_trigger_after_the_last_batch_stops_the_job_at_once(monkeypatch):
+    # As the direct stream's: N triggers in a row that found nothing end the job, without
+    # waiting N batch intervals more (Spark reports each idle trigger: the job sets
+    # spark.sql.streaming.noDataProgressEventInterval to 0).
+    clock = [100.0]
+    monkeypatch.setattr("kafka_direct.app.structured_ingest.time.monotonic", lambda: clock[0])
+    query, result = FakeQuery(), IngestResult()
+    progress = _Progress(result, idleLimit=2, batchInterval=10.0, out=None)
+    query.report(0, 5, RAN, at="t0")
+    progress.poll(query)
+    clock[0] += 0.1
+    query.report(1, 0, IDLE, at="t1")
+    progress.poll(query)
+    progress.poll(query)  # the same report again: one idle trigger, not two
+    assert not progress.done.is_set()
+    query.report(1, 0, IDLE, at="t2")
+    progress.poll(query)
+    assert progress.done.is_set()  # two idle triggers, 0.1 s after the last batch
+
+
+def test_rows_between_idle_triggers_start_the_count_over():
+    query, result = FakeQuery(), IngestResult()
+    progress = _Progress(result, idleLimit=2, batchInterval=10.0, out=None)
+    query.report(0, 5, RAN, at="t0")
+    query.report(1, 0, IDLE, at="t1")
+    progress.poll(query)
+    query.report(1, 4, RAN, at="t2")
+    progress.poll(query)
+    query.report(2, 0, IDLE, at="t3")
+    progress.poll(query)
+    assert not progress.done.is_set()
+    query.report(2, 0, IDLE, at="t4")
+    progress.poll(query)
+    assert progress.done.is_set()
+
+
+def test_the_job_asks_spark_to_report_every_idle_trigger():
+    from kafka_direct.app.structured_ingest import job_settings
+
+    assert job_settings("local[2]", "c")[
+        "spark.sql.streaming.noDataProgressEventInterval"] == "0"

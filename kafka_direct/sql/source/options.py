@@ -19,6 +19,12 @@ the fix. The differences:
   partitions that appear raise it), shared by lag as ``maxOffsetsPerTrigger``; with
   ``maxOffsetsPerTrigger`` too, the smaller cap wins. A rate per partition:
   records per second per partition x trigger interval.
+* ``maxOffsetsFirstTrigger`` (not in Spark): a cap on the first batch each run of the query
+  plans (after a restart too), shared by lag as ``maxOffsetsPerTrigger``; the smaller cap
+  wins, and later batches have only the others. The first batch pays for the query's start
+  (Spark's planning processes, the first tasks of its workers): a small one commits its
+  rows sooner. Its end is in the offset log before it runs, as every batch's, so a replay
+  reads the same offsets.
 
 Every option with its default is in the source's table in docs/configuration.md, which
 tests/architecture/test_docs.py keeps in step with :data:`KNOWN_OPTIONS`. ``startingTimestamp`` >
@@ -84,7 +90,8 @@ _SPELLING = {name.lower(): name for name in (
     "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions", "maxRecordsPerPartition",
     "minOffsetsPerTask", "maxRangesPerTask",
     "groupIdPrefix", "includeHeaders", "commitOffsetsToGroup", "subscribePattern", "assign",
-    "subscribe", "maxOffsetsPerPartitionPerTrigger", "reader", "columns")}
+    "subscribe", "maxOffsetsPerPartitionPerTrigger", "maxOffsetsFirstTrigger", "reader",
+    "columns")}
 #: The same, lower case, as Spark hands them over.
 KNOWN_OPTIONS = frozenset(_SPELLING)
 
@@ -211,6 +218,7 @@ class SourceOptions:
         maxOffsetsPerPartitionPerTrigger: Most offsets per micro-batch per partition seen
             at its trigger, or None.
         minOffsetsPerTrigger: Fewest offsets for a micro-batch to run, or None.
+        maxOffsetsFirstTrigger: Most offsets of the first micro-batch a run plans, or None.
         maxTriggerDelayMs: Longest a micro-batch waits for ``minOffsetsPerTrigger``.
         failOnDataLoss: Fail on lost offsets (else warn and go on from the log start).
         includeHeaders: Whether rows have the ``headers`` column.
@@ -241,6 +249,7 @@ class SourceOptions:
     maxOffsetsPerTrigger: int | None = None
     minOffsetsPerTrigger: int | None = None
     maxOffsetsPerPartitionPerTrigger: int | None = None
+    maxOffsetsFirstTrigger: int | None = None
     maxTriggerDelayMs: int = 15 * 60_000
     failOnDataLoss: bool = True
     includeHeaders: bool = False
@@ -473,6 +482,7 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool | None,
         maxOffsetsPerTrigger=maximum,
         minOffsetsPerTrigger=minimum,
         maxOffsetsPerPartitionPerTrigger=_positive(opts, "maxoffsetsperpartitionpertrigger"),
+        maxOffsetsFirstTrigger=_positive(opts, "maxoffsetsfirsttrigger"),
         maxTriggerDelayMs=delay_ms,
         failOnDataLoss=parse_bool("option 'failOnDataLoss'",
                                   opts.get("failondataloss", "true")),

@@ -11,7 +11,8 @@ below is a function of the offsets it is given:
   ``startingTimestamp`` / ``startingOffsetsByTimestamp`` / ``startingOffsets``.
 * :meth:`~KafkaDirectStreamReader.latestOffset` (admission control): the end of the next
   batch: at most ``maxOffsetsPerTrigger`` offsets (and ``maxOffsetsPerPartitionPerTrigger``
-  times the partitions seen at this trigger) shared by lag, no batch until
+  times the partitions seen at this trigger; the run's first batch also at most
+  ``maxOffsetsFirstTrigger``) shared by lag, no batch until
   ``minOffsetsPerTrigger`` offsets or ``maxTriggerDelay``; under ``Trigger.AvailableNow``
   never beyond the offsets seen when the query started (a target partition that disappears
   or whose log ends below the target since is data loss). Partitions that appeared start at
@@ -132,8 +133,13 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         self._groupCommitted: Offsets | None = None
         #: Commits to the group off the trigger's path (made on first use).
         self._groupCommits: GroupCommits | None = None
+        #: Where this query started, when this run started it (initialOffset): nothing to
+        #: commit to the group before a batch read from there.
+        self._initial: Offsets | None = None
         #: Whether this run compared its checkpoint with the offset store yet.
         self._storeChecked = False
+        #: Whether this run planned a batch that reads (maxOffsetsFirstTrigger caps the first).
+        self._planned = False
         #: Partitions this run saw lost with their topic (failOnDataLoss=false): read from
         #: offset 0 once back, away from the store's old offset.
         self._lost: set[TopicPartition] = set()
@@ -202,6 +208,7 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                 offsets = metadata.resolve(self.options.starting, partitions)
             logger.info("kafka-direct source (%s) starts at %s", self.options.subscription,
                         offsets_to_json(offsets))
+            self._initial = dict(offsets)
             return offsets_to_json(offsets)
 
     def _from_store(self, committed: SourceOffsets, partitions: set[TopicPartition]
@@ -235,9 +242,10 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
 
         ``maxOffsetsPerTrigger`` is ReadMaxRows, ``minOffsetsPerTrigger`` ReadMinRows. Both
         together are applied by :meth:`latestOffset` from the options (the Python API has
-        no composite limit), as is ``maxOffsetsPerPartitionPerTrigger``: alone, it is a
-        ReadMaxRows without a bound of its own, so that ``latestOffset`` applies it
-        (ReadAllAvailable means Trigger.Once, which reads everything).
+        no composite limit), as are ``maxOffsetsPerPartitionPerTrigger`` and
+        ``maxOffsetsFirstTrigger``: alone, each is a ReadMaxRows without a bound of its
+        own, so that ``latestOffset`` applies it (ReadAllAvailable means Trigger.Once,
+        which reads everything).
 
         Spark asks this once at every start, in the source's own driver process: the
         moment to take the offset store's lock (a second query on the same store then
@@ -251,7 +259,8 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             return ReadMaxRows(self.options.maxOffsetsPerTrigger)
         if self.options.minOffsetsPerTrigger is not None:
             return ReadMinRows(self.options.minOffsetsPerTrigger)
-        if self.options.maxOffsetsPerPartitionPerTrigger is not None:
+        if (self.options.maxOffsetsPerPartitionPerTrigger is not None
+                or self.options.maxOffsetsFirstTrigger is not None):
             return ReadMaxRows(_NO_BOUND)
         return ReadAllAvailable()
 
@@ -315,7 +324,8 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
 
         ``ReadAllAvailable`` (e.g. ``Trigger.Once``) reads everything; any other limit is
         the source's own (``maxOffsetsPerTrigger``, ``maxOffsetsPerPartitionPerTrigger``,
-        ``minOffsetsPerTrigger`` with ``maxTriggerDelay``). Returns ``start`` itself when
+        ``minOffsetsPerTrigger`` with ``maxTriggerDelay``, and for the first batch of this
+        run that reads anything ``maxOffsetsFirstTrigger``). Returns ``start`` itself when
         the batch should not run yet.
         """
         # Spark's planner process lives as long as the query: what it holds by now is out
@@ -338,8 +348,12 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                         self._link.store, offsets_to_json(caught))
                     self._latest = caught
                     return offsets_to_json(caught)
-            # The engine asks from a start only once every batch up to it completed.
-            self._commit_group(offsets)
+            # The engine asks from a start only once every batch up to it completed. A new
+            # query's start is not committed: nothing was read, and on a fresh cluster the
+            # group's first commit creates Kafka's offsets topic (seconds, measured), which
+            # the first batch would wait for; its end is committed as any batch's.
+            if offsets != self._initial:
+                self._commit_group(offsets)
             latest, lost = self._latest_now(offsets)
             self._lost.update(lost)
             # Lost partitions leave the offsets (failOnDataLoss=false): the batch's end,
@@ -358,10 +372,15 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                     return offsets_to_json(begin)
                 maxRows = (limit.max_rows if isinstance(limit, ReadMaxRows)
                            else self.options.maxOffsetsPerTrigger)
+                first = self.options.maxOffsetsFirstTrigger
+                if first is not None and not self._planned:
+                    maxRows = first if maxRows is None else min(maxRows, first)
                 end = admit(begin, latest, maxRows,
                             self.options.maxOffsetsPerPartitionPerTrigger)
-            if end != offsets and self._delay is not None:
-                self._delay.batch_ran()
+            if end != offsets:
+                self._planned = True
+                if self._delay is not None:
+                    self._delay.batch_ran()
             return self.codec.written(end)
 
     def reportLatestOffset(self) -> SourceOffsets | None:

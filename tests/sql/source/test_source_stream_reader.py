@@ -276,6 +276,46 @@ def test_the_per_partition_cap_follows_the_partitions_of_each_trigger():
                                                                      "2": 100}}
 
 
+def test_the_first_batch_of_a_run_is_capped_apart_and_the_later_ones_as_before():
+    # maxOffsetsFirstTrigger: the run's first batch pays for the query's start, a small one
+    # commits sooner; its end goes to the offset log like any other's.
+    cluster = cluster_with(partitions=2, records=100)
+    reader = make_reader(cluster, maxOffsetsPerPartitionPerTrigger=30,
+                         maxOffsetsFirstTrigger=10)
+    limit = reader.getDefaultReadLimit()
+    start = {"t": {"0": 0, "1": 0}}
+    first = reader.latestOffset(start, limit)
+    assert first == {"t": {"0": 5, "1": 5}}
+    second = reader.latestOffset(first, limit)
+    assert second == {"t": {"0": 35, "1": 35}}
+    # Alone, it caps the first batch and leaves the rest unlimited.
+    alone = make_reader(cluster, maxOffsetsFirstTrigger=4)
+    limit = alone.getDefaultReadLimit()
+    assert not isinstance(limit, ReadAllAvailable)
+    first = alone.latestOffset(start, limit)
+    assert sum(first["t"].values()) == 4
+    assert alone.latestOffset(first, limit) == {"t": {"0": 100, "1": 100}}
+    # Trigger.Once reads everything, as with the other caps.
+    once = make_reader(cluster, maxOffsetsFirstTrigger=4)
+    assert once.latestOffset(start, ReadAllAvailable()) == {"t": {"0": 100, "1": 100}}
+
+
+def test_a_first_trigger_with_nothing_new_leaves_the_cap_for_the_first_real_batch():
+    cluster = cluster_with(partitions=1, records=0)
+    reader = make_reader(cluster, maxOffsetsFirstTrigger=3)
+    limit = reader.getDefaultReadLimit()
+    assert reader.latestOffset({"t": {"0": 0}}, limit) == {"t": {"0": 0}}
+    cluster.produce(T0, 10)
+    first = reader.latestOffset({"t": {"0": 0}}, limit)
+    assert first == {"t": {"0": 3}}
+    assert reader.latestOffset(first, limit) == {"t": {"0": 10}}
+
+
+def test_the_first_trigger_cap_must_be_positive():
+    with pytest.raises(ConfigurationError, match="maxOffsetsFirstTrigger"):
+        make_reader(cluster_with(), maxOffsetsFirstTrigger=0)
+
+
 def test_no_new_offsets_returns_the_start_itself():
     reader = make_reader(cluster_with())
     start = {"t": {"1": 10, "0": 10}}
@@ -501,6 +541,25 @@ def test_a_trigger_does_not_wait_for_the_group_coordinator():
     # The newest offsets reach the group (older ones given meanwhile may be skipped).
     assert cluster.committed == {("monitor", T0): 6, ("monitor", T1): 7}
     worker.join(10)
+
+
+def test_a_new_querys_first_trigger_commits_nothing_to_the_group():
+    # Where the query starts, nothing was read: the group has nothing to learn, and on a
+    # fresh cluster its first commit creates Kafka's offsets topic, seconds before the
+    # first batch could start. The first batch's end is committed as any batch's.
+    cluster = cluster_with(partitions=2, records=10)
+    reader = make_reader(cluster, commitOffsetsToGroup="true", kafka__group__id="monitor",
+                         startingOffsets="earliest")
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert cluster.commit_log == []
+    reader.commit(end)
+    assert cluster.committed == {("monitor", T0): 10, ("monitor", T1): 10}
+    # A run resuming from a checkpoint commits where it resumes (its last batch's end may
+    # not have reached the group when the previous run stopped).
+    again = make_reader(cluster, commitOffsetsToGroup="true", kafka__group__id="monitor")
+    again.latestOffset({"t": {"0": 4, "1": 4}}, ReadAllAvailable())
+    assert cluster.committed == {("monitor", T0): 4, ("monitor", T1): 4}
 
 
 def test_stop_closes_the_consumer_and_lets_go_of_the_store():

@@ -1,0 +1,89 @@
+"""A context's stop does not wait for PySpark's accumulator server to notice it."""
+
+import threading
+import time
+
+import pytest
+
+from kafka_direct.runtime.spark import _stop_context
+
+
+class SlowAccumulatorServer:
+    """As PySpark's: its shutdown returns once the handler's next poll (a second) saw it."""
+
+    def __init__(self):
+        self.asked = threading.Event()
+        self.release = threading.Event()
+
+    def shutdown(self):
+        self.asked.set()
+        self.release.wait(30)
+
+
+class Context:
+    """Just enough of a SparkContext: its stop shuts the accumulator server down."""
+
+    def __init__(self):
+        self._accumulatorServer = SlowAccumulatorServer()
+        self.stopped = False
+
+    def stop(self):
+        self.stopped = True
+        if self._accumulatorServer:
+            self._accumulatorServer.shutdown()
+            self._accumulatorServer = None
+
+
+def test_the_accumulator_server_stops_beside_the_caller():
+    # The ingest job waited 0.8 s for it at its end, measured, before its summary.
+    sc = Context()
+    server = sc._accumulatorServer
+    started = time.monotonic()
+    _stop_context(sc)
+    assert sc.stopped and time.monotonic() - started < 10
+    assert server.asked.wait(10)  # it is stopped all the same
+    server.release.set()
+
+
+def test_a_context_that_fails_to_stop_still_has_its_accumulator_server_stopped():
+    class Failing(Context):
+        def stop(self):
+            raise RuntimeError("the JVM is gone")
+
+    sc = Failing()
+    server = sc._accumulatorServer
+    with pytest.raises(RuntimeError, match="the JVM is gone"):
+        _stop_context(sc)
+    assert server.asked.wait(10)
+    server.release.set()
+
+
+STOP_THEN_END_THE_JVM = """
+from kafka_direct.runtime.spark import spark_context
+with spark_context(master="local[1]", own_session=True) as sc:
+    sc.parallelize(range(2), 1).map(lambda x: x).collect()  # the JVM connects for updates
+    gateway = sc._gateway
+gateway.shutdown()
+gateway.proc.stdin.close()  # the JVM ends while the accumulator server still stops
+gateway.proc.wait(60)
+print("ENDED", flush=True)
+"""
+
+
+def test_a_jvm_that_ends_while_the_accumulator_server_stops_prints_nothing(tmp_path):
+    # The server's handler then reads the JVM's closed connection: an EOFError that
+    # socketserver would print as a traceback, though nothing was lost.
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "stop_then_end.py"
+    script.write_text(STOP_THEN_END_THE_JVM)
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [root, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=180, env=env, cwd=root)
+    assert "ENDED" in done.stdout, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
