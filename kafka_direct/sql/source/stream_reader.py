@@ -27,9 +27,7 @@ below is a function of the offsets it is given:
   batches, in the order of its ranges, read by KafkaRDD's gap-safe reader; many small
   ranges with one consumer in one fetch session.
 * :meth:`~KafkaDirectStreamReader.commit`: only informs. With ``commitOffsetsToGroup`` the
-  offsets of completed batches go to ``kafka.group.id`` for monitoring tools, committed by
-  a thread of the driver process (:mod:`kafka_direct.sql.source.group_commits`): the
-  trigger never waits for the group coordinator.
+  offsets of completed batches go to ``kafka.group.id`` for monitoring tools.
 
 The driver-side methods run in one long-lived Python process; ``read`` runs in executors on
 a copy of the reader without its driver state (consumer, link, clocks).
@@ -59,7 +57,6 @@ from kafka_direct.rdd.arrow_reader import PartitionReadSettings, driver_impl, re
 from kafka_direct.rdd.kafka_rdd import ReadSettings
 from kafka_direct.sql.link.source_side import SourceLink, bind_plan, catch_up, covered
 from kafka_direct.sql.source.admission import NEW_PARTITION_START, TriggerDelay, admit, start_of
-from kafka_direct.sql.source.group_commits import GroupCommits
 from kafka_direct.sql.source.metadata import SourceMetadata
 from kafka_direct.sql.source.options import SourceOptions, parse_source_options
 from kafka_direct.sql.source.parsed_offsets import ParsedOffsets
@@ -77,7 +74,7 @@ _NO_BOUND = 2**63 - 1
 #: Attributes that exist only on the driver: never shipped to executors. (The link goes:
 #: read tasks bind their batch's plan with it.)
 _DRIVER_ONLY = ("_metadata", "_delay", "_target", "_latest", "_groupCommitted",
-                "_groupCommits", "_storeChecked", "_lost", "_parsed")
+                "_storeChecked", "_lost", "_parsed")
 
 
 def plan_offsets(start: Offsets, end: Offsets) -> tuple[SourceOffsets, SourceOffsets]:
@@ -129,10 +126,8 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         self._target: Offsets | None = None
         #: The latest offsets seen by the last latestOffset call (for the query's progress).
         self._latest: Offsets | None = None
-        #: What was last handed to the group's commits (commitOffsetsToGroup).
+        #: What was last committed to the group (commitOffsetsToGroup).
         self._groupCommitted: Offsets | None = None
-        #: Commits to the group off the trigger's path (made on first use).
-        self._groupCommits: GroupCommits | None = None
         #: Where this query started, when this run started it (initialOffset): nothing to
         #: commit to the group before a batch read from there.
         self._initial: Offsets | None = None
@@ -174,17 +169,6 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         if self._metadata is None:
             self._metadata = SourceMetadata(self.options)
         return self._metadata
-
-    @property
-    def groupCommits(self) -> GroupCommits:
-        """The commits of ``commitOffsetsToGroup``, made by a thread of this process."""
-        if self._groupCommits is None:
-            metadata = self.metadata
-            # The consumer is made here, on the caller's thread: made on first use, the
-            # commits' thread and a trigger could each make one.
-            metadata.driver  # noqa: B018
-            self._groupCommits = GroupCommits(metadata.commit, self.options.groupId or "")
-        return self._groupCommits
 
     @property
     def codec(self) -> ParsedOffsets:
@@ -497,29 +481,20 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         self._commit_group(offsets)
 
     def _commit_group(self, offsets: Offsets) -> None:
-        """Commit ``offsets`` to the group if asked and new, without waiting for it.
-
-        The commit is a round trip to the group coordinator, for monitoring tools only:
-        a thread makes it (:mod:`~kafka_direct.sql.source.group_commits`), and a failure
-        only warns.
-        """
+        """Commit ``offsets`` to the group if asked and new; a failure only warns."""
         if not self.options.commitOffsetsToGroup or offsets == self._groupCommitted:
             return
         try:
-            commits = self.groupCommits
+            self.metadata.commit(offsets)
+            self._groupCommitted = dict(offsets)
         except Exception as error:
             logger.warning("kafka-direct source: committing %s to group %s for monitoring "
                            "failed (the query goes on; it never resumes from the group): %s",
                            offsets_to_json(offsets), self.options.groupId, error)
-            return
-        commits.submit(offsets)
-        self._groupCommitted = dict(offsets)
 
     def stop(self) -> None:
-        """Commit the last offsets to the group; close the driver's consumer; release the store."""
+        """Close the driver's consumer and let go of the offset store."""
         try:
-            if self._groupCommits is not None:
-                self._groupCommits.close()  # waits for the run's last offsets
             if self._metadata is not None:
                 self._metadata.close()
         finally:

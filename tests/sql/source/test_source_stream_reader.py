@@ -3,7 +3,6 @@
 import json
 import logging
 import pickle
-import threading
 from collections import Counter
 
 import pytest
@@ -492,55 +491,21 @@ def test_commits_to_the_group_only_inform(caplog):
     assert cluster.committed == {}
     reader = make_reader(cluster, commitOffsetsToGroup="true", kafka__group__id="monitor")
     reader.commit({"t": {"0": 5, "1": 7}})
-    assert reader.groupCommits.flush(10)
     assert cluster.committed == {("monitor", T0): 5, ("monitor", T1): 7}
     # A batch planned from a start means the batches up to it completed: the last batch
     # of a run reaches the group even though the engine never calls commit for it.
     reader.latestOffset({"t": {"0": 8, "1": 9}}, ReadAllAvailable())
-    assert reader.groupCommits.flush(10)
     assert cluster.committed == {("monitor", T0): 8, ("monitor", T1): 9}
     reader.latestOffset({"t": {"0": 8, "1": 9}}, ReadAllAvailable())
-    assert reader.groupCommits.flush(10)
     assert len(cluster.commit_log) == 2  # unchanged offsets are not committed again
     cluster.fail_commits = True
     with caplog.at_level(logging.WARNING):
         reader.commit({"t": {"0": 6}})  # no exception: monitoring only
-        assert reader.groupCommits.flush(10)
     assert any("for monitoring failed" in r.getMessage() for r in caplog.records)
     cluster.fail_commits = False
     reader.commit({"t": {"0": 9, "1": 9}})
     reader.stop()  # a run's end reaches the group before the consumer closes
     assert cluster.committed == {("monitor", T0): 9, ("monitor", T1): 9}
-
-
-def test_a_trigger_does_not_wait_for_the_group_coordinator():
-    # The group's offsets are for monitoring only: a coordinator that answers late must not
-    # hold up the micro-batch (latestOffset and commit run on its critical path).
-    cluster = cluster_with()
-    answer = threading.Event()
-    drivers = []
-    reader = make_reader(cluster, drivers=drivers, commitOffsetsToGroup="true",
-                         kafka__group__id="monitor")
-    reader.initialOffset()
-    committing = drivers[0].commit
-
-    def slow_commit(offsets):
-        answer.wait(30)
-        committing(offsets)
-
-    drivers[0].commit = slow_commit
-    done = threading.Event()
-    worker = threading.Thread(target=lambda: (
-        reader.commit({"t": {"0": 5, "1": 7}}),
-        reader.latestOffset({"t": {"0": 6, "1": 7}}, ReadAllAvailable()), done.set()))
-    worker.start()
-    assert done.wait(10), "the trigger waited for the group's commit"
-    assert cluster.committed == {}
-    answer.set()
-    reader.stop()
-    # The newest offsets reach the group (older ones given meanwhile may be skipped).
-    assert cluster.committed == {("monitor", T0): 6, ("monitor", T1): 7}
-    worker.join(10)
 
 
 def test_a_new_querys_first_trigger_commits_nothing_to_the_group():
@@ -802,29 +767,3 @@ def test_a_topic_deleted_between_its_listing_and_its_offsets_is_data_loss(fail_o
     else:
         # The lost partitions leave the offsets, as when the first listing saw the deletion.
         assert reader.latestOffset({"t": {"0": 5, "1": 5}}, ReadAllAvailable()) == {}
-
-
-def test_the_group_commits_and_the_trigger_share_one_consumer():
-    # The driver's consumer is made on first use: the commits' thread must not make a
-    # second one while a trigger makes its own.
-    import time
-
-    cluster = cluster_with()
-    made = []
-
-    class SlowToMake(TimedDriver):
-        def __init__(self, *args):
-            time.sleep(0.2)
-            super().__init__(*args)
-            made.append(self)
-
-    raw = {"kafka.bootstrap.servers": "fake:1", "subscribe": "t",
-           "commitOffsetsToGroup": "true", "kafka.group.id": "monitor"}
-    parsed = parse_source_options(raw, streaming=True, check_client=False)
-    reader = KafkaDirectStreamReader(parsed, None, SourceMetadata(
-        parsed, lambda params: SlowToMake(cluster, params)))
-    reader.commit({"t": {"0": 5, "1": 7}})
-    reader.latestOffset({"t": {"0": 6, "1": 7}}, ReadAllAvailable())
-    reader.stop()
-    assert len(made) == 1
-    assert cluster.committed == {("monitor", T0): 6, ("monitor", T1): 7}
