@@ -45,8 +45,6 @@ IMPL_ENV = "KAFKA_DIRECT_IMPL"
 _PYTHON_ONLY = frozenset({"logger", "error_cb", "throttle_cb", "stats_cb", "oauth_cb",
                           "on_commit", "on_delivery", "key.deserializer",
                           "value.deserializer"})
-#: How long a seek between ranges may wait for the fetcher to take it.
-_SEEK_TIMEOUT_MS = 10_000
 #: Indexes of the buffers ``_columnar.Consumer.consume`` returns (its enum, in order).
 (KEY_OFFSETS, KEY_DATA, KEY_VALID, VALUE_OFFSETS, VALUE_DATA, VALUE_VALID, OFFSETS, STAMPS,
  STAMPS_VALID, TYPES, HEADER_OFFSETS, HEADER_VALID, HKEY_OFFSETS, HKEY_DATA, HVALUE_OFFSETS,
@@ -264,29 +262,16 @@ class ColumnarDataConsumer(KafkaDataConsumer):
         super().__init__(topic, partition, params, factory)
 
     def _assign(self, offset: int) -> None:
-        self._unpause()
         self._consumer.assign(offset)
-        self._next = offset
+        self._assigned = True
 
-    def _resume(self) -> None:
-        self._consumer.resume()
+    def _unassign(self) -> None:
+        # The extension's retarget unassigns (and keeps the partition it names).
+        self._consumer.retarget(self.topic, self.partition)
+        self._assigned = False
 
     def _switch(self, topic: str, partition: int) -> None:
         self._consumer.retarget(topic, partition)
-
-    def _pause(self) -> None:
-        self._consumer.pause()
-
-    def _seek(self, offset: int) -> None:
-        self._consumer.seek(offset, _SEEK_TIMEOUT_MS)
-
-    def _seek_code(self, error: Exception) -> int | None:
-        from kafka_direct.client import _columnar  # type: ignore[attr-defined]
-
-        if isinstance(error, _columnar.NativeError) and error.args and isinstance(
-                error.args[0], int):
-            return int(error.args[0])
-        return None
 
     def _watermarks(self, timeout: float = 10.0) -> tuple[int, int]:
         low, high = self._consumer.watermarks(int(timeout * 1000))
@@ -327,7 +312,7 @@ class ColumnarDataConsumer(KafkaDataConsumer):
             columns = WANT_KEY | WANT_VALUE | (WANT_HEADERS if includeHeaders else 0)
         if fromOffset >= untilOffset:
             return
-        self._start(fromOffset)
+        self._assign(fromOffset)
         low_ms, high_ms = timestampBounds
         slice_ms = int(_POLL_SLICE_S * 1000)
         position = fromOffset
@@ -365,7 +350,7 @@ class ColumnarDataConsumer(KafkaDataConsumer):
             elif self._check_stalled(position, fromOffset, untilOffset, pollTimeoutMs,
                                      last_progress, failOnDataLoss):
                 break
-        self._finish(untilOffset)
+        self._finish()
 
 
 class ColumnarConsumerCache(ConsumerCache):

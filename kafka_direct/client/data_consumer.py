@@ -1,10 +1,11 @@
 """Executor-side consumers: one per topic-partition, cached per Python worker.
 
 A :class:`KafkaDataConsumer` reads exactly the records of ``[fromOffset, untilOffset)`` of
-one partition, then pauses it (an idle consumer must not keep fetching). The next batch's
-range, which starts where this one ended, resumes the same assignment with a cheap seek; any
-other start reassigns. PySpark reuses Python workers across tasks, so the cache in this
-module lives as long as the worker does.
+one partition: it assigns the partition at ``fromOffset`` and unassigns it at the end (an
+idle consumer must not keep fetching). Two client calls a range, whichever partition the
+next range reads: the cache hands an idle consumer over to another partition for nothing.
+PySpark reuses Python workers across tasks, so the cache in this module lives as long as
+the worker does.
 
 Contract of :meth:`KafkaDataConsumer.read`:
 
@@ -38,11 +39,6 @@ __all__ = ["ConsumerCache", "KafkaDataConsumer", "consumer_cache"]
 
 logger = logging.getLogger(__name__)
 
-#: librdkafka's refusals of a seek that a new assignment answers: the partition's fetch
-#: state was reset (ERR__STATE), it is not known yet (ERR__UNKNOWN_PARTITION), the seek
-#: timed out waiting for the fetcher (ERR__TIMED_OUT).
-_SEEK_REFUSALS = frozenset({-172, -190, -185})
-
 ConsumerFactory = Callable[[dict[str, Any]], Any]
 
 #: How long one ``consume`` call may wait before the loop checks the consumer position.
@@ -60,7 +56,7 @@ def _confluent_consumer(params: dict[str, Any]) -> Any:
 
 
 class KafkaDataConsumer:
-    """A confluent-kafka consumer assigned to one topic-partition, positioned between ranges.
+    """A confluent-kafka consumer of one topic-partition, assigned while it reads a range.
 
     Args:
         topic: Topic to read.
@@ -78,99 +74,48 @@ class KafkaDataConsumer:
         self._params = dict(params)
         self._tp = KafkaTopicPartition
         self._consumer = factory(self._params)
-        self._next: int | None = None  # offset the next delivered record may have, if known
-        self._paused = False
+        self._assigned = False
         self.closed = False
 
-    def _unpause(self) -> None:
-        """Resume the partition if paused (before assigning it, or leaving it for another).
-
-        librdkafka keeps a partition's pause across assignments.
-        """
-        if self._paused:
-            self._resume()
-            self._paused = False
-
     def _assign(self, offset: int) -> None:
-        self._unpause()
+        """Read this partition from ``offset`` (replacing whatever was assigned)."""
         self._consumer.assign([self._tp(self.topic, self.partition, offset)])
-        self._next = offset
+        self._assigned = True
 
-    def _resume(self) -> None:
-        self._consumer.resume([self._tp(self.topic, self.partition)])
+    def _unassign(self) -> None:
+        self._consumer.unassign()
+        self._assigned = False
 
-    def _pause(self) -> None:
-        self._consumer.pause([self._tp(self.topic, self.partition)])
+    def _switch(self, topic: str, partition: int) -> None:
+        """Make ``topic``-``partition`` the one :meth:`_assign` assigns (nothing assigned)."""
 
-    def _seek(self, offset: int) -> None:
-        self._consumer.seek(self._tp(self.topic, self.partition, offset))
+    def _finish(self) -> None:
+        """After a range: unassign the partition, so that the idle consumer fetches nothing.
 
-    def _start(self, fromOffset: int) -> None:
-        """Position the consumer at ``fromOffset``: a seek after the last range, else assign."""
-        if self._next != fromOffset:
-            self._assign(fromOffset)
-        elif self._paused:
-            # Continue where the last range ended. The pause dropped what librdkafka had
-            # prefetched, and a resumed partition would wait about a second before fetching
-            # again: seeking starts the fetch at once.
-            self._resume()
-            self._paused = False
-            try:
-                try:
-                    self._seek(fromOffset)
-                except Exception as error:
-                    if self._seek_code(error) not in _SEEK_REFUSALS:
-                        raise
-                    # librdkafka refuses to seek a partition whose fetch state it has reset
-                    # (ERR__STATE, "Erroneous state": its topic was deleted or re-created
-                    # while the consumer idled). A new assignment starts the fetch at the
-                    # offset, and the read decides as always (data lost, log end below...).
-                    logger.info("seeking %s-%d to %d was refused (%s); assigning it again",
-                                self.topic, self.partition, fromOffset, error)
-                    self._assign(fromOffset)
-            except BaseException:
-                # Where the consumer stands is unknown now: the next range assigns afresh
-                # instead of trusting a position it may not have.
-                self._next = None
-                raise
-        self._paused = False
-
-    def _seek_code(self, error: Exception) -> int | None:
-        """The librdkafka error code of a failed seek (None: not the client's refusal)."""
-        from confluent_kafka import KafkaException
-
-        if isinstance(error, KafkaException) and error.args:
-            code = getattr(error.args[0], "code", None)
-            return code() if callable(code) else None
-        return None
-
-    def _finish(self, untilOffset: int) -> None:
-        """After a range: pause the partition, ready to resume at ``untilOffset``."""
-        self._next = untilOffset
-        # An idle cached consumer must not keep fetching: dozens of them long-polling the
-        # brokers slow every other read down. The next range resumes where this one ended.
-        self._pause()
-        self._paused = True
+        Dozens of idle cached consumers fetching past their ranges slow every other read
+        down. Unassigning costs one client call, as a pause would, and leaves nothing to
+        undo: the next range of any partition is one assignment at its start (a paused
+        partition had to be resumed first, and unassigned before a hand-over: four calls
+        a range instead of two).
+        """
+        self._unassign()
 
     def retarget(self, topic: str, partition: int) -> None:
         """Read ``topic``-``partition`` from now on (the cache's hand-over of an idle consumer).
 
-        The partition read so far is resumed if paused (librdkafka would keep its pause for
-        a later assignment of it), then unassigned; the next range assigns the new one.
-        Costs a fraction of a new consumer (no threads started, no connections made).
+        An idle consumer has nothing assigned (each range ends by unassigning); the next
+        range assigns the new partition. Costs a fraction of a new consumer (no threads
+        started, no connections made).
 
         Raises:
             RuntimeError: The consumer is closed.
         """
         if self.closed:
             raise RuntimeError(f"the consumer of {self.topic}-{self.partition} is closed")
-        self._unpause()
+        if self._assigned:
+            self._unassign()
         self._switch(topic, partition)
         self.topic, self.partition = topic, partition
-        self._next = None
-
-    def _switch(self, topic: str, partition: int) -> None:
-        self._consumer.unassign()
 
     def _watermarks(self, timeout: float = 10.0) -> tuple[int, int]:
         low, high = self._consumer.get_watermark_offsets(
@@ -211,7 +156,7 @@ class KafkaDataConsumer:
         """
         if fromOffset >= untilOffset:
             return
-        self._start(fromOffset)
+        self._assign(fromOffset)
         position = fromOffset
         last_progress = time.monotonic()
         while position < untilOffset:
@@ -264,7 +209,7 @@ class KafkaDataConsumer:
             elif self._check_stalled(position, fromOffset, untilOffset, pollTimeoutMs,
                                      last_progress, failOnDataLoss):
                 break
-        self._finish(untilOffset)
+        self._finish()
 
     @staticmethod
     def _plain(batch: list[Any], position: int, untilOffset: int) -> bool:

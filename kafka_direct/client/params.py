@@ -58,7 +58,7 @@ _JAVA_ONLY = {
 CALLBACK_KEYS = frozenset({"oauth_cb", "error_cb", "stats_cb", "throttle_cb"})
 
 _EXECUTOR_DEFAULTS = {"queued.max.messages.kbytes": 16384, "queued.min.messages": 20000,
-                      "fetch.queue.backoff.ms": 10}
+                      "fetch.queue.backoff.ms": 10, "fetch.wait.max.ms": 10}
 
 _warned: set[tuple[str, str, str]] = set()
 _warned_lock = threading.Lock()
@@ -267,6 +267,11 @@ def executor_params(params: Mapping[str, Any]) -> dict[str, Any]:
     Unless the user sets them, the prefetch queue per consumer is smaller than librdkafka's
     default (``queued.max.messages.kbytes`` 16 MiB, ``queued.min.messages`` 20000): an
     executor caches up to 64 consumers, and records fetched past a range's end are wasted.
+    And a fetch waits at most 10 ms for records (``fetch.wait.max.ms``, 500 by default): a
+    range's records exist when it is planned, so the broker only ever waits on the fetch
+    librdkafka sends past a range's end, and while it waits, that connection fetches
+    nothing else: the next range of the consumer (a hand-over to another partition, or the
+    same partition's next batch) waited up to half a second for it.
 
     A user setting that disagrees is overridden with one warning per setting and value.
     """

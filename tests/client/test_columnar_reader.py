@@ -170,7 +170,7 @@ def test_both_readers_give_identical_tables_for_random_logs_and_ranges(kafka, ka
 def test_a_consumer_handed_over_between_partitions_reads_each_range_exactly(
         kafka, kafka_topic, reader):
     # A cache of one consumer: every change of partition hands it over (retarget), with
-    # the last partition paused at its range's end and records of it possibly queued.
+    # the last partition unassigned at its range's end and records of it possibly queued.
     if reader == "c" and not columnar.native_status()[0]:
         pytest.skip(f"no native reader: {columnar.native_status()[1]}")
     first, second = kafka_topic(partitions=3), kafka_topic(partitions=1)
@@ -181,7 +181,7 @@ def test_a_consumer_handed_over_between_partitions_reads_each_range_exactly(
     params = executor_params(kafka.params(**{"group.id": "handover"}))
     settings = PartitionReadSettings(ReadSettings(params, pollTimeoutMs=20_000), impl=reader)
     cache = (ColumnarConsumerCache if reader == "c" else ConsumerCache)(capacity=1)
-    # Back to a partition read (and paused) before: it must not stay paused; the same
+    # Back to a partition read before: it must be read from the range's start; the same
     # partition number of another topic: none of the first topic's records.
     plan = [(first, 0, 0, 100), (first, 1, 0, 300), (first, 0, 100, 250),
             (second, 0, 0, 300), (first, 0, 250, 300), (first, 2, 5, 290),

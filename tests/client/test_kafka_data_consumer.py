@@ -40,7 +40,32 @@ def test_reads_exactly_the_half_open_range_and_skips_gaps():
     consumer, fakes = reader(log)
     assert offsets(consumer, 1, 8) == [1, 2, 4, 5, 7]
     assert offsets(consumer, 8, 10) == [8, 9]
-    assert fakes[0].assigns == [1]  # the second range continued without a seek
+    assert fakes[0].assigns == [1, 8]  # each range is assigned at its start
+
+
+def test_a_range_costs_one_assignment_and_one_unassignment():
+    # Per range, two client calls: the partition assigned at the range's start and
+    # unassigned at its end (an idle consumer fetches nothing). No pause to undo before the
+    # next range, no resume, no seek: four calls a range before, for a handed-over consumer.
+    consumer, fakes = reader(FakeLog(range(20)))
+    fake = fakes[0]
+    calls = []
+
+    def recorded(name):
+        call = getattr(fake, name)
+
+        def record(*args):
+            calls.append(name)
+            return call(*args)
+        return record
+
+    for name in ("assign", "unassign", "pause", "resume", "seek"):
+        setattr(fake, name, recorded(name))
+    assert offsets(consumer, 0, 5) == list(range(5))
+    assert offsets(consumer, 5, 9) == list(range(5, 9))  # the same partition's next range
+    assert fake.pointer is None  # idle: nothing assigned
+    consumer.retarget("t", 1)  # a hand-over of the idle consumer: no client call
+    assert calls == ["assign", "unassign", "assign", "unassign"]
 
 
 def test_range_ending_in_markers_ends_when_the_position_reaches_until():
@@ -49,12 +74,12 @@ def test_range_ending_in_markers_ends_when_the_position_reaches_until():
     assert offsets(consumer, 0, 5) == [0, 1, 2]
 
 
-def test_records_fetched_past_the_end_are_kept_for_the_next_range():
+def test_a_record_fetched_past_the_end_is_read_by_the_next_range():
     log = FakeLog([0, 1, 2, 3, 4, 8, 9])  # 5..7 compacted away
     consumer, fakes = reader(log)
     assert offsets(consumer, 0, 6) == [0, 1, 2, 3, 4]  # fetch brought 8 along
     assert offsets(consumer, 6, 10) == [8, 9]
-    assert fakes[0].assigns == [0]
+    assert fakes[0].assigns == [0, 6]
 
 
 def test_a_range_not_starting_where_the_last_ended_seeks():
@@ -145,14 +170,14 @@ def test_a_full_cache_hands_an_idle_consumer_over_to_the_next_partition():
     cache = ConsumerCache(capacity=2, factory=factory)
     for partition in (0, 1):
         consumer, release = cache.acquire("t", partition, PARAMS)
-        list(consumer.read(0, 3, 5000))  # left paused at 3
+        list(consumer.read(0, 3, 5000))  # unassigned at 3
         release()
-    assert made[0].paused
-    # Full: the least recently used idle consumer (t-0's) reads t-2 now, unpaused first
-    # (librdkafka would keep t-0's pause for a later assignment of it) and unassigned.
+    assert made[0].unassigned == 1 and made[0].pointer is None
+    # Full: the least recently used idle consumer (t-0's) reads t-2 now; it has nothing
+    # assigned, so the hand-over makes no client call.
     handed, release = cache.acquire("t", 2, PARAMS)
     assert handed._consumer is made[0] and (handed.topic, handed.partition) == ("t", 2)
-    assert not made[0].paused and made[0].unassigned == 1 and not made[0].closed
+    assert made[0].unassigned == 1 and made[0].assigns == [0] and not made[0].closed
     assert cache.handedOver == 1 and cache.created == 2 and len(cache) == 2
     # One in use is never handed over; t-1's idle one is.
     again, release_again = cache.acquire("t", 3, PARAMS)
@@ -197,13 +222,13 @@ def test_a_failed_read_on_a_partition_in_use_elsewhere_leaves_the_other_consumer
 def test_a_consumer_that_cannot_be_handed_over_is_closed_and_a_new_one_made():
     made, factory = fake_consumers()
     cache = ConsumerCache(capacity=1, factory=factory)
-    _, release = cache.acquire("t", 0, PARAMS)
+    idle, release = cache.acquire("t", 0, PARAMS)
     release()
 
-    def broken():
-        raise RuntimeError("unassign failed")
+    def broken(topic, partition):
+        raise RuntimeError("the client refused the new partition")
 
-    made[0].unassign = broken
+    idle._switch = broken  # as the native reader's retarget may fail
     fresh, release = cache.acquire("t", 1, PARAMS)
     release()
     assert fresh._consumer is made[1] and made[0].closed and cache.handedOver == 0
@@ -224,19 +249,21 @@ def test_read_range_builds_records_and_discards_a_consumer_left_mid_range():
     assert len(cache) == 0 and made[0].closed
 
 
-def test_a_consumer_whose_restart_failed_assigns_afresh_on_its_next_range():
-    # The seek of a resumed partition failing mid-way leaves librdkafka's position unknown:
-    # a caller that keeps the consumer must not have its next range trust the old one.
+def test_a_consumer_whose_assignment_failed_assigns_afresh_on_its_next_range():
+    # An assignment failing mid-way leaves librdkafka's position unknown: the next range of
+    # a caller that keeps the consumer is assigned at its own start, whatever came before.
     consumer, fakes = reader(FakeLog(range(30)))
     assert offsets(consumer, 0, 10) == list(range(10))
     fake = fakes[0]
+    assign = fake.assign
 
-    def broken(tp):
+    def broken(tps):
         fake.pointer = 25  # somewhere else, as a half-done client call may leave it
         raise RuntimeError("the client failed mid-way")
 
-    fake.seek = broken
+    fake.assign = broken
     with pytest.raises(RuntimeError, match="failed mid-way"):
         offsets(consumer, 10, 20)
+    fake.assign = assign
     assert offsets(consumer, 10, 20) == list(range(10, 20))
     assert fake.assigns == [0, 10]

@@ -127,6 +127,13 @@ class FakeNativeConsumer:
         self.pending = []
         self.inner.assign([self._tp(offset)])
 
+    def retarget(self, topic, partition):
+        # As the extension's: whatever is assigned is unassigned (what was taken of it
+        # dropped), and the next assign() starts the partition named.
+        self.pending = []
+        self.inner.unassign()
+        self.inner.topic, self.inner.partition = topic, partition
+
     def pause(self):
         self.inner.pause([self._tp()])
 

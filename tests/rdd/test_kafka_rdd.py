@@ -1,6 +1,7 @@
 """KafkaRDD / createRDD against the real broker and a real local Spark."""
 
 import json
+import time
 
 import pytest
 from confluent_kafka import Producer
@@ -198,7 +199,7 @@ def test_a_failed_first_attempt_is_retried_and_reads_the_same_records(kafka, kaf
         assert json.loads((tmp_path / f"{index}-1").read_text()) == expected
 
 
-def test_consecutive_ranges_reuse_one_cached_consumer_without_seeking(kafka, kafka_topic):
+def test_consecutive_ranges_reuse_one_cached_consumer(kafka, kafka_topic):
     topic = kafka_topic()
     fill(kafka, topic, 1, 100)
     cache = ConsumerCache()
@@ -217,6 +218,29 @@ def test_consecutive_ranges_reuse_one_cached_consumer_without_seeking(kafka, kaf
         retried = [r.offset for r in read_range(OffsetRange(topic, 0, 40, 100), settings,
                                                 attempt=1, cache=cache)]
         assert retried == second and cache.created == 2
+    finally:
+        cache.clear()
+
+
+def test_a_consumer_handed_over_from_range_to_range_never_waits_on_a_long_poll(
+        kafka, kafka_topic):
+    # Each range ends at its log end, where librdkafka's next fetch is a long poll; while
+    # the broker holds it, that connection fetches nothing else. A cache of one consumer
+    # reads 20 partitions one after another: with librdkafka's default wait (500 ms) each
+    # range waited about half a second for the previous partition's poll (10 s in all).
+    topic = kafka_topic(partitions=20)
+    fill(kafka, topic, 20, 5)
+    cache = ConsumerCache(capacity=1)
+    settings = ReadSettings(params=executor_params(kafka.params(**{"group.id": "handover"})))
+    try:
+        list(read_range(OffsetRange(topic, 0, 0, 5), settings, cache=cache))  # connected
+        started = time.monotonic()
+        read = [[r.offset for r in read_range(OffsetRange(topic, p, 0, 5), settings,
+                                              cache=cache)] for p in range(1, 20)]
+        elapsed = time.monotonic() - started
+        assert read == [list(range(5))] * 19
+        assert cache.created == 1 and cache.handedOver == 19
+        assert elapsed < 4.0, f"19 hand-overs took {elapsed:.1f} s"
     finally:
         cache.clear()
 
