@@ -39,3 +39,20 @@ def test_the_check_of_an_empty_table(postgres):
     name = _table(postgres, [])
     check = check_table(postgres.dsn, "public", name, "group", {}, stored={})
     assert (check.rows, check.duplicates) == (0, 0)
+
+
+def test_the_check_of_a_table_keyed_by_its_records_counts_its_rows(postgres):
+    from kafka_direct.app.ingest_table import ensure_table
+
+    name = f"check_{uuid.uuid4().hex[:12]}"
+    ensure_table(postgres.dsn, "public", name)
+    connection = postgres.connect()
+    try:
+        with connection, connection.cursor() as cursor:
+            cursor.executemany(
+                f"INSERT INTO {name} (topic, kafka_partition, kafka_offset, value) "
+                "VALUES (%s, %s, %s, 'v')", [("a", p, o) for p in range(2) for o in range(9)])
+    finally:
+        connection.close()
+    check = check_table(postgres.dsn, "public", name, "group", {}, stored={})
+    assert (check.rows, check.duplicates) == (18, 0)
