@@ -14,7 +14,6 @@ import os
 import re
 import sys
 import threading
-import time
 from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
@@ -472,14 +471,20 @@ def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None,
 
 
 #: The accumulator servers of stopped contexts still stopping (see :func:`_stop_context`).
-_stopping: list[threading.Thread] = []
+_stopping: list[tuple[threading.Thread, Any]] = []
 
 
-def _await_stopping(timeout: float = 2.0) -> None:
-    """At exit: let the accumulator servers still stopping end (their socket files go)."""
-    deadline = time.monotonic() + timeout
-    for thread in list(_stopping):
-        thread.join(max(deadline - time.monotonic(), 0.0))
+def _await_stopping() -> None:
+    """At exit: remove the socket files of the accumulator servers still stopping.
+
+    Not waited for (up to a second each, their poll): the contexts stopped, so nothing
+    reaches them, and their threads end with the process. A Unix socket's file would stay.
+    """
+    for thread, server in list(_stopping):
+        address = getattr(server, "server_address", None)
+        if thread.is_alive() and isinstance(address, str):
+            with contextlib.suppress(OSError):
+                os.remove(address)
 
 
 atexit.register(_await_stopping)
@@ -509,8 +514,8 @@ def _stop_context(sc: Any) -> None:
     PySpark's accumulator server is stopped in a thread beside the caller: its handler
     sees a shutdown only at its next poll of the JVM's connection, once a second, and the
     caller waited for that (0.8 s at the ingest job's end, measured, before its summary).
-    Nothing reaches the server once the context stopped; the process waits for it at exit
-    (at most two seconds), so its socket file goes with it.
+    Nothing reaches the server once the context stopped; at exit its socket file (a Unix
+    socket's) is removed if it still stops.
     """
     accumulators = getattr(sc, "_accumulatorServer", None)
     if accumulators is not None:
@@ -522,7 +527,8 @@ def _stop_context(sc: Any) -> None:
         if accumulators is not None:
             thread = threading.Thread(target=accumulators.shutdown, daemon=True,
                                       name="spark-accumulator-server-stop")
-            _stopping[:] = [t for t in _stopping if t.is_alive()] + [thread]
+            _stopping[:] = [(t, a) for t, a in _stopping if t.is_alive()] + [
+                (thread, accumulators)]
             thread.start()
         server = _servers.pop(id(sc), None)
         if server is not None:

@@ -87,3 +87,24 @@ def test_a_jvm_that_ends_while_the_accumulator_server_stops_prints_nothing(tmp_p
                           timeout=180, env=env, cwd=root)
     assert "ENDED" in done.stdout, done.stdout[-2000:] + done.stderr[-3000:]
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
+
+
+def test_the_exit_does_not_wait_for_a_stopping_server_and_removes_its_socket_file(tmp_path):
+    from kafka_direct.runtime import spark
+
+    class UnixServer(SlowAccumulatorServer):
+        def __init__(self, path):
+            super().__init__()
+            self.server_address = str(path)
+
+    path = tmp_path / "accumulators.sock"
+    path.write_text("")
+    sc = Context()
+    sc._accumulatorServer = server = UnixServer(path)
+    _stop_context(sc)
+    assert server.asked.wait(10)  # still stopping: its poll has not come
+    started = time.monotonic()
+    spark._await_stopping()
+    assert time.monotonic() - started < 0.5
+    assert not path.exists()
+    server.release.set()
