@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_direct.client.data_consumer import (
+    _LEARN_TIMEOUT_S,
     _POLL_SLICE_S,
     MAX_BATCH,
     ConsumerCache,
@@ -273,6 +274,17 @@ class ColumnarDataConsumer(KafkaDataConsumer):
     def _switch(self, topic: str, partition: int) -> None:
         self._consumer.retarget(topic, partition)
 
+    def _learn(self, known: frozenset[str]) -> frozenset[str]:
+        # The extension asks no metadata alone: its watermarks question looks the
+        # partition's leader up first (then asks two offsets, once per new topic).
+        try:
+            self._watermarks(_LEARN_TIMEOUT_S)
+        except Exception as error:  # the fetch reports what is wrong; the scan retries
+            logger.debug("asking the leader of %s-%d failed: %s", self.topic, self.partition,
+                         error)
+            return known
+        return known | {self.topic}
+
     def _watermarks(self, timeout: float = 10.0) -> tuple[int, int]:
         low, high = self._consumer.watermarks(int(timeout * 1000))
         return int(low), int(high)
@@ -312,7 +324,7 @@ class ColumnarDataConsumer(KafkaDataConsumer):
             columns = WANT_KEY | WANT_VALUE | (WANT_HEADERS if includeHeaders else 0)
         if fromOffset >= untilOffset:
             return
-        self._assign(fromOffset)
+        self._begin(fromOffset)
         low_ms, high_ms = timestampBounds
         slice_ms = int(_POLL_SLICE_S * 1000)
         position = fromOffset

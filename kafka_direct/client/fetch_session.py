@@ -40,11 +40,16 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_direct.client.data_consumer import _POLL_SLICE_S, MAX_BATCH, _confluent_consumer
+from kafka_direct.client.data_consumer import (
+    _POLL_SLICE_S,
+    MAX_BATCH,
+    _confluent_consumer,
+    learn_topics,
+)
 from kafka_direct.offset_range import OffsetRange
 
 __all__ = ["FetchSession", "SessionConsumers", "SessionRange", "session_consumers",
@@ -119,7 +124,8 @@ class SessionConsumers:
         if capacity < 1:
             raise ValueError(f"a session consumer cache holds at least one, not {capacity}")
         self.capacity = capacity
-        self._idle: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        # Each idle consumer with the topics whose metadata it has.
+        self._idle: OrderedDict[tuple[Any, ...], tuple[Any, frozenset[str]]] = OrderedDict()
         self._lock = threading.Lock()
         #: Consumers made for sessions, and sessions that took an idle one (for tests and
         #: benchmarks).
@@ -132,42 +138,51 @@ class SessionConsumers:
         return (factory, tuple(sorted((str(k), str(v)) for k, v in params.items())))
 
     def take(self, params: Mapping[str, Any], factory: ConsumerFactory, attempt: int
-             ) -> tuple[Any, bool]:
-        """A consumer for a session, and whether it may be given back after it.
+             ) -> tuple[Any, bool, frozenset[str] | None]:
+        """A consumer for a session, whether it may be given back after it, its topics.
 
-        The idle one of ``params`` for a first attempt; otherwise a new one (a retried
-        task's is never kept: a consumer of a failed attempt is never met again).
+        The idle one of ``params`` for a first attempt, with the topics whose metadata it
+        has; otherwise a new one, and None for its topics (a new client asks for the
+        metadata of its first assignment's topics itself). A retried task's consumer is
+        never kept: a consumer of a failed attempt is never met again.
         """
         if attempt == 0:
             with self._lock:
                 idle = self._idle.pop(self.key(params, factory), None)
                 if idle is not None:
                     self.reused += 1
-                    return idle, True
+                    return idle[0], True, idle[1]
         consumer = factory(dict(params))
         with self._lock:
             self.created += 1
-        return consumer, attempt == 0
+        return consumer, attempt == 0, None
 
     def give_back(self, params: Mapping[str, Any], factory: ConsumerFactory,
-                  consumer: Any) -> None:
-        """Keep an idle ``consumer`` (no partition assigned) for the next session."""
+                  consumer: Any, topics: Iterable[str] = ()) -> None:
+        """Keep an idle ``consumer`` (no partition assigned) for the next session.
+
+        Args:
+            params: Its parameters.
+            factory: Its maker.
+            consumer: The consumer.
+            topics: The topics whose metadata it has.
+        """
         key = self.key(params, factory)
         closing = []
         with self._lock:
             other = self._idle.pop(key, None)
             if other is not None:  # two sessions of one worker at once (threads): one kept
-                closing.append(other)
-            self._idle[key] = consumer
+                closing.append(other[0])
+            self._idle[key] = (consumer, frozenset(topics))
             while len(self._idle) > self.capacity:
-                closing.append(self._idle.popitem(last=False)[1])
+                closing.append(self._idle.popitem(last=False)[1][0])
         for extra in closing:
             _close(extra)
 
     def clear(self) -> None:
         """Close every idle consumer."""
         with self._lock:
-            idle = list(self._idle.values())
+            idle = [consumer for consumer, _ in self._idle.values()]
             self._idle.clear()
         for consumer in idle:
             _close(consumer)
@@ -218,7 +233,10 @@ class FetchSession:
                              "partition")
         from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-        consumer, keep = self._consumers.take(self._params, self._factory, attempt)
+        consumer, keep, known = self._consumers.take(self._params, self._factory, attempt)
+        topics = {r.topic for r in ranges}
+        if known is not None:
+            known = learn_topics(consumer, topics - known, known)
         complete = False
         try:
             complete = yield from self._read(consumer, KafkaTopicPartition, ranges,
@@ -227,7 +245,8 @@ class FetchSession:
             # Kept only after a session that read every range to its end, emptied of its
             # partitions; anything else (an error, an abandoned read) closes it.
             if keep and complete and self._idle(consumer, KafkaTopicPartition, ranges):
-                self._consumers.give_back(self._params, self._factory, consumer)
+                self._consumers.give_back(self._params, self._factory, consumer,
+                                          topics | (known or frozenset()))
             else:
                 _close(consumer)
 

@@ -217,8 +217,9 @@ def test_idle_consumers_past_the_capacity_are_closed_least_recent_first():
     for i, consumer in enumerate(kept):
         consumers.give_back({"bootstrap.servers": f"b{i}"}, ManyPartitions, consumer)
     assert [c.closed for c in kept] == [True, False, False] and len(consumers) == 2
-    taken, keep = consumers.take({"bootstrap.servers": "b2"}, ManyPartitions, attempt=0)
-    assert taken is kept[2] and keep
+    taken, keep, topics = consumers.take({"bootstrap.servers": "b2"}, ManyPartitions,
+                                         attempt=0)
+    assert taken is kept[2] and keep and topics == frozenset()
     consumers.clear()
     assert kept[1].closed and len(consumers) == 0
     with pytest.raises(ValueError, match="at least one"):

@@ -202,6 +202,33 @@ def test_a_full_cache_hands_an_idle_consumer_over_to_the_next_partition():
     assert made[0].closed and len(cache) == 2
 
 
+def test_a_consumer_asks_a_topics_metadata_the_first_time_it_meets_it_only():
+    # librdkafka learns a topic first named in an assignment only at its once-a-second
+    # scan: a handed-over consumer asks for a new topic's metadata before its first range
+    # (tests/client/test_new_topic_handover.py), and never again for that topic.
+    consumer, fakes = reader(FakeLog(range(10)))
+    fake = fakes[0]
+    assert offsets(consumer, 0, 2) == [0, 1]  # its own first topic: its connection asks
+    for topic, start in (("u", 2), ("u", 4), ("t", 6), ("v", 8), ("u", 9)):
+        consumer.retarget(topic, 0)
+        fake.topic = topic
+        assert offsets(consumer, start, start + 1) == [start]
+    assert fake.asked == ["u", "v"]
+
+
+def test_a_failed_metadata_question_leaves_the_range_to_read_and_is_asked_again():
+    consumer, fakes = reader(FakeLog(range(10)))
+    fake = fakes[0]
+    fake.metadata_fails = True
+    consumer.retarget("u", 0)
+    fake.topic = "u"
+    assert offsets(consumer, 0, 3) == [0, 1, 2]
+    fake.metadata_fails = False
+    assert offsets(consumer, 3, 5) == [3, 4]
+    assert offsets(consumer, 5, 6) == [5]
+    assert fake.asked == ["u", "u"]
+
+
 def test_a_failed_read_on_a_partition_in_use_elsewhere_leaves_the_other_consumer_alone():
     made, factory = fake_consumers()
     cache = ConsumerCache(capacity=4, factory=factory)

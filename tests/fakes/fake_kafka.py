@@ -99,6 +99,13 @@ class FakeConsumer:
     def get_watermark_offsets(self, tp, timeout=None, cached=False):
         return (self.log.low, self.log.high)
 
+    def list_topics(self, topic=None, timeout=None):
+        self.asked = [*getattr(self, "asked", []), topic]
+        if getattr(self, "metadata_fails", False):
+            from confluent_kafka import KafkaException
+
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+
     def close(self):
         self.closed = True
 
