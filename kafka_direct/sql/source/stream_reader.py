@@ -484,7 +484,10 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         With ``commitOffsetsToGroup`` the offsets are committed to ``kafka.group.id`` for
         monitoring tools (here, and from :meth:`latestOffset`'s start: the engine calls
         ``commit`` as the next batch begins, so a run's last batch would be missed).
+        Without it the offsets are not even read.
         """
+        if not self.options.commitOffsetsToGroup:
+            return
         try:
             offsets = self.codec.read(end, "the committed end offset")
         except KafkaDirectError as error:

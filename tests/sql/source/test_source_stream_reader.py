@@ -542,6 +542,19 @@ def test_commits_to_the_group_only_inform(caplog):
     assert cluster.committed == {("monitor", T0): 9, ("monitor", T1): 9}
 
 
+def test_without_group_commits_commit_does_not_read_the_offsets(monkeypatch, caplog):
+    # The engine hands every batch's end to commit; only commitOffsetsToGroup uses it, so
+    # without it the offsets are not read (1,000 partitions' JSON, every trigger).
+    reader = make_reader(cluster_with())
+    reads = []
+    real = reader.codec.read
+    monkeypatch.setattr(reader.codec, "read", lambda *args: reads.append(args) or real(*args))
+    with caplog.at_level(logging.WARNING):
+        reader.commit({"t": {"0": 5, "1": 7}})
+        reader.commit("not offsets")
+    assert reads == [] and not caplog.records
+
+
 def test_a_new_querys_first_trigger_commits_nothing_to_the_group():
     # Where the query starts, nothing was read: the group has nothing to learn, and on a
     # fresh cluster its first commit creates Kafka's offsets topic, seconds before the
