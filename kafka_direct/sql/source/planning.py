@@ -31,9 +31,11 @@ the options, and a retried task reads exactly its ranges' records again, in the 
 
 from __future__ import annotations
 
+import operator
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql.datasource import InputPartition
 
@@ -44,7 +46,10 @@ from kafka_direct.sql.source.options import SourceOptions
 from kafka_direct.topic_partition import TopicPartition, partition_order
 
 __all__ = ["KafkaInputPartition", "default_parallelism", "pack_ranges", "plan_ranges",
-           "plan_tasks", "split_ranges"]
+           "plan_tasks", "restore_input_partition", "split_ranges"]
+
+#: Numbers a range takes in a pickled input partition: topic index, partition, from, length.
+_FIELDS = 4
 
 
 @dataclass(frozen=True)
@@ -66,11 +71,56 @@ class KafkaInputPartition(InputPartition):
                 isinstance(r, OffsetRange) for r in self.offsetRanges):
             raise TypeError("KafkaInputPartition needs a tuple of one or more OffsetRanges")
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Spark's runner pickles each input partition of a trigger into its task. Ranges
+        # as one flat tuple of numbers (each topic named once, a range's length rather
+        # than its end: small numbers pickle short) are written by the C pickler alone;
+        # an OffsetRange each went through cloudpickle's Python hook per range (about 4 ms
+        # and 36 KB a trigger at 1,000 ranges).
+        topics: dict[str, int] = {}
+        flat: list[int] = []
+        index = topics.setdefault
+        for r in self.offsetRanges:
+            flat += (index(r.topic, len(topics)), r.partition, r.fromOffset,
+                     r.untilOffset - r.fromOffset)
+        return (restore_input_partition, (tuple(topics), tuple(flat), self.planId))
+
     def __repr__(self) -> str:
         text = ", ".join(f"{r.topic}-{r.partition} [{r.fromOffset}, {r.untilOffset})"
                          for r in self.offsetRanges[:3])
         more = len(self.offsetRanges) - 3
         return f"KafkaInputPartition({text}{f' and {more} more' if more > 0 else ''})"
+
+
+def restore_input_partition(topics: tuple[str, ...], flat: tuple[int, ...],
+                            planId: int | None) -> KafkaInputPartition:
+    """An input partition from what :meth:`KafkaInputPartition.__reduce__` pickled.
+
+    Every range is checked again as it is built (:class:`OffsetRange`).
+
+    Raises:
+        ConfigurationError: The data is not that of an input partition (damaged).
+    """
+    if not isinstance(topics, tuple) or not isinstance(flat, tuple) or not flat \
+            or len(flat) % _FIELDS:
+        raise ConfigurationError("a pickled kafka-direct input partition is damaged: its "
+                                 "ranges are not four numbers each; plan the batch again")
+    count = len(topics)
+    indexes = flat[0::_FIELDS]
+    if not all(type(k) is int and 0 <= k < count for k in indexes):
+        raise ConfigurationError("a pickled kafka-direct input partition is damaged: a range "
+                                 "names no topic of it; plan the batch again")
+    froms = flat[2::_FIELDS]
+    try:
+        ranges = tuple(map(OffsetRange, [topics[k] for k in indexes], flat[1::_FIELDS], froms,
+                           map(operator.add, froms, flat[3::_FIELDS])))
+    except TypeError as error:
+        raise ConfigurationError(f"a pickled kafka-direct input partition is damaged "
+                                 f"({error}); plan the batch again") from None
+    except ConfigurationError as error:
+        raise ConfigurationError(f"a pickled kafka-direct input partition is damaged: "
+                                 f"{error}") from None
+    return KafkaInputPartition(ranges, planId)
 
 
 def default_parallelism(captured: int | None = None) -> int:

@@ -73,7 +73,7 @@ _NO_BOUND = 2**63 - 1
 
 #: Attributes that exist only on the driver: never shipped to executors. (The link goes:
 #: read tasks bind their batch's plan with it.)
-_DRIVER_ONLY = ("_metadata", "_delay", "_target", "_latest", "_groupCommitted",
+_DRIVER_ONLY = ("_metadata", "_delay", "_target", "_latest", "_latestJson", "_groupCommitted",
                 "_storeChecked", "_lost", "_parsed")
 
 
@@ -126,6 +126,8 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         self._target: Offsets | None = None
         #: The latest offsets seen by the last latestOffset call (for the query's progress).
         self._latest: Offsets | None = None
+        #: Their JSON, when the batch's end was written as it (see reportLatestOffset).
+        self._latestJson: SourceOffsets | None = None
         #: What was last committed to the group (commitOffsetsToGroup).
         self._groupCommitted: Offsets | None = None
         #: Where this query started, when this run started it (initialOffset): nothing to
@@ -330,7 +332,7 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                         "%r (at %s): the next batch ends at the store's offsets and writes "
                         "nothing (their rows are committed)", offsets_to_json(offsets),
                         self._link.store, offsets_to_json(caught))
-                    self._latest = caught
+                    self._latest, self._latestJson = caught, None
                     return offsets_to_json(caught)
             # The engine asks from a start only once every batch up to it completed. A new
             # query's start is not committed: nothing was read, and on a fresh cluster the
@@ -345,7 +347,7 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             # partitions are new ones, read from offset 0, and a replay plans the same.
             begin = ({tp: offset for tp, offset in offsets.items() if tp not in lost}
                      if lost else offsets)
-            self._latest = {**begin, **latest}
+            self._latest, self._latestJson = {**begin, **latest}, None
             if isinstance(limit, ReadAllAvailable):
                 end = admit(begin, latest)
             else:
@@ -365,11 +367,22 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                 self._planned = True
                 if self._delay is not None:
                     self._delay.batch_ran()
-            return self.codec.written(end)
+            written = self.codec.written(end)
+            # Everything admitted (the usual trigger): the end's JSON is the latest's too.
+            self._latestJson = written if end == self._latest else None
+            return written
 
     def reportLatestOffset(self) -> SourceOffsets | None:
-        """The latest offsets seen by the last :meth:`latestOffset` (None before it)."""
-        return offsets_to_json(self._latest) if self._latest is not None else None
+        """The latest offsets seen by the last :meth:`latestOffset` (None before it).
+
+        Spark asks right after :meth:`latestOffset`, for the query's progress: the JSON
+        written for the batch's end answers when the end is the latest.
+        """
+        if self._latest is None:
+            return None
+        if self._latestJson is None:
+            self._latestJson = offsets_to_json(self._latest)
+        return self._latestJson
 
     def partitions(self, start: SourceOffsets, end: SourceOffsets) -> Sequence[InputPartition]:
         """The tasks of ``(start, end]``, small ranges packed together.
@@ -471,7 +484,10 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         With ``commitOffsetsToGroup`` the offsets are committed to ``kafka.group.id`` for
         monitoring tools (here, and from :meth:`latestOffset`'s start: the engine calls
         ``commit`` as the next batch begins, so a run's last batch would be missed).
+        Without it the offsets are not even read.
         """
+        if not self.options.commitOffsetsToGroup:
+            return
         try:
             offsets = self.codec.read(end, "the committed end offset")
         except KafkaDirectError as error:

@@ -323,6 +323,40 @@ def test_no_new_offsets_returns_the_start_itself():
     assert reader.partitions(start, end) == []
 
 
+@pytest.mark.parametrize("limit", [ReadAllAvailable(), ReadMaxRows(4)])
+def test_the_latest_offsets_are_written_as_json_once_a_trigger(monkeypatch, limit):
+    # Spark asks reportLatestOffset right after latestOffset, for the query's progress:
+    # when the batch's end is the latest offsets (everything admitted), the JSON just
+    # written for the end answers it (1,000 partitions' offsets written again cost 1 ms).
+    import kafka_direct.sql.source.parsed_offsets as parsed_module
+    import kafka_direct.sql.source.stream_reader as reader_module
+
+    cluster = cluster_with()
+    reader = make_reader(cluster, maxOffsetsPerTrigger=4)
+    start = {"t": {"0": 10, "1": 10}}
+    cluster.produce(T0, 3)
+    cluster.produce(T1, 1)
+    written = []
+    for module in (reader_module, parsed_module):
+        monkeypatch.setattr(module, "offsets_to_json",
+                            lambda offsets, _real=offsets_to_json: written.append(1)
+                            or _real(offsets))
+    end = reader.latestOffset(start, limit)
+    latest = reader.reportLatestOffset()
+    assert end == {"t": {"0": 13, "1": 11}}
+    assert latest == {"t": {"0": 13, "1": 11}}
+    assert len(written) == 1
+    # Capped below the latest: both written, each its own.
+    cluster.produce(T0, 9)
+    written.clear()
+    end = reader.latestOffset(end, limit)
+    assert reader.reportLatestOffset() == {"t": {"0": 22, "1": 11}}
+    assert end == ({"t": {"0": 22, "1": 11}} if isinstance(limit, ReadAllAvailable)
+                   else {"t": {"0": 17, "1": 11}})
+    assert len(written) == (1 if isinstance(limit, ReadAllAvailable) else 2)
+    assert reader.reportLatestOffset() == {"t": {"0": 22, "1": 11}}
+
+
 def test_min_offsets_wait_for_enough_or_for_max_trigger_delay():
     cluster = cluster_with(partitions=1, records=0)
     clock = FakeClock()
@@ -506,6 +540,19 @@ def test_commits_to_the_group_only_inform(caplog):
     reader.commit({"t": {"0": 9, "1": 9}})
     reader.stop()  # a run's end reaches the group before the consumer closes
     assert cluster.committed == {("monitor", T0): 9, ("monitor", T1): 9}
+
+
+def test_without_group_commits_commit_does_not_read_the_offsets(monkeypatch, caplog):
+    # The engine hands every batch's end to commit; only commitOffsetsToGroup uses it, so
+    # without it the offsets are not read (1,000 partitions' JSON, every trigger).
+    reader = make_reader(cluster_with())
+    reads = []
+    real = reader.codec.read
+    monkeypatch.setattr(reader.codec, "read", lambda *args: reads.append(args) or real(*args))
+    with caplog.at_level(logging.WARNING):
+        reader.commit({"t": {"0": 5, "1": 7}})
+        reader.commit("not offsets")
+    assert reads == [] and not caplog.records
 
 
 def test_a_new_querys_first_trigger_commits_nothing_to_the_group():
