@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_direct.client.data_consumer import (
-    _LEARN_TIMEOUT_S,
     _POLL_SLICE_S,
     MAX_BATCH,
     ConsumerCache,
@@ -274,11 +273,11 @@ class ColumnarDataConsumer(KafkaDataConsumer):
     def _switch(self, topic: str, partition: int) -> None:
         self._consumer.retarget(topic, partition)
 
-    def _learn(self, known: frozenset[str]) -> frozenset[str]:
+    def _learn(self, known: frozenset[str], timeout: float) -> frozenset[str]:
         # The extension asks no metadata alone: its watermarks question looks the
         # partition's leader up first (then asks two offsets, once per new topic).
         try:
-            self._watermarks(_LEARN_TIMEOUT_S)
+            self._watermarks(timeout)
         except Exception as error:  # the fetch reports what is wrong; the scan retries
             logger.debug("asking the leader of %s-%d failed: %s", self.topic, self.partition,
                          error)
@@ -324,11 +323,11 @@ class ColumnarDataConsumer(KafkaDataConsumer):
             columns = WANT_KEY | WANT_VALUE | (WANT_HEADERS if includeHeaders else 0)
         if fromOffset >= untilOffset:
             return
-        self._begin(fromOffset)
+        last_progress = time.monotonic()  # the leader question counts in the poll timeout
+        self._begin(fromOffset, pollTimeoutMs)
         low_ms, high_ms = timestampBounds
         slice_ms = int(_POLL_SLICE_S * 1000)
         position = fromOffset
-        last_progress = time.monotonic()
         consume = self._consumer.consume
         while position < untilOffset:
             wanted = max(1, min(MAX_BATCH, untilOffset - position))

@@ -58,33 +58,40 @@ def _confluent_consumer(params: dict[str, Any]) -> Any:
     return Consumer(resolve_callbacks(params))
 
 
-def learn_topics(consumer: Any, topics: Iterable[str], known: frozenset[str]
-                 ) -> frozenset[str]:
+def learn_topics(consumer: Any, topics: Iterable[str], known: frozenset[str],
+                 timeout: float = _LEARN_TIMEOUT_S) -> frozenset[str]:
     """Ask a confluent-kafka consumer for the metadata of ``topics`` before it assigns them.
 
     librdkafka learns a topic first named in an assignment only at its once-a-second scan
     of unknown topics: a reused consumer's first fetch of a new topic waited up to a
-    second (0.3-1 s measured). One metadata request per topic it has not met instead; a
-    failed one leaves the topic to the scan, as before (the fetch reports what is wrong).
+    second (0.3-1 s measured). One metadata request per topic it has not met instead, all
+    within ``timeout`` together; the first that fails ends the questions (a broker that
+    does not answer one will not answer the next), leaving the rest to the scan, as
+    before: the fetch reports what is wrong.
 
     Args:
         consumer: The consumer.
         topics: The topics it is about to assign.
         known: The topics whose metadata it has.
+        timeout: Longest time all the questions take (seconds).
 
     Returns:
         ``known`` with the topics learnt.
     """
     learnt = set(known)
+    deadline = time.monotonic() + timeout
     for topic in topics:
         if topic in learnt:
             continue
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
         try:
-            consumer.list_topics(topic, timeout=_LEARN_TIMEOUT_S)
+            consumer.list_topics(topic, timeout=left)
         except Exception as error:  # the fetch reports what is wrong; the scan retries
             logger.debug("asking the metadata of topic %s failed: %s", topic, error)
-        else:
-            learnt.add(topic)
+            break
+        learnt.add(topic)
     return frozenset(learnt)
 
 
@@ -113,19 +120,21 @@ class KafkaDataConsumer:
         self._known = frozenset([topic])
         self.closed = False
 
-    def _begin(self, offset: int) -> None:
+    def _begin(self, offset: int, pollTimeoutMs: int) -> None:
         """Start a range: its partition assigned at ``offset``, its topic's leader known.
 
         The first time this consumer meets a topic, its metadata is asked first
-        (:func:`learn_topics`): else its first fetch waited up to a second.
+        (:func:`learn_topics`), within the range's poll timeout: else its first fetch
+        waited up to a second. Whether or not the question was answered, a range of the
+        topic read to its end means the client has the topic's metadata (:meth:`_finish`).
         """
         if self.topic not in self._known:
-            self._known = self._learn(self._known)
+            self._known = self._learn(self._known, min(_LEARN_TIMEOUT_S, pollTimeoutMs / 1000))
         self._assign(offset)
 
-    def _learn(self, known: frozenset[str]) -> frozenset[str]:
+    def _learn(self, known: frozenset[str], timeout: float) -> frozenset[str]:
         """``known`` and this consumer's topic, its metadata asked (see :func:`learn_topics`)."""
-        return learn_topics(self._consumer, [self.topic], known)
+        return learn_topics(self._consumer, [self.topic], known, timeout)
 
     def _assign(self, offset: int) -> None:
         """Read this partition from ``offset`` (replacing whatever was assigned)."""
@@ -148,6 +157,7 @@ class KafkaDataConsumer:
         partition had to be resumed first, and unassigned before a hand-over: four calls
         a range instead of two).
         """
+        self._known |= {self.topic}
         self._unassign()
 
     def retarget(self, topic: str, partition: int) -> None:
@@ -206,9 +216,9 @@ class KafkaDataConsumer:
         """
         if fromOffset >= untilOffset:
             return
-        self._begin(fromOffset)
+        last_progress = time.monotonic()  # the metadata question counts in the poll timeout
+        self._begin(fromOffset, pollTimeoutMs)
         position = fromOffset
-        last_progress = time.monotonic()
         while position < untilOffset:
             wanted = max(1, min(MAX_BATCH, untilOffset - position))
             batch = self._consumer.consume(wanted, _POLL_SLICE_S)

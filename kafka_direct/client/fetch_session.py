@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_direct.client.data_consumer import (
+    _LEARN_TIMEOUT_S,
     _POLL_SLICE_S,
     MAX_BATCH,
     _confluent_consumer,
@@ -235,12 +236,15 @@ class FetchSession:
 
         consumer, keep, known = self._consumers.take(self._params, self._factory, attempt)
         topics = {r.topic for r in ranges}
-        if known is not None:
-            known = learn_topics(consumer, topics - known, known)
+        handBackMs = min(pollTimeoutMs, _HAND_BACK_MS)
+        started = time.monotonic()  # the metadata questions count in the hand-back time
         complete = False
         try:
+            if known is not None:
+                known = learn_topics(consumer, topics - known, known,
+                                     min(_LEARN_TIMEOUT_S, handBackMs / 1000))
             complete = yield from self._read(consumer, KafkaTopicPartition, ranges,
-                                             min(pollTimeoutMs, _HAND_BACK_MS))
+                                             handBackMs, started)
         finally:
             # Kept only after a session that read every range to its end, emptied of its
             # partitions; anything else (an error, an abandoned read) closes it.
@@ -266,14 +270,17 @@ class FetchSession:
         return True
 
     def _read(self, consumer: Any, tp: Any, ranges: Sequence[OffsetRange],
-              handBackMs: int) -> Generator[SessionRange, None, bool]:
-        """The session's reading (see :meth:`read`); True when no range was handed back."""
+              handBackMs: int, started: float) -> Generator[SessionRange, None, bool]:
+        """The session's reading (see :meth:`read`); True when no range was handed back.
+
+        ``started`` is when the session began waiting (its clock of progress starts there).
+        """
         handedBack = False
         opened = {(r.topic, r.partition): _Open(i, r) for i, r in enumerate(ranges)}
         consumer.assign([tp(r.topic, r.partition, r.fromOffset) for r in ranges])
         finished: dict[int, SessionRange] = {}
         emitted = 0
-        last_progress = time.monotonic()
+        last_progress = started
         while opened:
             # librdkafka's consume waits for as many messages as asked or the whole slice:
             # asking for more than the open ranges hold waited a slice (100 ms) every time.

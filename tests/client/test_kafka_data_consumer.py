@@ -216,7 +216,8 @@ def test_a_consumer_asks_a_topics_metadata_the_first_time_it_meets_it_only():
     assert fake.asked == ["u", "v"]
 
 
-def test_a_failed_metadata_question_leaves_the_range_to_read_and_is_asked_again():
+def test_a_failed_metadata_question_leaves_the_range_to_read_and_is_not_asked_again():
+    # A range of the topic read to its end: the client has the topic's metadata then.
     consumer, fakes = reader(FakeLog(range(10)))
     fake = fakes[0]
     fake.metadata_fails = True
@@ -225,8 +226,40 @@ def test_a_failed_metadata_question_leaves_the_range_to_read_and_is_asked_again(
     assert offsets(consumer, 0, 3) == [0, 1, 2]
     fake.metadata_fails = False
     assert offsets(consumer, 3, 5) == [3, 4]
-    assert offsets(consumer, 5, 6) == [5]
-    assert fake.asked == ["u", "u"]
+    assert fake.asked == ["u"]
+
+
+class SlowMetadata(FakeConsumer):
+    """A broker whose metadata answers take longer than the question's timeout."""
+
+    def list_topics(self, topic=None, timeout=None):
+        import time
+
+        from confluent_kafka import KafkaError, KafkaException
+
+        self.asked = [*getattr(self, "asked", []), topic]
+        time.sleep(timeout)
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+
+
+def test_a_topic_read_after_a_timed_out_question_is_not_asked_again_every_range():
+    import time
+
+    made = []
+
+    def factory(params):
+        made.append(SlowMetadata(FakeLog(range(10))))
+        return made[-1]
+
+    consumer = KafkaDataConsumer("t", 0, PARAMS, factory)
+    consumer.retarget("u", 0)
+    made[0].topic = "u"
+    started = time.monotonic()
+    for start in (0, 3, 6):
+        assert offsets(consumer, start, start + 3) == list(range(start, start + 3))
+    elapsed = time.monotonic() - started
+    asked = getattr(made[0], "asked", [])
+    assert len(asked) <= 1 and elapsed < 1.5, f"asked {asked}, {elapsed:.1f} s for 9 records"
 
 
 def test_a_failed_read_on_a_partition_in_use_elsewhere_leaves_the_other_consumer_alone():

@@ -368,21 +368,24 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                 if self._delay is not None:
                     self._delay.batch_ran()
             written = self.codec.written(end)
-            # Everything admitted (the usual trigger): the end's JSON is the latest's too.
-            self._latestJson = written if end == self._latest else None
+            # Everything admitted (the usual trigger): the end's JSON is the latest's too (a
+            # copy kept: the engine's value is its own to change).
+            self._latestJson = (None if end != self._latest else
+                                {topic: dict(parts) for topic, parts in written.items()})
             return written
 
     def reportLatestOffset(self) -> SourceOffsets | None:
         """The latest offsets seen by the last :meth:`latestOffset` (None before it).
 
         Spark asks right after :meth:`latestOffset`, for the query's progress: the JSON
-        written for the batch's end answers when the end is the latest.
+        written for the batch's end answers when the end is the latest (a copy: the
+        caller's value may change).
         """
         if self._latest is None:
             return None
         if self._latestJson is None:
             self._latestJson = offsets_to_json(self._latest)
-        return self._latestJson
+        return {topic: dict(parts) for topic, parts in self._latestJson.items()}
 
     def partitions(self, start: SourceOffsets, end: SourceOffsets) -> Sequence[InputPartition]:
         """The tasks of ``(start, end]``, small ranges packed together.

@@ -1,4 +1,4 @@
-"""Review: reportLatestOffset must equal offsets_to_json of the last latestOffset's latest."""
+"""reportLatestOffset: the JSON of the last latestOffset's latest, in every path."""
 
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
