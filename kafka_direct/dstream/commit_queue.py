@@ -21,6 +21,7 @@ driver consumer and tells the callbacks. Both are thread safe.
 from __future__ import annotations
 
 import logging
+import operator
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,9 @@ __all__ = ["BatchCommitQueue", "CommitCallback", "QueuedCommit", "Release", "Str
            "describe_offsets"]
 
 logger = logging.getLogger(__name__)
+
+#: A range's ``(fromOffset, untilOffset)``, read in C (a thousand ranges a batch).
+_bounds = operator.attrgetter("fromOffset", "untilOffset")
 
 CommitCallback = Callable[[dict[TopicPartition, int] | None, Exception | None], None]
 
@@ -110,8 +114,8 @@ class BatchCommitQueue:
                 hasJobs = False
             if partitions is None:
                 partitions = [r.topicPartition() for r in ranges]
-            batch = _Batch(time, {tp: (r.fromOffset, r.untilOffset)
-                                  for tp, r in zip(partitions, ranges, strict=True)}, hasJobs)
+            batch = _Batch(time, dict(zip(partitions, map(_bounds, ranges), strict=True)),
+                           hasJobs)
             late = any(t > time for t in self._batches)
             self._batches[time] = batch
             if late:
