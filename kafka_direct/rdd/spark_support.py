@@ -174,7 +174,6 @@ _LONG8 = b"\x8a\x08"
 _INT64 = struct.Struct("<q")
 _OFFSETS = struct.Struct("<2sq2sq3s")
 _CLOSE = b"ta."
-_MIN_INT64, _MAX_INT64 = -(1 << 63), (1 << 63) - 1
 
 #: The head of each partition's frame (its length included), made once per process.
 _heads: dict[tuple[str, int], bytes] = {}
@@ -193,20 +192,23 @@ def _range_frames(elements: list[Any]) -> bytes | None:
     topics, partitions, froms, untils = zip(*elements, strict=True)
     if set(map(type, topics)) != {str} or set(map(type, partitions + froms + untils)) != {int}:
         return None
-    if min(min(partitions), min(froms), min(untils)) < _MIN_INT64 or \
-            max(max(partitions), max(froms), max(untils)) > _MAX_INT64:
-        return None
     keys = list(zip(topics, partitions, strict=True))
     kept = list(map(_heads.get, keys))
     if None in kept:  # a partition not seen before (or heads dropped): its head made now
         if len(_heads) > _MAX_HEADS:
             _heads.clear()
-        heads = [head if head is not None else _head(*key)
-                 for head, key in zip(kept, keys, strict=True)]
+        try:
+            heads = [head if head is not None else _head(*key)
+                     for head, key in zip(kept, keys, strict=True)]
+        except struct.error:  # a partition beyond int64: pickled as any element
+            return None
     else:
         heads = cast(list[bytes], kept)
-    offsets = map(_OFFSETS.pack, repeat(_LONG8), froms, repeat(_LONG8), untils,
-                  repeat(_CLOSE))
+    try:
+        offsets = list(map(_OFFSETS.pack, repeat(_LONG8), froms, repeat(_LONG8), untils,
+                           repeat(_CLOSE)))
+    except struct.error:  # an offset beyond int64: pickled as any element
+        return None
     return b"".join(chain.from_iterable(zip(heads, offsets, strict=True)))
 
 
