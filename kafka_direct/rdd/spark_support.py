@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import base64
 import functools
+import io
 import logging
 import os
 import pickle
 import struct
 import sys
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from itertools import chain, repeat
 from typing import Any, cast
 
@@ -82,28 +84,52 @@ def _parallelize(sc: Any, elements: list[Any]) -> Any:
     PySpark's own pickles each element with cloudpickle, one Pickler a partition: with a
     thousand offset ranges a batch that is most of the driver's planning time. Elements
     here are instances of importable classes, which the standard pickle handles.
+
+    The frames reach the JVM as the bytes of one call, read there from memory. PySpark
+    writes them to a file that the JVM reads through an unbuffered stream: a read call of
+    the operating system per frame and per length, thousands a batch of a thousand ranges,
+    and most of the JVM's part of its planning.
     """
     from pyspark.serializers import BatchedSerializer, PickleSerializer
 
     slices = len(elements)
     serializer = BatchedSerializer(PickleSerializer(), 1)  # type: ignore[no-untyped-call]
-    jrdd = sc._serialize_to_jvm(
-        elements, _FramesInOneWrite(),
-        lambda path: _file_reader(sc)(sc._jsc, path, slices),
-        lambda: sc._jvm.PythonParallelizeServer(sc._jsc.sc(), slices))
+    frames = io.BytesIO()
+    _FramesInOneWrite().dump_stream(elements, frames)
+    jvm = _jvm_reader(sc)
+    jrdd = jvm.read(jvm.context, jvm.stream(frames.getvalue()), slices)
     return _parallel_rdd_class()(jrdd, sc, serializer)
 
 
-def _file_reader(sc: Any) -> Any:
-    """``PythonRDD.readRDDFromFile`` of ``sc``'s JVM, looked up once per SparkContext.
+@dataclass(frozen=True, slots=True)
+class _JvmReader:
+    """What the JVM reads a parallelized collection with, looked up once per SparkContext.
 
     Py4J looks a class and its method up with a round trip to the JVM each, every time
-    they are named: two of the six round trips a batch's RDD cost.
+    they are named.
+
+    Attributes:
+        context: The JVM's SparkContext.
+        stream: ``java.io.ByteArrayInputStream``'s constructor.
+        read: ``PythonRDD.readRDDFromInputStream(SparkContext, InputStream, int)``.
     """
-    reader = getattr(sc, "_kafka_direct_read_from_file", None)
+
+    context: Any
+    stream: Any
+    read: Any
+
+    def __post_init__(self) -> None:
+        if not all(callable(member) for member in (self.stream, self.read)):
+            raise TypeError("the JVM's stream constructor and reader must be callable")
+
+
+def _jvm_reader(sc: Any) -> _JvmReader:
+    reader = getattr(sc, "_kafka_direct_jvm_reader", None)
     if reader is None:
-        reader = sc._jvm.PythonRDD.readRDDFromFile
-        sc._kafka_direct_read_from_file = reader
+        jvm = sc._jvm
+        reader = _JvmReader(sc._jsc.sc(), jvm.java.io.ByteArrayInputStream,
+                            jvm.org.apache.spark.api.python.PythonRDD.readRDDFromInputStream)
+        sc._kafka_direct_jvm_reader = reader
     return reader
 
 
