@@ -97,17 +97,20 @@ class _Request:
     Attributes:
         partitions: The partitions asked, in (topic, partition) order.
         request: librdkafka's partitions of the request (with the time asked), in that order.
-        keys: ``(topic, partition)`` of each, in that order: what the answer is checked by.
+        topics: The topic of each, in that order: what the answer is checked by.
+        numbers: The partition number of each, in that order: likewise.
     """
 
     partitions: list[TopicPartition]
     request: list[Any]
-    keys: list[tuple[str, int]]
+    topics: list[str]
+    numbers: list[int]
 
     def __post_init__(self) -> None:
-        if not (len(self.partitions) == len(self.request) == len(self.keys)):
-            raise ValueError("a ListOffsets request's partitions, request and keys differ "
-                             "in length")
+        if not (len(self.partitions) == len(self.request) == len(self.topics)
+                == len(self.numbers)):
+            raise ValueError("a ListOffsets request's partitions, request, topics and "
+                             "numbers differ in length")
 
 
 def admin_params(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -492,7 +495,7 @@ class DriverConsumer:
         wanted = sorted(partitions, key=partition_order)
         requests = [_Request(chunk, [KafkaTopicPartition(tp.topic, tp.partition, query)
                                      for tp in chunk],
-                             [(tp.topic, tp.partition) for tp in chunk])
+                             [tp.topic for tp in chunk], [tp.partition for tp in chunk])
                     for chunk in (wanted[first:first + _REQUEST_PARTITIONS]
                                   for first in range(0, len(wanted), _REQUEST_PARTITIONS))]
         if isinstance(partitions, (set, frozenset)):
@@ -533,7 +536,7 @@ class DriverConsumer:
             raise UnansweredError(
                 f"ListOffsets for {len(request)} partition(s) ({first.topic}-"
                 f"{first.partition} first): no answer within {self.timeout:g} s") from None
-        return answered_list(answers, asked.partitions, asked.keys)
+        return answered_list(answers, asked.partitions, asked.topics, asked.numbers)
 
     def latestOffsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """End offsets: the last stable offset under read_committed, else the high watermark."""
