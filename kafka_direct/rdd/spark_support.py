@@ -14,6 +14,7 @@ import base64
 import functools
 import io
 import logging
+import operator
 import os
 import pickle
 import struct
@@ -191,18 +192,23 @@ class _FramesInOneWrite:
 
 _LENGTH = struct.Struct(">i")
 
-# A range's frame, opcode by opcode (pickle protocol 5, which every Python 3.8+ reads):
-# PROTO 5, EMPTY_LIST, MARK, the topic (SHORT_BINUNICODE or BINUNICODE), the partition and
-# the two offsets (LONG1 of 8 bytes each: any int64), TUPLE, APPEND, STOP. The head up to
-# the partition is the same batch after batch; only the offsets are new.
-_OPEN = b"\x80\x05]("
-_LONG8 = b"\x8a\x08"
-_INT64 = struct.Struct("<q")
-_OFFSETS = struct.Struct("<2sq2sq3s")
+# A range's frame, opcode by opcode (a pickle any Python 3 reads; the protocol opcode is
+# optional): EMPTY_LIST, MARK, the topic (SHORT_BINUNICODE or BINUNICODE), the partition
+# (BININT1, BININT2, BININT or an 8-byte LONG1, the shortest that holds it), the two offsets
+# (4-byte BININT when every offset of the batch fits, else 8-byte LONG1), TUPLE, APPEND,
+# STOP. The bytes cross Py4J as base64 that the JVM decodes at about 30 ns a byte, so they
+# are kept short. The head up to the offsets is the same batch after batch; only the
+# offsets are new.
+_OPEN = b"]("
+_SHORT_OFFSETS = struct.Struct("<cici3s")
+_LONG_OFFSETS = struct.Struct("<2sq2sq3s")
+_BININT, _LONG8 = b"J", b"\x8a\x08"
 _CLOSE = b"ta."
+_INT32 = 1 << 31
 
-#: The head of each partition's frame (its length included), made once per process.
-_heads: dict[tuple[str, int], bytes] = {}
+#: Per partition, the head of its frame (its length included) for short and long offsets,
+#: made once per process.
+_heads: dict[tuple[str, int], tuple[bytes, bytes]] = {}
 #: Heads kept at most (a pattern subscription's topics come and go).
 _MAX_HEADS = 100_000
 
@@ -218,35 +224,54 @@ def _range_frames(elements: list[Any]) -> bytes | None:
     topics, partitions, froms, untils = zip(*elements, strict=True)
     if set(map(type, topics)) != {str} or set(map(type, partitions + froms + untils)) != {int}:
         return None
+    short = min(min(froms), min(untils)) >= -_INT32 and max(max(froms), max(untils)) < _INT32
     keys = list(zip(topics, partitions, strict=True))
     kept = list(map(_heads.get, keys))
     if None in kept:  # a partition not seen before (or heads dropped): its head made now
         if len(_heads) > _MAX_HEADS:
             _heads.clear()
         try:
-            heads = [head if head is not None else _head(*key)
-                     for head, key in zip(kept, keys, strict=True)]
+            pairs = [pair if pair is not None else _head(*key)
+                     for pair, key in zip(kept, keys, strict=True)]
         except struct.error:  # a partition beyond int64: pickled as any element
             return None
     else:
-        heads = cast(list[bytes], kept)
+        pairs = cast(list[tuple[bytes, bytes]], kept)
     try:
-        offsets = list(map(_OFFSETS.pack, repeat(_LONG8), froms, repeat(_LONG8), untils,
-                           repeat(_CLOSE)))
+        if short:
+            offsets = list(map(_SHORT_OFFSETS.pack, repeat(_BININT), froms, repeat(_BININT),
+                               untils, repeat(_CLOSE)))
+        else:
+            offsets = list(map(_LONG_OFFSETS.pack, repeat(_LONG8), froms, repeat(_LONG8),
+                               untils, repeat(_CLOSE)))
     except struct.error:  # an offset beyond int64: pickled as any element
         return None
+    heads = map(operator.itemgetter(0 if short else 1), pairs)
     return b"".join(chain.from_iterable(zip(heads, offsets, strict=True)))
 
 
-def _head(topic: str, partition: int) -> bytes:
-    """The frame's length and its pickle up to the offsets, for a partition (kept)."""
+def _head(topic: str, partition: int) -> tuple[bytes, bytes]:
+    """A partition's frame length and pickle up to the offsets, for short and long ones.
+
+    Raises:
+        struct.error: The partition is beyond int64.
+    """
     text = topic.encode("utf-8", "surrogatepass")
     name = (b"\x8c" + bytes([len(text)]) if len(text) < 256
             else b"X" + struct.pack("<I", len(text))) + text
-    body = _OPEN + name + _LONG8 + _INT64.pack(partition)
-    head = _LENGTH.pack(len(body) + _OFFSETS.size) + body
-    _heads[(topic, partition)] = head
-    return head
+    if 0 <= partition < 256:
+        number = b"K" + bytes([partition])
+    elif 0 <= partition < 65536:
+        number = b"M" + struct.pack("<H", partition)
+    elif -_INT32 <= partition < _INT32:
+        number = b"J" + struct.pack("<i", partition)
+    else:
+        number = b"\x8a\x08" + struct.pack("<q", partition)
+    body = _OPEN + name + number
+    pair = (_LENGTH.pack(len(body) + _SHORT_OFFSETS.size) + body,
+            _LENGTH.pack(len(body) + _LONG_OFFSETS.size) + body)
+    _heads[(topic, partition)] = pair
+    return pair
 
 
 def located_rdd(sc: Any, elements: Sequence[Any], locations: Sequence[Sequence[str]]) -> Any:

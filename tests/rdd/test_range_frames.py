@@ -42,6 +42,11 @@ def _standard(elements):
     [("ä.é-ü" * 20, 1, 7, 8), ("x" * 300, 0, 1, 2), ("日本" * 90, 5, 0, 1)],
     [("t", 0, 1, 2), ("not", "a range"), 42, ("t", 1, 2, 3)],  # any element still goes
     [("t", 0, -1, 2), ("t", 1, 2**64, 2**65), ("t", True, 1, 2)],
+    # Every width the offsets and the partition number may take, at its bounds.
+    [("w", 255, 0, 2**31 - 1), ("w", 256, -2**31, 5), ("w", 65535, 1, 2)],
+    [("w", 65536, 0, 2**31), ("w", 2**31 - 1, 3, 4), ("w", 2**31, -2**31 - 1, 0)],
+    [("w", 2**63 - 1, 2**63 - 1, 2**63 - 1), ("w", -1, -(2**63), 0)],
+    [("w", 2**63, 0, 1)],
 ])
 def test_the_jvm_gets_back_exactly_the_elements(elements):
     written = _written(elements)
@@ -53,6 +58,12 @@ def test_the_jvm_gets_back_exactly_the_elements(elements):
     # Twice: the second time from the kept heads.
     assert _read(_written(elements)) == elements
     assert _read(_standard(elements)) == elements
+
+
+def test_a_frame_is_short():
+    # Py4J sends the bytes as base64 that the JVM decodes at about 30 ns a byte.
+    frames = _written([("scale-abcdef-0", 7, 1_000_000, 1_000_005)] * 10)
+    assert len(frames) == 10 * (4 + 2 + 2 + 14 + 2 + 5 + 5 + 3)
 
 
 def test_a_batch_of_the_same_partitions_pickles_nothing_again(monkeypatch):
