@@ -281,15 +281,16 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
         latest = self._latestOffsets()
         # Values in the layout's (topic, partition) order, looked up once a partition.
         latestOffsets = layout.arrange(latest)
-        froms = list(map(positions.__getitem__, layout.partitions))
+        froms = layout.pick(positions)
         if any(map(operator.lt, latestOffsets, froms)):  # held back, or data lost
             latest = check_positions(self.name, latest, positions, self._driver(),
                                      self.streamSettings.failOnDataLoss, self._retrying)
-            froms = list(map(positions.__getitem__, layout.partitions))
+            froms = layout.pick(positions)
         ends = clamp(latest, positions, self.perPartitionConfig, self.slideDuration / 1000.0,
                      self._estimatedRate(), self.streamSettings.maxRecordsPerBatch)
         ranges = OffsetRange.many(layout.topics, layout.numbers, froms, layout.arrange(ends))
-        self.currentOffsets = {**positions, **ends}
+        # In the layout's order, so that the next batch reads the positions in order.
+        self.currentOffsets = layout.merge(positions, ends)
         self.batchRanges[validTime] = ranges
         return ranges, layout.partitions
 

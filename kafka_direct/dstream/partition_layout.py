@@ -52,6 +52,27 @@ class PartitionLayout:
             self._prefixes = None
         return list(map(offsets.__getitem__, self.partitions))
 
+    def pick(self, offsets: Mapping[TopicPartition, int]) -> list[int]:
+        """The offsets of the layout's partitions in its order (``offsets`` may hold more).
+
+        Read in order, without a lookup, when ``offsets`` holds just the layout's
+        partitions in its order (as :meth:`merge` leaves them).
+
+        Raises:
+            KeyError: A partition of the layout is not in ``offsets``.
+        """
+        if list(offsets) == self.partitions:
+            return list(offsets.values())
+        return list(map(offsets.__getitem__, self.partitions))
+
+    @staticmethod
+    def merge(positions: Mapping[TopicPartition, int], ends: Mapping[TopicPartition, int]
+              ) -> dict[TopicPartition, int]:
+        """``{**positions, **ends}``, in ``ends``' order first (keys' stored hashes reused)."""
+        merged = {**ends, **positions}
+        merged.update(ends)
+        return merged
+
     def describe(self, fromOffsets: Sequence[int], untilOffsets: Sequence[int]) -> str:
         r"""Spark's input description of ranges in layout order (see ``describe_ranges``).
 

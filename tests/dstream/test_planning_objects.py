@@ -90,9 +90,10 @@ def test_a_batch_of_unchanged_partitions_builds_nothing_per_partition(monkeypatc
             assert counts["TopicPartition built"] == 0, counts
             assert counts["request partition built"] == 0, counts
             assert counts["OffsetRange checked one by one"] == 0, counts
-            # A dict lookup a partition for the ends, the positions and the commit queue:
-            # each hash is a Python call at this scale.
-            assert counts["TopicPartition hashed"] <= 3 * 1000, counts
+            # TopicPartition's hash is a Python call: one a partition, to key the ends
+            # Kafka answered; the positions are read in the layout's order and the commit
+            # queue keeps the batch's bounds as lists.
+            assert counts["TopicPartition hashed"] <= 1000, counts
     finally:
         stream.stop()
 
