@@ -20,6 +20,7 @@ The stream composes one concept per module: :mod:`~kafka_direct.dstream.stream_s
 (its Spark settings, checked at construction), :mod:`~kafka_direct.dstream.partition_discovery`
 (which partitions, and how long to wait for them),
 :mod:`~kafka_direct.dstream.starting_offsets` (where new partitions start),
+:mod:`~kafka_direct.dstream.partition_layout` (the batch's partitions in order, kept),
 :mod:`~kafka_direct.client.log_positions` (data loss), :mod:`~kafka_direct.dstream.rate_limit`
 and :mod:`~kafka_direct.client.retry`.
 """
