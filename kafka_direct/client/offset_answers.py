@@ -14,7 +14,9 @@ is a failed question (retried by the caller), never an answer.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Sequence
+from itertools import repeat
 from typing import Any
 
 from kafka_direct.topic_partition import TopicPartition
@@ -24,6 +26,12 @@ __all__ = ["EARLIEST_TIME", "LATEST_TIME", "UnansweredError", "answered_future",
 
 #: ``ListOffsets``' special times: the end of the log (for the isolation level), its start.
 LATEST_TIME, EARLIEST_TIME = -1, -2
+
+# An answer's fields, read in C over a whole answer list (a thousand partitions a batch).
+_topic = operator.attrgetter("topic")
+_partition = operator.attrgetter("partition")
+_offset = operator.attrgetter("offset")
+_error = operator.attrgetter("error")
 
 
 class UnansweredError(Exception):
@@ -54,7 +62,8 @@ def _checked(where: str, offset: int, timestamp: bool = False) -> int:
     return offset
 
 
-def answered_list(answers: Iterable[Any], asked: Sequence[TopicPartition] = ()
+def answered_list(answers: Iterable[Any], asked: Sequence[TopicPartition] = (),
+                  topics: Sequence[str] | None = None, partitions: Sequence[int] | None = None
                   ) -> dict[TopicPartition, int]:
     """The offsets of a consumer's ``offsets_for_times`` answer, or UnansweredError.
 
@@ -65,12 +74,27 @@ def answered_list(answers: Iterable[Any], asked: Sequence[TopicPartition] = ()
             partition at its place is keyed by that (already checked) TopicPartition
             rather than a new one: a thousand fewer objects built and validated per
             question. Any other answer gets a TopicPartition of its own.
+        topics: The topic of each of ``asked``, when the caller keeps them.
+        partitions: The partition number of each of ``asked``, when the caller keeps them.
 
     Raises:
         UnansweredError: A partition's answer was an error (with its code) or no offset.
     """
-    found = {}
+    answers = list(answers)
     count = len(asked)
+    if count and len(answers) == count:
+        offsets = list(map(int, map(_offset, answers)))
+        # By identity: librdkafka's KafkaError fails an equality test with None. Topics
+        # and partitions compared apart: no tuple built per answer.
+        if all(map(operator.is_, map(_error, answers), repeat(None))) and min(offsets) >= 0 \
+                and list(map(_partition, answers)) == (
+                    partitions if partitions is not None else list(map(_partition, asked))) \
+                and list(map(_topic, answers)) == (
+                    topics if topics is not None else list(map(_topic, asked))):
+            # Every answer an offset, in the request's order: read in C loops, keyed by
+            # the asked partitions (the usual answer; anything else is looked at below).
+            return dict(zip(asked, offsets, strict=True))
+    found = {}
     for i, answer in enumerate(answers):
         topic, partition, error = answer.topic, answer.partition, answer.error
         if error is not None:

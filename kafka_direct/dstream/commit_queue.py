@@ -21,6 +21,7 @@ driver consumer and tells the callbacks. Both are thread safe.
 from __future__ import annotations
 
 import logging
+import operator
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,10 @@ __all__ = ["BatchCommitQueue", "CommitCallback", "QueuedCommit", "Release", "Str
 
 logger = logging.getLogger(__name__)
 
+# A range's offsets, read in C (a thousand ranges a batch).
+_from = operator.attrgetter("fromOffset")
+_until = operator.attrgetter("untilOffset")
+
 CommitCallback = Callable[[dict[TopicPartition, int] | None, Exception | None], None]
 
 
@@ -52,11 +57,29 @@ class QueuedCommit:
 
 @dataclass
 class _Batch:
+    """A batch's ranges, as lists in the batch's order: a dict of them is made when asked.
+
+    A batch of a thousand partitions is queued in its planning; keying its bounds by
+    partition there was a thousand Python hash calls. Only a commit from outside a job
+    thread (matched by ranges) asks for them by partition.
+    """
+
     time: int
-    ranges: dict[TopicPartition, tuple[int, int]]
+    partitions: Sequence[TopicPartition]
+    fromOffsets: list[int]
+    untilOffsets: list[int]
     hasJobs: bool
     succeeded: bool = False
     commits: list[QueuedCommit] = field(default_factory=list)
+    _byPartition: dict[TopicPartition, tuple[int, int]] | None = None
+
+    @property
+    def ranges(self) -> dict[TopicPartition, tuple[int, int]]:
+        """``(fromOffset, untilOffset)`` per partition."""
+        if self._byPartition is None:
+            self._byPartition = dict(zip(self.partitions, zip(
+                self.fromOffsets, self.untilOffsets, strict=True), strict=True))
+        return self._byPartition
 
 
 @dataclass(frozen=True)
@@ -110,8 +133,10 @@ class BatchCommitQueue:
                 hasJobs = False
             if partitions is None:
                 partitions = [r.topicPartition() for r in ranges]
-            batch = _Batch(time, {tp: (r.fromOffset, r.untilOffset)
-                                  for tp, r in zip(partitions, ranges, strict=True)}, hasJobs)
+            if len(partitions) != len(ranges):
+                raise ValueError(f"{len(ranges)} ranges but {len(partitions)} partitions")
+            batch = _Batch(time, list(partitions), list(map(_from, ranges)),
+                           list(map(_until, ranges)), hasJobs)
             late = any(t > time for t in self._batches)
             self._batches[time] = batch
             if late:
@@ -198,8 +223,7 @@ class BatchCommitQueue:
         asked: dict[TopicPartition, int] = {}
         for batch in passed:
             del self._batches[batch.time]
-            for tp, (_, until) in batch.ranges.items():
-                self.frontier[tp] = until
+            self.frontier.update(zip(batch.partitions, batch.untilOffsets, strict=True))
             # Within a batch the largest offset; a later batch's offset replaces an earlier
             # one's (after a data-loss reset it may be lower, and right).
             inBatch: dict[TopicPartition, int] = {}

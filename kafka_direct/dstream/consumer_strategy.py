@@ -194,6 +194,22 @@ class ConsumerStrategy(ABC):
     def topicPartitions(self, driver: DriverConsumer) -> set[TopicPartition]:
         """The partitions the stream reads now (called every batch)."""
 
+    def _partitionsOf(self, counts: Mapping[str, int]) -> set[TopicPartition]:
+        """Every partition of the topics ``counts`` gives partition counts of.
+
+        Asked every batch of a listing that rarely changes: the partitions are built once
+        for the counts (a thousand TopicPartitions a batch otherwise) and given again while
+        the counts stay the same; a topic added, grown or gone builds them anew at once.
+        """
+        listed: tuple[dict[str, int], frozenset[TopicPartition]] | None = \
+            getattr(self, "_listed", None)
+        if listed is None or listed[0] != counts:
+            listed = (dict(counts), frozenset(TopicPartition(topic, partition)
+                                              for topic, count in counts.items()
+                                              for partition in range(count)))
+            self._listed = listed
+        return set(listed[1])
+
     def canRead(self, tp: TopicPartition) -> bool:
         """Whether the strategy can ever give the stream ``tp`` (True when it cannot tell).
 
@@ -238,8 +254,7 @@ class Subscribe(ConsumerStrategy):
         """The group's current assignment (or every partition of the topics)."""
         if self.usesGroupManagement:
             return driver.assignment()
-        return {TopicPartition(t, p) for t, n in driver.partitionsOf(self.topics).items()
-                for p in range(n)}
+        return self._partitionsOf(driver.partitionsOf(self.topics))
 
     def canRead(self, tp: TopicPartition) -> bool:
         """Whether ``tp`` is of one of the topics."""
@@ -317,9 +332,7 @@ class SubscribePattern(ConsumerStrategy):
         if self.usesGroupManagement:
             self._follow(driver)
             return driver.assignment()
-        return {TopicPartition(t, p)
-                for t, n in driver.topicsMatching(self._matches).items()
-                for p in range(n)}
+        return self._partitionsOf(driver.topicsMatching(self._matches))
 
     def _follow(self, driver: DriverConsumer) -> None:
         matching = sorted(driver.topicsMatching(self._matches))

@@ -20,6 +20,7 @@ The stream composes one concept per module: :mod:`~kafka_direct.dstream.stream_s
 (its Spark settings, checked at construction), :mod:`~kafka_direct.dstream.partition_discovery`
 (which partitions, and how long to wait for them),
 :mod:`~kafka_direct.dstream.starting_offsets` (where new partitions start),
+:mod:`~kafka_direct.dstream.partition_layout` (the batch's partitions in order, kept),
 :mod:`~kafka_direct.client.log_positions` (data loss), :mod:`~kafka_direct.dstream.rate_limit`
 and :mod:`~kafka_direct.client.retry`.
 """
@@ -27,6 +28,7 @@ and :mod:`~kafka_direct.client.retry`.
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +41,7 @@ from kafka_direct.client.retry import Retrier
 from kafka_direct.dstream.commit_queue import CommitCallback, StreamCommits
 from kafka_direct.dstream.consumer_strategy import ConsumerStrategy
 from kafka_direct.dstream.partition_discovery import PartitionDiscovery, WaitClock
+from kafka_direct.dstream.partition_layout import PartitionLayout
 from kafka_direct.dstream.per_partition_config import (
     DefaultPerPartitionConfig,
     PerPartitionConfig,
@@ -66,6 +69,9 @@ if TYPE_CHECKING:
 __all__ = ["DirectKafkaInputDStream", "describe_ranges"]
 
 logger = logging.getLogger(__name__)
+
+#: A range's fields, each read in C over a batch's ranges.
+_FIELDS = tuple(map(operator.attrgetter, ("topic", "partition", "fromOffset", "untilOffset")))
 
 # Sort keys in the batch's hot path: a key of plain tuples sorts a thousand partitions
 # about four times faster than TopicPartition's own comparisons.
@@ -159,6 +165,7 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
         #: End offsets seen by the latest batch (for lag).
         self.latestSeen: dict[TopicPartition, int] = {}
         self.batchRanges: dict[int, list[OffsetRange]] = {}
+        self._layout = PartitionLayout()
         self._commits = StreamCommits(self.name, consumerStrategy.groupId, self._driver)
         #: Offsets committed to the group by this stream, per partition.
         self.committedOffsets = self._commits.committedOffsets
@@ -271,21 +278,22 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
                 current = self.currentOffsets.get(tp, r.untilOffset)
                 self.currentOffsets[tp] = max(current, r.untilOffset)
             return ranges, partitions
-        latest = check_positions(self.name, self._latestOffsets(), self.currentOffsets,
-                                 self._driver(), self.streamSettings.failOnDataLoss,
-                                 self._retrying)
-        ends = clamp(latest, self.currentOffsets, self.perPartitionConfig,
-                     self.slideDuration / 1000.0, self._estimatedRate(),
-                     self.streamSettings.maxRecordsPerBatch)
-        # Sorted by (topic, partition) tuples, compared in C; partitions are unique, so the
-        # ends and TopicPartitions after them are never compared. One lookup a partition.
-        positions = self.currentOffsets
-        keyed = sorted(zip(map(_order, ends), ends.values(), ends, strict=True))
-        ranges = [OffsetRange(topic, partition, positions[tp], end)
-                  for (topic, partition), end, tp in keyed]
-        self.currentOffsets = {**positions, **ends}
+        positions, layout = self.currentOffsets, self._layout
+        latest = self._latestOffsets()
+        # Values in the layout's (topic, partition) order, looked up once a partition.
+        latestOffsets = layout.arrange(latest)
+        froms = layout.pick(positions)
+        if any(map(operator.lt, latestOffsets, froms)):  # held back, or data lost
+            latest = check_positions(self.name, latest, positions, self._driver(),
+                                     self.streamSettings.failOnDataLoss, self._retrying)
+            froms = layout.pick(positions)
+        ends = clamp(latest, positions, self.perPartitionConfig, self.slideDuration / 1000.0,
+                     self._estimatedRate(), self.streamSettings.maxRecordsPerBatch)
+        ranges = OffsetRange.many(layout.topics, layout.numbers, froms, layout.arrange(ends))
+        # In the layout's order, so that the next batch reads the positions in order.
+        self.currentOffsets = layout.merge(positions, ends)
         self.batchRanges[validTime] = ranges
-        return ranges, [tp for _, _, tp in keyed]
+        return ranges, layout.partitions
 
     @override
     def isTimeValid(self, time: int) -> bool:
@@ -352,16 +360,20 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
             leaders = self._driver().leaders(partitions)
         rdd = kafka_rdd(self.ssc.sparkContext, ranges, self.settings, self.locationStrategy,
                         leaders)
-        seen = self.latestSeen
-        self.reportInfo(validTime, sum(r.untilOffset - r.fromOffset for r in ranges),
-                        {"offsets": [(r.topic, r.partition, r.fromOffset, r.untilOffset)
-                                     for r in ranges],
-                         "latestOffsets": [(topic, partition, end) for (topic, partition), end
-                                           in sorted(zip(map(_order, seen), seen.values(),
-                                                         strict=True))],
-                         "rateLimit": self.rateLimit(),
-                         "Description": describe_ranges(ranges)})
+        self.reportInfo(validTime, *self._inputInfo(ranges, partitions))
         return rdd
+
+    def _inputInfo(self, ranges: list[OffsetRange], partitions: list[TopicPartition]
+                   ) -> tuple[int, dict[str, Any]]:
+        """The batch's record count and metadata for its input info (read in C loops)."""
+        topics, numbers, froms, untils = (list(map(_get, ranges)) for _get in _FIELDS)
+        layout = self._layout
+        description = (layout.describe(froms, untils) if partitions is layout.partitions
+                       else describe_ranges(ranges))  # a recovered batch's own ranges
+        return sum(untils) - sum(froms), {
+            "offsets": list(zip(topics, numbers, froms, untils, strict=True)),
+            "latestOffsets": layout.latest(self.latestSeen),
+            "rateLimit": self.rateLimit(), "Description": description}
 
     def rateLimit(self) -> dict[str, Any]:
         """The rate limits in force: the backpressure estimate and the per-partition maxima.

@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import base64
 import functools
+import io
 import logging
+import operator
 import os
 import pickle
 import struct
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from itertools import chain, repeat
+from typing import Any, cast
 
 from kafka_direct.rdd.location_strategy import ExecutorLocation
 
@@ -81,28 +85,52 @@ def _parallelize(sc: Any, elements: list[Any]) -> Any:
     PySpark's own pickles each element with cloudpickle, one Pickler a partition: with a
     thousand offset ranges a batch that is most of the driver's planning time. Elements
     here are instances of importable classes, which the standard pickle handles.
+
+    The frames reach the JVM as the bytes of one call, read there from memory. PySpark
+    writes them to a file that the JVM reads through an unbuffered stream: a read call of
+    the operating system per frame and per length, thousands a batch of a thousand ranges,
+    and most of the JVM's part of its planning.
     """
     from pyspark.serializers import BatchedSerializer, PickleSerializer
 
     slices = len(elements)
     serializer = BatchedSerializer(PickleSerializer(), 1)  # type: ignore[no-untyped-call]
-    jrdd = sc._serialize_to_jvm(
-        elements, _FramesInOneWrite(),
-        lambda path: _file_reader(sc)(sc._jsc, path, slices),
-        lambda: sc._jvm.PythonParallelizeServer(sc._jsc.sc(), slices))
+    frames = io.BytesIO()
+    _FramesInOneWrite().dump_stream(elements, frames)
+    jvm = _jvm_reader(sc)
+    jrdd = jvm.read(jvm.context, jvm.stream(frames.getvalue()), slices)
     return _parallel_rdd_class()(jrdd, sc, serializer)
 
 
-def _file_reader(sc: Any) -> Any:
-    """``PythonRDD.readRDDFromFile`` of ``sc``'s JVM, looked up once per SparkContext.
+@dataclass(frozen=True, slots=True)
+class _JvmReader:
+    """What the JVM reads a parallelized collection with, looked up once per SparkContext.
 
     Py4J looks a class and its method up with a round trip to the JVM each, every time
-    they are named: two of the six round trips a batch's RDD cost.
+    they are named.
+
+    Attributes:
+        context: The JVM's SparkContext.
+        stream: ``java.io.ByteArrayInputStream``'s constructor.
+        read: ``PythonRDD.readRDDFromInputStream(SparkContext, InputStream, int)``.
     """
-    reader = getattr(sc, "_kafka_direct_read_from_file", None)
+
+    context: Any
+    stream: Any
+    read: Any
+
+    def __post_init__(self) -> None:
+        if not all(callable(member) for member in (self.stream, self.read)):
+            raise TypeError("the JVM's stream constructor and reader must be callable")
+
+
+def _jvm_reader(sc: Any) -> _JvmReader:
+    reader = getattr(sc, "_kafka_direct_jvm_reader", None)
     if reader is None:
-        reader = sc._jvm.PythonRDD.readRDDFromFile
-        sc._kafka_direct_read_from_file = reader
+        jvm = sc._jvm
+        reader = _JvmReader(sc._jsc.sc(), jvm.java.io.ByteArrayInputStream,
+                            jvm.org.apache.spark.api.python.PythonRDD.readRDDFromInputStream)
+        sc._kafka_direct_jvm_reader = reader
     return reader
 
 
@@ -144,12 +172,18 @@ class _FramesInOneWrite:
 
     Each element is a frame: its length (4 bytes, big-endian), then the pickle of a list
     holding it, which that serializer reads back. PySpark's own writes each length and
-    each pickle apart: two thirds of the Python time of a thousand ranges.
+    each pickle apart: two thirds of the Python time of a thousand ranges. Elements that
+    are all ranges' ``(topic, partition, from, until)`` are written by :func:`_range_frames`.
     """
 
     def dump_stream(self, iterator: Iterable[Any], stream: Any) -> None:
+        elements = list(iterator)
+        ranges = _range_frames(elements)
+        if ranges is not None:
+            stream.write(ranges)
+            return
         frames = []
-        for element in iterator:
+        for element in elements:
             body = pickle.dumps([element], protocol=pickle.HIGHEST_PROTOCOL)
             frames.append(_LENGTH.pack(len(body)))
             frames.append(body)
@@ -157,6 +191,87 @@ class _FramesInOneWrite:
 
 
 _LENGTH = struct.Struct(">i")
+
+# A range's frame, opcode by opcode (a pickle any Python 3 reads; the protocol opcode is
+# optional): EMPTY_LIST, MARK, the topic (SHORT_BINUNICODE or BINUNICODE), the partition
+# (BININT1, BININT2, BININT or an 8-byte LONG1, the shortest that holds it), the two offsets
+# (4-byte BININT when every offset of the batch fits, else 8-byte LONG1), TUPLE, APPEND,
+# STOP. The bytes cross Py4J as base64 that the JVM decodes at about 30 ns a byte, so they
+# are kept short. The head up to the offsets is the same batch after batch; only the
+# offsets are new.
+_OPEN = b"]("
+_SHORT_OFFSETS = struct.Struct("<cici3s")
+_LONG_OFFSETS = struct.Struct("<2sq2sq3s")
+_BININT, _LONG8 = b"J", b"\x8a\x08"
+_CLOSE = b"ta."
+_INT32 = 1 << 31
+
+#: Per partition, the head of its frame (its length included) for short and long offsets,
+#: made once per process.
+_heads: dict[tuple[str, int], tuple[bytes, bytes]] = {}
+#: Heads kept at most (a pattern subscription's topics come and go).
+_MAX_HEADS = 100_000
+
+
+def _range_frames(elements: list[Any]) -> bytes | None:
+    """The frames of ``elements`` when all are ``(str, int, int, int)`` tuples, else None.
+
+    What ``pickle.dumps([element])`` makes of each (the same objects when read back), in
+    C loops over the batch: a topic and partition's part is made once and kept.
+    """
+    if not elements or set(map(type, elements)) != {tuple} or set(map(len, elements)) != {4}:
+        return None
+    topics, partitions, froms, untils = zip(*elements, strict=True)
+    if set(map(type, topics)) != {str} or set(map(type, partitions + froms + untils)) != {int}:
+        return None
+    short = min(min(froms), min(untils)) >= -_INT32 and max(max(froms), max(untils)) < _INT32
+    keys = list(zip(topics, partitions, strict=True))
+    kept = list(map(_heads.get, keys))
+    if None in kept:  # a partition not seen before (or heads dropped): its head made now
+        if len(_heads) > _MAX_HEADS:
+            _heads.clear()
+        try:
+            pairs = [pair if pair is not None else _head(*key)
+                     for pair, key in zip(kept, keys, strict=True)]
+        except struct.error:  # a partition beyond int64: pickled as any element
+            return None
+    else:
+        pairs = cast(list[tuple[bytes, bytes]], kept)
+    try:
+        if short:
+            offsets = list(map(_SHORT_OFFSETS.pack, repeat(_BININT), froms, repeat(_BININT),
+                               untils, repeat(_CLOSE)))
+        else:
+            offsets = list(map(_LONG_OFFSETS.pack, repeat(_LONG8), froms, repeat(_LONG8),
+                               untils, repeat(_CLOSE)))
+    except struct.error:  # an offset beyond int64: pickled as any element
+        return None
+    heads = map(operator.itemgetter(0 if short else 1), pairs)
+    return b"".join(chain.from_iterable(zip(heads, offsets, strict=True)))
+
+
+def _head(topic: str, partition: int) -> tuple[bytes, bytes]:
+    """A partition's frame length and pickle up to the offsets, for short and long ones.
+
+    Raises:
+        struct.error: The partition is beyond int64.
+    """
+    text = topic.encode("utf-8", "surrogatepass")
+    name = (b"\x8c" + bytes([len(text)]) if len(text) < 256
+            else b"X" + struct.pack("<I", len(text))) + text
+    if 0 <= partition < 256:
+        number = b"K" + bytes([partition])
+    elif 0 <= partition < 65536:
+        number = b"M" + struct.pack("<H", partition)
+    elif -_INT32 <= partition < _INT32:
+        number = b"J" + struct.pack("<i", partition)
+    else:
+        number = b"\x8a\x08" + struct.pack("<q", partition)
+    body = _OPEN + name + number
+    pair = (_LENGTH.pack(len(body) + _SHORT_OFFSETS.size) + body,
+            _LENGTH.pack(len(body) + _LONG_OFFSETS.size) + body)
+    _heads[(topic, partition)] = pair
+    return pair
 
 
 def located_rdd(sc: Any, elements: Sequence[Any], locations: Sequence[Sequence[str]]) -> Any:

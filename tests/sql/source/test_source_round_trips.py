@@ -22,9 +22,9 @@ def counting_reader(cluster):
     return KafkaDirectStreamReader(options, None, metadata, parallelism=2)
 
 
-def test_a_trigger_at_a_thousand_partitions_lists_once_and_asks_ends_in_four_requests():
+def test_a_trigger_at_a_thousand_partitions_lists_once_and_asks_ends_in_ten_requests():
     # Broker round trips a trigger, counted on the driver consumer's clients: one listing
-    # of the cluster's topics, and the end offsets in requests of 250 partitions (one
+    # of the cluster's topics, and the end offsets in requests of 100 partitions (one
     # request of 1,000 cost librdkafka about 10 ms of CPU, quadratic in its size).
     cluster = CountingCluster()
     reader = counting_reader(cluster)
@@ -36,7 +36,7 @@ def test_a_trigger_at_a_thousand_partitions_lists_once_and_asks_ends_in_four_req
             end = json.loads(json.dumps(reader.latestOffset(start, ReadAllAvailable())))
             tasks = reader.partitions(start, end)
             reader.commit(end)
-            assert cluster.requests == [("metadata", None)] + [("offsets", 250)] * 4
+            assert cluster.requests == [("metadata", None)] + [("offsets", 100)] * 10
             ranges = [r for task in tasks for r in task.offsetRanges]
             assert len(ranges) == 1000
             assert {(r.fromOffset, r.untilOffset) for r in ranges} == {

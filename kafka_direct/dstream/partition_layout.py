@@ -1,0 +1,93 @@
+"""The order of a batch's partitions, kept from batch to batch while they stay the same.
+
+A batch lists its ranges in (topic, partition) order. Sorting a thousand partitions, and
+splitting them into topics and numbers, each batch again cost the driver about a
+millisecond of a batch's planning; the partitions of a stream rarely change. The layout
+keeps the last order and takes it again whenever a batch's partitions are the same objects
+in the same order (checked by one list comparison, in C), or the same partitions at all
+(checked after a sort); any other set of partitions, one added or one gone, gets a layout
+of its own at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from kafka_direct.topic_partition import TopicPartition, partition_order
+
+__all__ = ["PartitionLayout"]
+
+_describe = "{}{} to {}".format
+
+
+class PartitionLayout:
+    """The partitions of the latest batch in (topic, partition) order, and what follows.
+
+    Attributes:
+        partitions: The partitions, sorted by (topic, partition).
+        topics: Their topics, in the same order.
+        numbers: Their partition numbers, in the same order.
+    """
+
+    def __init__(self) -> None:
+        self.partitions: list[TopicPartition] = []
+        self.topics: list[str] = []
+        self.numbers: list[int] = []
+        self._prefixes: list[str] | None = None
+
+    def arrange(self, offsets: Mapping[TopicPartition, int]) -> list[int]:
+        """The values of ``offsets`` in layout order, the layout first made ``offsets``' own.
+
+        Args:
+            offsets: An offset for each partition of the batch.
+        """
+        keys = list(offsets)
+        if keys == self.partitions:  # the same partitions in the same order: no lookup
+            return list(offsets.values())
+        ordered = sorted(keys, key=partition_order)
+        if ordered != self.partitions:
+            self.partitions = ordered
+            self.topics = [tp.topic for tp in ordered]
+            self.numbers = [tp.partition for tp in ordered]
+            self._prefixes = None
+        return list(map(offsets.__getitem__, self.partitions))
+
+    def pick(self, offsets: Mapping[TopicPartition, int]) -> list[int]:
+        """The offsets of the layout's partitions in its order (``offsets`` may hold more).
+
+        Read in order, without a lookup, when ``offsets`` holds just the layout's
+        partitions in its order (as :meth:`merge` leaves them).
+
+        Raises:
+            KeyError: A partition of the layout is not in ``offsets``.
+        """
+        if list(offsets) == self.partitions:
+            return list(offsets.values())
+        return list(map(offsets.__getitem__, self.partitions))
+
+    @staticmethod
+    def merge(positions: Mapping[TopicPartition, int], ends: Mapping[TopicPartition, int]
+              ) -> dict[TopicPartition, int]:
+        """``{**positions, **ends}``, in ``ends``' order first (keys' stored hashes reused)."""
+        merged = {**ends, **positions}
+        merged.update(ends)
+        return merged
+
+    def describe(self, fromOffsets: Sequence[int], untilOffsets: Sequence[int]) -> str:
+        r"""Spark's input description of ranges in layout order (see ``describe_ranges``).
+
+        The text before each range's offsets (``topic: t\tpartition: p\toffsets: ``) is
+        made once per layout.
+        """
+        if self._prefixes is None:
+            self._prefixes = [f"topic: {topic}\tpartition: {partition}\toffsets: "
+                              for topic, partition in zip(self.topics, self.numbers,
+                                                          strict=True)]
+        return "\n".join(map(_describe, self._prefixes, fromOffsets, untilOffsets))
+
+    def latest(self, offsets: Mapping[TopicPartition, int]) -> list[tuple[str, int, int]]:
+        """``(topic, partition, offset)`` of each of ``offsets``, sorted by partition."""
+        if list(offsets) == self.partitions:
+            return list(zip(self.topics, self.numbers, offsets.values(), strict=True))
+        return [(topic, partition, offset) for (topic, partition), offset
+                in sorted(zip(map(partition_order, offsets), offsets.values(), strict=True))]
