@@ -23,9 +23,9 @@ parse (ANTLR's tables, 0.2-0.5 s on a loaded machine, which ``register``, ``load
 ``selectExpr`` waited for), a projection compiled by Spark's code generator (Janino's
 compiler loads and runs cold the first time: 0.3 s; its signed jar keeps it out of the
 class archive), Arrow's allocator, and a job of the JVM alone (the scheduler's,
-the executor's and the broadcast's first run: about 0.5 s). Measured on a busy machine
-(load 5): 0.9 s less from the session to the first commit, the session itself 0.3-0.5 s
-slower beside it.
+the executor's and the broadcast's first run: about 0.5 s); only where the machine has a
+core to spare (:func:`has_idle_core`): beside a session made on a busy machine it slowed
+the session as much as it saved later (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["WARM_UP_JOB", "look_up_data_sources_ahead", "warm_sql_engine",
+__all__ = ["WARM_UP_JOB", "has_idle_core", "look_up_data_sources_ahead", "warm_sql_engine",
            "warm_sql_engine_ahead", "warm_workers"]
 
 logger = logging.getLogger(__name__)
@@ -213,15 +213,37 @@ def warm_sql_engine(sc: Any) -> list[tuple[str, float]]:
     return done
 
 
-def warm_sql_engine_ahead(sc: Any) -> threading.Thread:
+def has_idle_core() -> bool:
+    """Whether the machine had a core to spare over the last minute (load average < cores).
+
+    A warm-up beside the session's making pays only with a core the session does not use.
+    Measured on 2 cores, the job's own load included: at a load average of 3-4 during the
+    runs it brought the first commit 0.7-1 s sooner, at 4.5 the session, slowed 0.6 s by
+    it, lost more than the later phases gained. Unknown (no load average): yes.
+    """
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return True
+    return load < (os.cpu_count() or 1)
+
+
+def warm_sql_engine_ahead(sc: Any) -> threading.Thread | None:
     """Run :func:`warm_sql_engine` in a thread, while the session is made; see the module.
+
+    Only where the machine has a core to spare (:func:`has_idle_core`): on a busy one the
+    first batch does that work itself, as before.
 
     Args:
         sc: The job's SparkContext.
 
     Returns:
-        The started thread (a daemon: a job that stops early does not wait for it).
+        The started thread (a daemon: a job that stops early does not wait for it), or None
+        when the machine is busy.
     """
+    if not has_idle_core():
+        logger.info("no core to spare: Spark's SQL engine is not warmed ahead")
+        return None
     thread = threading.Thread(target=warm_sql_engine, args=(sc,),
                               name="kafka-direct-warm-sql", daemon=True)
     thread.start()

@@ -75,10 +75,13 @@ def test_the_sql_engine_is_warmed_by_the_jvm_alone(spark):
     # The first batch does what the warm-up did not, and reports what fails.
     ("warm_sql_engine_ahead", "stopped at the parser (RuntimeError)"),
 ])
-def test_what_fails_ahead_is_left_to_the_step_that_needs_it(ahead, said, caplog):
+def test_what_fails_ahead_is_left_to_the_step_that_needs_it(ahead, said, caplog,
+                                                             monkeypatch):
     import logging
 
     from kafka_direct.app import warm_up
+
+    monkeypatch.setattr(warm_up, "has_idle_core", lambda: True)
 
     class Broken:  # no JVM
         def __getattr__(self, name):
@@ -122,3 +125,20 @@ def test_the_structured_job_warms_the_sql_engine_while_its_session_is_made(
     with pytest.raises(Warmed):
         run_structured_ingest(options, "127.0.0.1:1", postgres.dsn)
     assert warmed == [context]
+
+
+@pytest.mark.parametrize(("load", "warmed"), [(0.4, True), (1.9, True), (2.0, False),
+                                              (6.5, False)])
+def test_the_sql_engine_is_warmed_ahead_only_with_a_core_to_spare(load, warmed, monkeypatch):
+    # Beside the session's making, a warm-up pays only with a core the session does not use.
+    from kafka_direct.app import warm_up
+
+    ran = []
+    monkeypatch.setattr(warm_up.os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(warm_up.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(warm_up, "warm_sql_engine", lambda sc: ran.append(sc))
+    thread = warm_up.warm_sql_engine_ahead("the context")
+    if thread is not None:
+        thread.join(30)
+    assert (thread is not None) is warmed
+    assert ran == (["the context"] if warmed else [])
