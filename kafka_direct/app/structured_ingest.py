@@ -318,12 +318,10 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
         if not logger.isEnabledFor(logging.INFO):
             scope.enter_context(quiet_spark_log(sc))
         # While the session is made (the JVM's work, on one core): Spark's lookup of the
-        # Python data sources, which the registration would wait for, and its imports; and
-        # what the JVM would do cold in the first batch (parser, code generator, scheduler).
-        from kafka_direct.app.warm_up import look_up_data_sources_ahead, warm_sql_engine_ahead
+        # Python data sources, which the registration would wait for, and its imports.
+        from kafka_direct.app.warm_up import look_up_data_sources_ahead
 
         look_up_data_sources_ahead(sc)
-        warm_sql_engine_ahead(sc)
         spark = SparkSession(sc)
         given_conf = sc.getConf()
         for key, value in settings.items():
