@@ -15,7 +15,10 @@ Spark's one lookup of the Python data sources installed (a Python process, once 
 and the driver's imports of the source and the sink. Its workers are not warmed as the
 direct stream's: measured, a warm-up job beside the session's making slowed the session
 more than it saved in the first batch (the fork server starts a worker in milliseconds
-with its imports done).
+with its imports done). Nor is the JVM warmed ahead beside the session (the SQL parser's
+first parse, a compile by Spark's code generator, a job of the JVM alone): measured on 2
+cores with Janino in the class archive, the session took 0.9 s longer beside it and the
+later phases gained 0.2 s (docs/benchmarks.md).
 """
 
 from __future__ import annotations

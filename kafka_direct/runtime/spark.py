@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from kafka_direct.rdd.spark_support import ensure_pyspark_python
 from kafka_direct.runtime.spark_home import only_this_interpreter, spark_home, using_spark_home
-from kafka_direct.runtime.warm_daemon import daemon_module
+from kafka_direct.runtime.warm_daemon import check_ahead, daemon_module
 
 __all__ = ["ENVIRONMENT_NOTES", "LOOPBACK_CONF", "QUICK_JVM_OPTIONS", "SPARK_TEST_CONF",
            "STARTUP_NOISE", "driver_java_options", "launch_ahead", "spark_context",
@@ -186,6 +186,8 @@ def _context_conf(master: str, app_name: str, conf: Mapping[str, str] | None,
                   test_conf: bool, loopback: bool, defaults: Mapping[str, str] | None,
                   archive: bool) -> Any:
     """The settings of a context (see :func:`spark_context`); the environment set already."""
+    if test_conf:  # the warm daemon's check runs while PySpark is imported
+        check_ahead()
     from pyspark import SparkConf, SparkContext
 
     if "PYSPARK_GATEWAY_PORT" in os.environ:

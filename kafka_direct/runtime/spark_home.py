@@ -11,9 +11,11 @@ Python side costs.
 
 A PySpark installed with pip is its own Spark home, and its zip holds the same modules as
 the package. For such an installation :func:`compiled_spark_home` gives a directory that is
-that Spark home less the zip: links to its ``bin``, ``jars`` and the rest, and to py4j's zip.
-Spark's Python processes then find PySpark in the interpreter's own packages, whose bytecode
-Python keeps. :func:`spark_home` gives it where it applies, else the Spark home as it is:
+that Spark home less the zip: links to its ``bin``, its jars one by one and the rest, and to
+py4j's zip. Spark's Python processes then find PySpark in the interpreter's own packages,
+whose bytecode Python keeps. A signed jar is there as a copy less its signature, so that the
+JVM's class archive (:mod:`~kafka_direct.runtime.jvm_archive`) can hold its classes
+(:func:`_signed`). :func:`spark_home` gives it where it applies, else the Spark home as it is:
 
 - ``SPARK_HOME`` is set: that Spark, as the user chose it;
 - ``KAFKA_DIRECT_COMPILED_PYSPARK=off`` (or ``0``, ``false``, ``no``): PySpark's own home;
@@ -42,6 +44,7 @@ import site
 import stat
 import sys
 import tempfile
+import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -58,8 +61,12 @@ _OFF = ("off", "0", "false", "no")
 _PYTHON_ENV = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
 _PYTHON_CONF = ("spark.pyspark.python", "spark.pyspark.driver.python")
 
-#: What Spark's scripts and JVMs read in a Spark home, linked when PySpark ships it.
-_LINKED = ("bin", "sbin", "jars", "conf", "data", "examples", "licenses", "RELEASE")
+#: What Spark's scripts and JVMs read in a Spark home, linked when PySpark ships it (the
+#: jars one by one: see :func:`_signed`).
+_LINKED = ("bin", "sbin", "conf", "data", "examples", "licenses", "RELEASE")
+
+#: The files of a jar's signature (``META-INF/*.SF`` and its block).
+_SIGNATURE = (".SF", ".RSA", ".DSA", ".EC")
 
 
 def cache_directory() -> Path:
@@ -123,9 +130,43 @@ def only_this_interpreter(master: str, conf: Mapping[str, str] | None = None) ->
 
 def _wanted_links(home: Path) -> dict[str, Path]:
     links = {name: home / name for name in _LINKED if (home / name).exists()}
+    folder = home / "jars"
+    if folder.is_dir():  # names sorted as text: a few hundred jars, at every start
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".jar"):
+                links[f"jars/{name}"] = folder / name
     for py4j in sorted((home / "python" / "lib").glob("py4j-*.zip")):
         links[f"python/lib/{py4j.name}"] = py4j
     return links
+
+
+def _is_signature(name: str) -> bool:
+    folder, _, file = name.rpartition("/")
+    return folder.upper() == "META-INF" and file.upper().endswith(_SIGNATURE)
+
+
+def _signed(jar: Path) -> bool:
+    """Whether ``jar`` is signed: the JVM's class archive then holds none of its classes.
+
+    Java's class data sharing leaves out every class of a signed jar, so each JVM loads,
+    verifies and checks the digests of those classes again. PySpark ships Janino, Spark's
+    code generator, signed: 370 classes that each SQL JVM loads at its first query
+    (0.2-0.3 s of its first compile, measured), which the home holds unsigned instead.
+    """
+    try:
+        with zipfile.ZipFile(jar) as archive:
+            return any(_is_signature(name) for name in archive.namelist())
+    except (OSError, zipfile.BadZipFile):
+        return False
+
+
+def _unsigned_copy(jar: Path, copy: Path) -> None:
+    """Write ``jar`` less its signature files to ``copy`` (readable by all, written once)."""
+    with zipfile.ZipFile(jar) as source, zipfile.ZipFile(copy, "w") as target:
+        for entry in source.infolist():
+            if not _is_signature(entry.filename):
+                target.writestr(entry, source.read(entry), compress_type=entry.compress_type)
+    copy.chmod(0o444)
 
 
 def closed(path: Path, directory: bool = False) -> bool:
@@ -150,10 +191,26 @@ def _is_valid(path: Path, links: dict[str, Path]) -> bool:
         for directory in (path.parent, path, path / "python", path / "python" / "lib"):
             if not closed(directory, directory=True):
                 return False
+        if not closed(path / "jars", directory=True):
+            return False
+        jars = {name: target for name, target in links.items() if name.startswith("jars/")}
         for name, target in links.items():
-            if os.readlink(path / name) != str(target):
+            if name not in jars and os.readlink(path / name) != str(target):
                 return False
-        return not (path / "python" / "lib" / "pyspark.zip").exists()
+        # The jars folder as made: a link per jar, or a copy of ours (a signed jar's).
+        found = 0
+        with os.scandir(path / "jars") as entries:
+            for entry in entries:
+                wanted = jars.get(f"jars/{entry.name}")
+                if wanted is None:
+                    return False
+                if entry.is_symlink():
+                    if os.readlink(entry.path) != str(wanted):
+                        return False
+                elif not closed(Path(entry.path)):
+                    return False
+                found += 1
+        return found == len(jars) and not (path / "python" / "lib" / "pyspark.zip").exists()
     except OSError:
         return False
 
@@ -171,9 +228,13 @@ def _make(path: Path, links: dict[str, Path]) -> Path | None:
     try:
         (partial / "python").mkdir(mode=0o755)
         (partial / "python" / "lib").mkdir(mode=0o755)
+        (partial / "jars").mkdir(mode=0o755)
         (partial / "work").mkdir(mode=0o700)
         for name, target in links.items():
-            (partial / name).symlink_to(target)
+            if name.startswith("jars/") and _signed(target):
+                _unsigned_copy(target, partial / name)
+            else:
+                (partial / name).symlink_to(target)
         partial.chmod(0o755)
         try:
             partial.rename(path)
@@ -183,6 +244,15 @@ def _make(path: Path, links: dict[str, Path]) -> Path | None:
     except OSError:
         shutil.rmtree(partial, ignore_errors=True)
         raise
+
+
+def _jar_stamps(links: Mapping[str, Path]) -> list[str]:
+    stamps = []
+    for name, target in links.items():  # in the order of their names
+        if name.startswith("jars/"):
+            info = os.stat(target)
+            stamps.append(f"{name} {info.st_size} {info.st_mtime_ns}")
+    return stamps
 
 
 def compiled_spark_home(master: str, conf: Mapping[str, str] | None = None) -> Path | None:
@@ -207,8 +277,9 @@ def compiled_spark_home(master: str, conf: Mapping[str, str] | None = None) -> P
         if not cache.is_absolute():
             return None  # as the XDG rules say: a relative one is not a cache directory
         links = _wanted_links(home)
-        # Another layout (a file added to PySpark's home) is another directory.
-        identity = "\n".join([str(home), *sorted(links)])
+        # Another layout (a file added to PySpark's home) is another directory; so is a
+        # jar changed in place (its unsigned copy would be stale).
+        identity = "\n".join([str(home), *sorted(links), *_jar_stamps(links)])
         digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
         path = cache / f"pyspark-home-{pyspark.__version__}-{digest}"
         if not script_safe(path):

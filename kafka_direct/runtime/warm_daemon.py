@@ -32,12 +32,14 @@ keeps PySpark's own.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import subprocess
 import sys
+import threading
 
-__all__ = ["DAEMON_MODULE", "SWITCH", "daemon_module"]
+__all__ = ["DAEMON_MODULE", "SWITCH", "check_ahead", "daemon_module"]
 
 #: The environment variable that keeps PySpark's own daemon.
 SWITCH = "KAFKA_DIRECT_WARM_DAEMON"
@@ -46,13 +48,59 @@ SWITCH = "KAFKA_DIRECT_WARM_DAEMON"
 #: with ``-m``, a module its package had imported already would run twice.
 DAEMON_MODULE = "kafka_direct.runtime.worker_daemon"
 
+#: The checks started ahead (:func:`check_ahead`), by interpreter and working directory.
+_ahead: dict[tuple[str, str], subprocess.Popen[bytes]] = {}
+_ahead_lock = threading.Lock()
+
+#: The checks done (their answers are :func:`_importable_at_start`'s cache).
+_checked: set[tuple[str, str]] = set()
+
+
+def _switched_off() -> bool:
+    return os.environ.get(SWITCH, "").strip().lower() in ("off", "0", "false", "no")
+
+
+def _check_command(executable: str) -> list[str]:
+    return [executable, "-c", f"import {DAEMON_MODULE}"]
+
+
+def check_ahead() -> None:
+    """Start :func:`daemon_module`'s check now, in a process of its own; it waits for it.
+
+    The check is a new interpreter importing the daemon (50-100 ms): a context's start
+    that needs it runs it while it imports PySpark, instead of after. Nothing when
+    :data:`SWITCH` is off, or a check for this interpreter and folder is running or done.
+    """
+    if _switched_off():
+        return
+    key = (sys.executable, os.getcwd())
+    with _ahead_lock:
+        if key in _ahead or key in _checked:
+            return
+        # Failing to start, the check runs again when it is needed.
+        with contextlib.suppress(OSError):
+            _ahead[key] = subprocess.Popen(_check_command(key[0]), cwd=key[1],
+                                           stdout=subprocess.DEVNULL,
+                                           stderr=subprocess.DEVNULL)
+
+
 @functools.cache
 def _importable_at_start(executable: str, cwd: str) -> bool:
     # A new process of the interpreter, as Spark starts the daemon: this package on its path
     # at start, not only on this process's (a path added at run time).
+    with _ahead_lock:
+        started = _ahead.pop((executable, cwd), None)
+        _checked.add((executable, cwd))
+    if started is not None:
+        try:
+            return started.wait(timeout=60) == 0
+        except subprocess.TimeoutExpired:
+            started.kill()
+            started.wait()
+            return False
     try:
-        done = subprocess.run([executable, "-c", f"import {DAEMON_MODULE}"], cwd=cwd,
-                              capture_output=True, timeout=60, check=False)
+        done = subprocess.run(_check_command(executable), cwd=cwd, capture_output=True,
+                              timeout=60, check=False)
     except (OSError, subprocess.SubprocessError):
         return False
     return done.returncode == 0
@@ -63,6 +111,6 @@ def daemon_module() -> str | None:
 
     None as well when :data:`SWITCH` is ``off``, ``0``, ``false`` or ``no``.
     """
-    if os.environ.get(SWITCH, "").strip().lower() in ("off", "0", "false", "no"):
+    if _switched_off():
         return None
     return DAEMON_MODULE if _importable_at_start(sys.executable, os.getcwd()) else None

@@ -28,7 +28,10 @@ def test_the_home_links_sparks_files_less_the_pyspark_zip(cache):
     home = sh.compiled_spark_home(LOCAL)
     assert home is not None and home.parent == cache
     pyspark = sh.pyspark_home()
-    assert os.readlink(home / "jars") == str(pyspark / "jars")
+    jars = sorted(jar.name for jar in (pyspark / "jars").glob("*.jar"))
+    assert sorted(jar.name for jar in (home / "jars").iterdir()) == jars
+    assert os.readlink(home / "jars" / "spark-core_2.13-" f"{_spark_version()}.jar") \
+        == str(pyspark / "jars" / f"spark-core_2.13-{_spark_version()}.jar")
     assert os.readlink(home / "bin") == str(pyspark / "bin")
     assert (home / "bin" / "spark-submit").is_file()
     assert list((home / "python" / "lib").glob("py4j-*.zip"))
@@ -36,6 +39,42 @@ def test_the_home_links_sparks_files_less_the_pyspark_zip(cache):
     assert (home / "work").is_dir() and not (home / "work").is_symlink()
     assert sh.compiled_spark_home(LOCAL) == home  # made once, then reused
     assert sh.spark_home(LOCAL) == home
+
+
+def _spark_version():
+    import pyspark
+
+    return pyspark.__version__
+
+
+def test_signed_jars_are_there_unsigned_so_the_class_archive_holds_their_classes(cache):
+    # PySpark ships Janino (Spark's code generator) signed; Java's class data sharing leaves
+    # out every class of a signed jar, so each JVM loaded and checked them again.
+    import zipfile
+
+    pyspark = sh.pyspark_home()
+    signed = [jar for jar in (pyspark / "jars").glob("*.jar") if sh._signed(jar)]
+    if not signed:
+        pytest.skip("this PySpark ships no signed jar")
+    home = sh.compiled_spark_home(LOCAL)
+    assert home is not None
+    for jar in signed:
+        copy = home / "jars" / jar.name
+        assert copy.is_file() and not copy.is_symlink() and not sh._signed(copy)
+        assert sh.closed(copy)
+        with zipfile.ZipFile(jar) as original, zipfile.ZipFile(copy) as unsigned:
+            kept = [name for name in original.namelist() if not sh._is_signature(name)]
+            assert unsigned.namelist() == kept
+            assert all(unsigned.read(name) == original.read(name) for name in kept)
+    assert sh.compiled_spark_home(LOCAL) == home  # made once, then reused
+
+
+def test_a_jar_changed_in_place_makes_another_home(cache, monkeypatch):
+    home = sh.compiled_spark_home(LOCAL)
+    stamps = sh._jar_stamps
+    monkeypatch.setattr(sh, "_jar_stamps", lambda links: [*stamps(links), "jars/x.jar 1 2"])
+    other = sh.compiled_spark_home(LOCAL)
+    assert other is not None and other != home
 
 
 def test_a_home_chosen_by_the_user_is_kept(cache, monkeypatch, tmp_path):
@@ -120,7 +159,9 @@ def test_a_venvs_python_is_not_its_base_interpreter(cache, monkeypatch):
 
 
 @pytest.mark.parametrize("spoil", ["others may write", "the cache a link elsewhere",
-                                   "a link elsewhere", "the zip back", "a plain file"])
+                                   "a link elsewhere", "a jar linked elsewhere",
+                                   "a copied jar others may write", "the zip back",
+                                   "a plain file"])
 def test_a_home_not_as_made_is_left_alone_and_not_used(cache, tmp_path, spoil):
     home = sh.compiled_spark_home(LOCAL)
     if spoil == "others may write":
@@ -129,8 +170,15 @@ def test_a_home_not_as_made_is_left_alone_and_not_used(cache, tmp_path, spoil):
         home.parent.rename(tmp_path / "moved")
         home.parent.symlink_to(tmp_path / "moved")
     elif spoil == "a link elsewhere":
-        (home / "jars").unlink()
-        (home / "jars").symlink_to(tmp_path)
+        (home / "bin").unlink()
+        (home / "bin").symlink_to(tmp_path)
+    elif spoil == "a jar linked elsewhere":
+        jar = next(jar for jar in (home / "jars").iterdir() if jar.is_symlink())
+        jar.unlink()
+        jar.symlink_to(tmp_path / jar.name)
+    elif spoil == "a copied jar others may write":
+        copy = next(jar for jar in (home / "jars").iterdir() if not jar.is_symlink())
+        copy.chmod(0o666)
     elif spoil == "the zip back":
         (home / "python" / "lib" / "pyspark.zip").write_bytes(b"")
     else:

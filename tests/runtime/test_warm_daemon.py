@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import subprocess
 import sys
 
 import pytest
@@ -155,3 +156,42 @@ def test_a_daemon_or_files_in_spark_defaults_conf_keep_pysparks(monkeypatch, tmp
     assert warm_daemon_for("local[2]", conf) == warm_daemon.DAEMON_MODULE
     (tmp_path / "spark-defaults.conf").write_text(f"# comment\n{line}\n")
     assert warm_daemon_for("local[2]", conf) is None
+
+
+def test_the_check_started_ahead_is_the_one_the_decision_waits_for(monkeypatch, tmp_path):
+    # A context's start runs the check (a new interpreter importing the daemon) while it
+    # imports PySpark: the decision then waits for that process instead of starting one.
+    monkeypatch.chdir(tmp_path)
+    warm_daemon._importable_at_start.cache_clear()
+    monkeypatch.setattr(warm_daemon, "_checked", set())
+    started = []
+    popen = subprocess.Popen
+
+    def recorded(*args, **kwargs):
+        started.append(args[0])
+        return popen(*args, **kwargs)
+
+    def not_again(*args, **kwargs):
+        raise AssertionError("the check ran a second time")
+
+    monkeypatch.setattr(warm_daemon.subprocess, "Popen", recorded)
+    monkeypatch.setattr(warm_daemon.subprocess, "run", not_again)
+    warm_daemon.check_ahead()
+    warm_daemon.check_ahead()  # one check per interpreter and folder
+    assert started == [[sys.executable, "-c", f"import {warm_daemon.DAEMON_MODULE}"]]
+    assert warm_daemon.daemon_module() == warm_daemon.DAEMON_MODULE
+    warm_daemon.check_ahead()  # answered: nothing more to start
+    assert len(started) == 1
+    warm_daemon._importable_at_start.cache_clear()
+
+
+def test_a_contexts_settings_start_the_check_before_pyspark_is_imported(monkeypatch):
+    from kafka_direct.runtime import spark
+
+    asked = []
+    monkeypatch.setattr(spark, "check_ahead", lambda: asked.append(True))
+    spark._context_conf("local[1]", "x", None, True, True, None, False)
+    assert asked == [True]
+    asked.clear()
+    spark._context_conf("local[1]", "x", None, False, True, None, False)
+    assert asked == []  # no quick settings, no warm daemon: no check
