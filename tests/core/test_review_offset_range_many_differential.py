@@ -42,3 +42,17 @@ def test_an_unhashable_topic_gets_the_constructors_configuration_error(topic):
     assert expected[0] == "ConfigurationError"
     assert _outcome(lambda: OffsetRange.many(["good", topic], [0, 0], [0, 0], [1, 1])) == \
         expected
+
+
+class _OwnRange(OffsetRange):
+    """A user's range class (OffsetRange is public and not final)."""
+
+    __slots__ = ()
+
+
+def test_many_on_a_subclass_builds_instances_of_the_subclass():
+    # The constructor path (taken when a value needs the full check) builds _OwnRange; the
+    # checked-at-once path builds plain OffsetRange, unequal to the subclass's ranges.
+    built = _OwnRange.many(["t", "u"], [0, 1], [0, 2], [1, 3])
+    assert [type(r) for r in built] == [_OwnRange, _OwnRange]
+    assert built == [_OwnRange("t", 0, 0, 1), _OwnRange("u", 1, 2, 3)]

@@ -2,7 +2,7 @@
 
 A model cluster whose topics come and go (deleted, created again with as many or fewer
 partitions, one swapped for another of the same size), grow partitions and records; the
-stream (Subscribe or SubscribePattern without the group, rate limits) runs batches and
+stream (Subscribe or SubscribePattern, with or without the group, rate limits) runs batches and
 restarts from its checkpointed batches. The partition layout, the listing's partitions
 and the batch's ranges are kept between batches: a stale one would skip or repeat records.
 
@@ -55,11 +55,12 @@ class MultiTopicModel(RuleBasedStateMachine):
             self.ids[TopicPartition(topic, p)] = []
 
     def _new_stream(self):
-        if self.kind == "pattern":
+        group = self.kind.endswith("group")
+        if self.kind.startswith("pattern"):
             strategy = ConsumerStrategies.SubscribePattern(r"a\d", PARAMS,
-                                                           groupManagement=False)
+                                                           groupManagement=group)
         else:
-            strategy = ConsumerStrategies.Subscribe(NAMES[:2], PARAMS, groupManagement=False)
+            strategy = ConsumerStrategies.Subscribe(NAMES[:2], PARAMS, groupManagement=group)
         conf = {"spark.streaming.kafka.rebalanceWaitMs": "0",
                 "spark.streaming.kafka.maxRetries": "0",
                 "spark.streaming.kafka.failOnDataLoss": "false"}
@@ -69,7 +70,8 @@ class MultiTopicModel(RuleBasedStateMachine):
             conf["spark.streaming.kafka.maxRecordsPerBatch"] = str(self.total)
         return make_stream(self.cluster, strategy, conf)
 
-    @initialize(kind=st.sampled_from(["pattern", "plain"]), rate=st.sampled_from([0, 0, 2, 5]),
+    @initialize(kind=st.sampled_from(["pattern", "plain", "pattern-group", "plain-group"]),
+                rate=st.sampled_from([0, 0, 2, 5]),
                 total=st.sampled_from([0, 0, 3, 7]), sizes=st.lists(st.integers(1, 3),
                                                                     min_size=2, max_size=2))
     def start(self, kind, rate, total, sizes):
@@ -141,7 +143,8 @@ class MultiTopicModel(RuleBasedStateMachine):
 
     def restartable(self):
         # A Subscribe stream refuses to start while one of its topics is missing.
-        return self.kind == "pattern" or all(t in self.cluster.topics for t in NAMES[:2])
+        return self.kind.startswith("pattern") or all(
+            t in self.cluster.topics for t in NAMES[:2])
 
     @precondition(restartable)
     @rule()
@@ -164,7 +167,7 @@ class MultiTopicModel(RuleBasedStateMachine):
 
     def check_all_read(self):
         read = set(self.read)
-        readable = self.live() if self.kind == "pattern" else [
+        readable = self.live() if self.kind.startswith("pattern") else [
             tp for tp in self.live() if tp.topic in NAMES[:2]]
         missing = {tp: [i for i in self.ids[tp] if i not in read] for tp in readable}
         assert not any(missing.values()), missing
@@ -181,5 +184,5 @@ def test_every_record_once_over_topics_that_come_and_go():
                 super().teardown()
 
     run_state_machine_as_test(Checked, settings=settings(
-        max_examples=80, stateful_step_count=30, deadline=None,
+        max_examples=120, stateful_step_count=50, deadline=None,
         suppress_health_check=list(HealthCheck)))
