@@ -106,7 +106,9 @@ class OffsetRange:
                 f"{len(untilOffsets)}")
         if not count:
             return []
-        if not _all_valid(topics, partitions, fromOffsets, untilOffsets):
+        if cls is not OffsetRange or not _all_valid(topics, partitions, fromOffsets,
+                                                     untilOffsets):
+            # A subclass's ranges are its own, made by its constructor.
             return list(map(cls, topics, partitions, fromOffsets, untilOffsets))
         return list(map(_checked_range, topics, partitions, fromOffsets, untilOffsets))
 
@@ -135,7 +137,9 @@ class OffsetRange:
 def _all_valid(topics: Sequence[str], partitions: Sequence[int], fromOffsets: Sequence[int],
                untilOffsets: Sequence[int]) -> bool:
     """Whether every range passes the constructor's check (each test a C loop, no call)."""
-    return (all(type(t) is str and t for t in set(topics))
+    # Types first, compared without hashing the values (a list is no topic, and no set
+    # member: the constructor's error names it).
+    return (set(map(type, topics)) == {str} and all(topics)
             and set(map(type, partitions)) == {int} and min(partitions) >= 0
             and set(map(type, fromOffsets)) == {int} and set(map(type, untilOffsets)) == {int}
             and min(fromOffsets) >= 0 and max(untilOffsets) <= MAX_OFFSET

@@ -228,13 +228,17 @@ def _range_frames(elements: list[Any]) -> bytes | None:
     keys = list(zip(topics, partitions, strict=True))
     kept = list(map(_heads.get, keys))
     if None in kept:  # a partition not seen before (or heads dropped): its head made now
-        if len(_heads) > _MAX_HEADS:
-            _heads.clear()
         try:
             pairs = [pair if pair is not None else _head(*key)
                      for pair, key in zip(kept, keys, strict=True)]
         except struct.error:  # a partition beyond int64: pickled as any element
             return None
+        new = {key: pair for key, pair, old in zip(keys, pairs, kept, strict=True)
+               if old is None}
+        if len(_heads) + len(new) > _MAX_HEADS:
+            _heads.clear()  # the old heads go first: a batch's own are the likely next
+        if len(new) <= _MAX_HEADS:
+            _heads.update(new)
     else:
         pairs = cast(list[tuple[bytes, bytes]], kept)
     try:
@@ -268,10 +272,8 @@ def _head(topic: str, partition: int) -> tuple[bytes, bytes]:
     else:
         number = b"\x8a\x08" + struct.pack("<q", partition)
     body = _OPEN + name + number
-    pair = (_LENGTH.pack(len(body) + _SHORT_OFFSETS.size) + body,
+    return (_LENGTH.pack(len(body) + _SHORT_OFFSETS.size) + body,
             _LENGTH.pack(len(body) + _LONG_OFFSETS.size) + body)
-    _heads[(topic, partition)] = pair
-    return pair
 
 
 def located_rdd(sc: Any, elements: Sequence[Any], locations: Sequence[Sequence[str]]) -> Any:

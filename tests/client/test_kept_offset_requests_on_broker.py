@@ -1,4 +1,4 @@
-"""Review: ListOffsets requests kept between batches, against the real broker.
+"""ListOffsets requests kept between batches, against the real broker.
 
 The driver keeps its ListOffsets requests while the partition set is the same. A topic
 deleted and re-created (same partitions, new logs), partitions added, and sets of more

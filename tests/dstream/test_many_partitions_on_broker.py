@@ -1,4 +1,4 @@
-"""Review: a stream of 120+ partitions on the broker reads every record once and commits it.
+"""A stream of 120+ partitions on the broker reads every record once and commits it.
 
 Over 100 partitions the ends are asked in more than one ListOffsets request, kept between
 batches; the listing's partitions and the batch's layout are kept too, and the ranges reach

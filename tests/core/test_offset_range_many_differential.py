@@ -1,4 +1,4 @@
-"""Review: OffsetRange.many against the constructor, on any values (Hypothesis).
+"""OffsetRange.many against the constructor, on any values (Hypothesis).
 
 ``many`` promises the same ranges and the same errors as building each range with the
 constructor: the same type of error with the same message, or the same ranges.

@@ -1,9 +1,9 @@
-"""Review: the process-wide cache of range-frame heads stays within its stated bound.
+"""The process-wide cache of range-frame heads stays within its stated bound.
 
 ``_MAX_HEADS`` says how many partitions' heads are kept at most (a pattern subscription's
-topics come and go). The cache is emptied only when a batch starts above the bound, so a
-batch's new partitions are added on top of it: two batches of 60,000 new partitions keep
-120,000 heads (about 1 KB each with topic names of Kafka's longest, 249 characters).
+topics come and go). A batch's new partitions were once added on top of a full cache: two
+batches of 60,000 new partitions kept 120,000 heads (about 1 KB each with topic names of
+Kafka's longest, 249 characters).
 """
 
 from kafka_direct.rdd import spark_support

@@ -1,4 +1,4 @@
-"""Review: every record exactly once across batches of a stream over many topics.
+"""Every record exactly once across batches of a stream over many topics.
 
 A model cluster whose topics come and go (deleted, created again with as many or fewer
 partitions, one swapped for another of the same size), grow partitions and records; the

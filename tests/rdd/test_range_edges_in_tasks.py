@@ -1,4 +1,4 @@
-"""Review: a KafkaRDD's ranges at their edge values, in offsetRanges() and in its tasks.
+"""A KafkaRDD's ranges at their edge values, in offsetRanges() and in its tasks.
 
 The ranges reach the JVM as hand-written pickle frames (a head kept per partition, the
 offsets as 4 or 8 bytes): what a task unpickles must be the ranges exactly.
