@@ -18,7 +18,6 @@ The default run is short; ``KAFKA_DIRECT_MODEL_EXAMPLES=n`` runs n examples, and
 test (``-m slow``) runs many more.
 """
 
-import logging
 import os
 from itertools import count
 
@@ -26,7 +25,6 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
-    RuleBasedStateMachine,
     initialize,
     invariant,
     precondition,
@@ -35,9 +33,9 @@ from hypothesis.stateful import (
 )
 
 from kafka_direct import ConsumerStrategies, TopicPartition
-from kafka_direct.dstream import direct_kafka_input_dstream
 from kafka_direct.errors import ConfigurationError, DataLossError, KafkaDirectError
-from tests.fakes.fake_cluster import FakeCluster, make_stream, on_job_thread
+from tests.dstream.planning_machine import PlanningMachine
+from tests.fakes.fake_cluster import make_stream, on_job_thread
 
 TOPIC = "t"
 PARAMS = {"bootstrap.servers": "fake:9092", "group.id": "g", "auto.offset.reset": "earliest"}
@@ -54,13 +52,9 @@ class Batch:
         self.windowed = []  # the earlier batches this one's window job read
 
 
-class DirectStreamModel(RuleBasedStateMachine):
+class DirectStreamModel(PlanningMachine):
     def __init__(self):
         super().__init__()
-        self._saved_rdd = direct_kafka_input_dstream.kafka_rdd
-        direct_kafka_input_dstream.kafka_rdd = lambda sc, ranges, *args: list(ranges)
-        logging.getLogger("kafka_direct").setLevel(logging.ERROR)
-        self.cluster = FakeCluster()
         self.cluster.create(TOPIC, 2)
         self.ids = {tp: [] for tp in self.partitions()}  # record ids at each offset
         self.epoch = dict.fromkeys(self.ids, 0)  # bumped when a log loses read offsets
@@ -78,8 +72,7 @@ class DirectStreamModel(RuleBasedStateMachine):
     def teardown(self):
         if self.stream is not None and not self.stream._commits.queue.closed:
             self.stream.stop()
-        direct_kafka_input_dstream.kafka_rdd = self._saved_rdd
-        logging.getLogger("kafka_direct").setLevel(logging.NOTSET)
+        super().teardown()
 
     # -- the cluster ------------------------------------------------------------------------
 

@@ -9,13 +9,11 @@ and the batch's ranges are kept between batches: a stale one would skip or repea
 Checked: no record is read twice; after a final drain every record of a live log is read.
 """
 
-import logging
 from itertools import count
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
-    RuleBasedStateMachine,
     initialize,
     precondition,
     rule,
@@ -23,20 +21,16 @@ from hypothesis.stateful import (
 )
 
 from kafka_direct import ConsumerStrategies, TopicPartition
-from kafka_direct.dstream import direct_kafka_input_dstream
-from tests.fakes.fake_cluster import FakeCluster, make_stream
+from tests.dstream.planning_machine import PlanningMachine
+from tests.fakes.fake_cluster import make_stream
 
 NAMES = ["a0", "a1", "a2", "a3"]
 PARAMS = {"bootstrap.servers": "fake:9092", "group.id": "g", "auto.offset.reset": "earliest"}
 
 
-class MultiTopicModel(RuleBasedStateMachine):
+class MultiTopicModel(PlanningMachine):
     def __init__(self):
         super().__init__()
-        self._saved_rdd = direct_kafka_input_dstream.kafka_rdd
-        direct_kafka_input_dstream.kafka_rdd = lambda sc, ranges, *args: list(ranges)
-        logging.getLogger("kafka_direct").setLevel(logging.ERROR)
-        self.cluster = FakeCluster()
         self.ids = {}  # tp -> record ids at each offset of its live log
         self.fresh = count()
         self.times = count(1)
@@ -46,8 +40,7 @@ class MultiTopicModel(RuleBasedStateMachine):
     def teardown(self):
         if self.stream is not None:
             self.stream.stop()
-        direct_kafka_input_dstream.kafka_rdd = self._saved_rdd
-        logging.getLogger("kafka_direct").setLevel(logging.NOTSET)
+        super().teardown()
 
     def _make(self, topic, partitions):
         self.cluster.create(topic, partitions)
