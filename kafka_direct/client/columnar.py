@@ -273,16 +273,10 @@ class ColumnarDataConsumer(KafkaDataConsumer):
     def _switch(self, topic: str, partition: int) -> None:
         self._consumer.retarget(topic, partition)
 
-    def _learn(self, known: frozenset[str], timeout: float) -> frozenset[str]:
+    def _ask_metadata(self, topic: str, timeout: float) -> None:
         # The extension asks no metadata alone: its watermarks question looks the
         # partition's leader up first (then asks two offsets, once per new topic).
-        try:
-            self._watermarks(timeout)
-        except Exception as error:  # the fetch reports what is wrong; the scan retries
-            logger.debug("asking the leader of %s-%d failed: %s", self.topic, self.partition,
-                         error)
-            return known
-        return known | {self.topic}
+        self._watermarks(timeout)
 
     def _watermarks(self, timeout: float = 10.0) -> tuple[int, int]:
         low, high = self._consumer.watermarks(int(timeout * 1000))

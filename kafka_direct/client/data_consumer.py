@@ -58,9 +58,9 @@ def _confluent_consumer(params: dict[str, Any]) -> Any:
     return Consumer(resolve_callbacks(params))
 
 
-def learn_topics(consumer: Any, topics: Iterable[str], known: frozenset[str],
-                 timeout: float = _LEARN_TIMEOUT_S) -> frozenset[str]:
-    """Ask a confluent-kafka consumer for the metadata of ``topics`` before it assigns them.
+def learn_topics(ask: Callable[[str, float], object], topics: Iterable[str],
+                 known: frozenset[str], timeout: float = _LEARN_TIMEOUT_S) -> frozenset[str]:
+    """Ask a consumer for the metadata of ``topics`` before it assigns them.
 
     librdkafka learns a topic first named in an assignment only at its once-a-second scan
     of unknown topics: a reused consumer's first fetch of a new topic waited up to a
@@ -70,7 +70,7 @@ def learn_topics(consumer: Any, topics: Iterable[str], known: frozenset[str],
     before: the fetch reports what is wrong.
 
     Args:
-        consumer: The consumer.
+        ask: Asks a topic's metadata within a timeout in seconds (raises when it fails).
         topics: The topics it is about to assign.
         known: The topics whose metadata it has.
         timeout: Longest time all the questions take (seconds).
@@ -87,7 +87,7 @@ def learn_topics(consumer: Any, topics: Iterable[str], known: frozenset[str],
         if left <= 0:
             break
         try:
-            consumer.list_topics(topic, timeout=left)
+            ask(topic, left)
         except Exception as error:  # the fetch reports what is wrong; the scan retries
             logger.debug("asking the metadata of topic %s failed: %s", topic, error)
             break
@@ -134,7 +134,10 @@ class KafkaDataConsumer:
 
     def _learn(self, known: frozenset[str], timeout: float) -> frozenset[str]:
         """``known`` and this consumer's topic, its metadata asked (see :func:`learn_topics`)."""
-        return learn_topics(self._consumer, [self.topic], known, timeout)
+        return learn_topics(self._ask_metadata, [self.topic], known, timeout)
+
+    def _ask_metadata(self, topic: str, timeout: float) -> None:
+        self._consumer.list_topics(topic, timeout=timeout)
 
     def _assign(self, offset: int) -> None:
         """Read this partition from ``offset`` (replacing whatever was assigned)."""

@@ -241,7 +241,10 @@ class FetchSession:
         complete = False
         try:
             if known is not None:
-                known = learn_topics(consumer, topics - known, known,
+                def ask(topic: str, seconds: float) -> None:
+                    consumer.list_topics(topic, timeout=seconds)
+
+                known = learn_topics(ask, topics - known, known,
                                      min(_LEARN_TIMEOUT_S, handBackMs / 1000))
             complete = yield from self._read(consumer, KafkaTopicPartition, ranges,
                                              handBackMs, started)
