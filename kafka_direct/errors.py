@@ -92,16 +92,25 @@ class ConfigurationError(KafkaDirectError, ValueError):
 class UnknownTopicOrPartitionError(KafkaDirectError):
     """The cluster has no such topic or partition.
 
+    Raised on the driver when a stream or ``createRDD`` names one, and by an executor whose
+    range's topic was deleted after the range was planned (or whose partition is beyond
+    the topic's count): then it also names the range.
+
     Attributes:
         topic: The topic asked for.
         partition: The partition asked for, or None when the whole topic is unknown.
+        fromOffset: The start of the range that could not be read (None on the driver).
+        untilOffset: The end of that range, exclusive (None on the driver).
     """
 
     topic: str
     partition: int | None
+    fromOffset: int | None = None
+    untilOffset: int | None = None
 
-    def __init__(self, message: str, *, topic: str, partition: int | None = None) -> None:
-        super().__init__(message, topic=topic, partition=partition)
+    def __init__(self, message: str, *, topic: str, partition: int | None = None,
+                 **context: Any) -> None:
+        super().__init__(message, topic=topic, partition=partition, **context)
 
 
 class KafkaUnavailableError(KafkaDirectError):

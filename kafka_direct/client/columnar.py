@@ -26,10 +26,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_direct.client.data_consumer import (
+    _ABSENT_CODES,
     _POLL_SLICE_S,
     MAX_BATCH,
     ConsumerCache,
     KafkaDataConsumer,
+    _confluent_consumer,
+    _error_code,
+    partition_count,
 )
 from kafka_direct.errors import ConfigurationError
 
@@ -273,10 +277,28 @@ class ColumnarDataConsumer(KafkaDataConsumer):
     def _switch(self, topic: str, partition: int) -> None:
         self._consumer.retarget(topic, partition)
 
-    def _ask_metadata(self, topic: str, timeout: float) -> None:
+    def _ask_metadata(self, topic: str, timeout: float) -> bool:
         # The extension asks no metadata alone: its watermarks question looks the
-        # partition's leader up first (then asks two offsets, once per new topic).
-        self._watermarks(timeout)
+        # partition's leader up first (then asks two offsets, once per new topic). It
+        # fails at once when the metadata has no such partition (the absence rule's grace
+        # starts then; it tells no missing topic from a missing partition).
+        try:
+            self._watermarks(timeout)
+        except Exception as error:
+            if _error_code(error) not in _ABSENT_CODES:
+                raise
+            self._noticed_absent()
+            return False
+        return True
+
+    def _partition_count(self, timeout: float) -> int:
+        # Only when a range's partition seems not to exist: the extension has no metadata
+        # question, so a client of confluent-kafka's with the same settings asks, once.
+        client = _confluent_consumer(dict(self._params))
+        try:
+            return partition_count(client, self.topic, timeout)
+        finally:
+            client.close()
 
     def _watermarks(self, timeout: float = 10.0) -> tuple[int, int]:
         low, high = self._consumer.watermarks(int(timeout * 1000))

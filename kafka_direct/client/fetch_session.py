@@ -20,6 +20,8 @@ Contract of :meth:`FetchSession.read` (the same as
   (data loss, a log end below the range, a partition that does not exist, stalls): a
   partition that reports an error, or that made no progress for a while, leaves the session,
   and its range is handed back with the offset to resume from (:attr:`SessionRange.resumeAt`).
+  So is, at once, a range of a topic the cluster said it does not have (or of a partition
+  beyond its count) when the session's kept consumer asked for the topic's metadata.
 * A session's consumer comes from the Python worker's :data:`session_consumers`: the idle
   consumer of an earlier session with the same parameters, made anew only when there is
   none. A consumer goes back there only after a session that read every range to its end
@@ -50,6 +52,7 @@ from kafka_direct.client.data_consumer import (
     MAX_BATCH,
     _confluent_consumer,
     learn_topics,
+    partition_count,
 )
 from kafka_direct.offset_range import OffsetRange
 
@@ -239,15 +242,20 @@ class FetchSession:
         handBackMs = min(pollTimeoutMs, _HAND_BACK_MS)
         started = time.monotonic()  # the metadata questions count in the hand-back time
         complete = False
+        # The partition counts the cluster answered (0: no such topic).
+        counts: dict[str, int] = {}
         try:
             if known is not None:
-                def ask(topic: str, seconds: float) -> None:
-                    consumer.list_topics(topic, timeout=seconds)
+                def ask(topic: str, seconds: float) -> bool:
+                    counts[topic] = partition_count(consumer, topic, seconds)
+                    return counts[topic] > 0
 
                 known = learn_topics(ask, topics - known, known,
                                      min(_LEARN_TIMEOUT_S, handBackMs / 1000))
+            missing = {(r.topic, r.partition) for r in ranges
+                       if r.partition >= counts.get(r.topic, r.partition + 1)}
             complete = yield from self._read(consumer, KafkaTopicPartition, ranges,
-                                             handBackMs, started)
+                                             handBackMs, started, missing)
         finally:
             # Kept only after a session that read every range to its end, emptied of its
             # partitions; anything else (an error, an abandoned read) closes it.
@@ -273,15 +281,23 @@ class FetchSession:
         return True
 
     def _read(self, consumer: Any, tp: Any, ranges: Sequence[OffsetRange],
-              handBackMs: int, started: float) -> Generator[SessionRange, None, bool]:
+              handBackMs: int, started: float, missing: set[tuple[str, int]]
+              ) -> Generator[SessionRange, None, bool]:
         """The session's reading (see :meth:`read`); True when no range was handed back.
 
         ``started`` is when the session began waiting (its clock of progress starts there).
+        The ranges of ``missing`` partitions (the cluster said it has none such) are never
+        assigned: handed back at once, for the per-range reader to report.
         """
-        handedBack = False
-        opened = {(r.topic, r.partition): _Open(i, r) for i, r in enumerate(ranges)}
-        consumer.assign([tp(r.topic, r.partition, r.fromOffset) for r in ranges])
-        finished: dict[int, SessionRange] = {}
+        handedBack = bool(missing)
+        finished: dict[int, SessionRange] = {
+            i: self._hand_back(_Open(i, r), ranges, "not on the cluster")
+            for i, r in enumerate(ranges) if (r.topic, r.partition) in missing}
+        opened = {(r.topic, r.partition): _Open(i, r) for i, r in enumerate(ranges)
+                  if (r.topic, r.partition) not in missing}
+        if opened:
+            consumer.assign([tp(r.topic, r.partition, r.fromOffset) for r in ranges
+                             if (r.topic, r.partition) not in missing])
         emitted = 0
         last_progress = started
         while opened:

@@ -263,6 +263,10 @@ def executor_params(params: Mapping[str, Any]) -> dict[str, Any]:
     * ``group.id`` is ``spark-executor-<group.id>``: executors never join the user's group,
       so they cannot trigger its rebalances or read its offsets.
     * ``enable.partition.eof`` is false; a range's end is known from its offsets.
+    * ``allow.auto.create.topics`` is false: a broker with ``auto.create.topics.enable``
+      would create a topic an executor's metadata question names, bringing a topic deleted
+      after its ranges were planned back empty (the read then fails as data loss instead
+      of naming the deleted topic, and the topic stays).
 
     Unless the user sets them, the prefetch queue per consumer is smaller than librdkafka's
     default (``queued.max.messages.kbytes`` 16 MiB, ``queued.min.messages`` 20000): an
@@ -286,6 +290,9 @@ def executor_params(params: Mapping[str, Any]) -> dict[str, Any]:
                 expected=True)
     force_param(fixed, "enable.partition.eof", False,
            "a range ends at its untilOffset, not at the partition end")
+    # The driver may create the topics it subscribes to; executors only read what exists.
+    force_param(fixed, "allow.auto.create.topics", False,
+                "executors never create the topics they read", expected=True)
     for key, value in _EXECUTOR_DEFAULTS.items():
         fixed.setdefault(key, value)
     group = str(params.get("group.id") or _DEFAULT_GROUP)

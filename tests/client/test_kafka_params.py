@@ -35,7 +35,8 @@ def test_executor_params_force_safe_values_with_one_warning_each(caplog, monkeyp
 
     monkeypatch.setattr(kafka_params, "_warned", set())  # earlier tests warned already
     user = {"bootstrap.servers": "h:1", "group.id": "g", "enable.auto.commit": "true",
-            "auto.offset.reset": "latest", "fetch.min.bytes": 10}
+            "auto.offset.reset": "latest", "fetch.min.bytes": 10,
+            "allow.auto.create.topics": True}
     with caplog.at_level(logging.WARNING, logger="kafka_direct.client.params"):
         fixed = executor_params(user)
         executor_params(user)  # the same overrides again: no new warnings
@@ -50,6 +51,10 @@ def test_executor_params_force_safe_values_with_one_warning_each(caplog, monkeyp
     # auto.offset.reset is the driver's starting policy: executors always use "error",
     # and that is no mistake of the user's to warn about.
     assert not any("auto.offset.reset" in w for w in warnings)
+    # Nor is topic creation, which the driver may allow for the topics it subscribes to:
+    # executors never create one (a deleted topic would come back empty).
+    assert fixed["allow.auto.create.topics"] is False
+    assert not any("allow.auto.create.topics" in w for w in warnings)
     assert executor_params(fixed)["group.id"] == "spark-executor-g"  # idempotent
 
 

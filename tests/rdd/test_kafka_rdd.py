@@ -153,6 +153,31 @@ def test_no_progress_within_the_poll_timeout_is_a_typed_error_naming_the_range(
     assert rdd.count() == 5  # the same RDD reads fine once the broker answers again
 
 
+def test_a_range_of_a_topic_deleted_after_create_rdd_fails_typed_at_once(kafka, kafka_topic,
+                                                                         spark, params):
+    # createRDD's check sees the topic; it is deleted before the tasks read. The tasks used
+    # to wait out the poll timeout and fail with a PollTimeoutError blaming the broker.
+    topic = kafka_topic(partitions=2)
+    fill(kafka, topic, 2, 10)
+    ranges = [OffsetRange(topic, 0, 2, 10), OffsetRange(topic, 1, 0, 5)]
+    rdd = KafkaUtils.createRDD(spark, params, ranges, pollTimeoutMs=60_000)
+    kafka.delete_topic(topic)
+    # collect() reads with the Python reader; count() with the native one where it loads.
+    for action in (rdd.collect, rdd.count):
+        started = time.monotonic()
+        with pytest.raises(UnknownTopicOrPartitionError) as info:
+            action()
+        elapsed = time.monotonic() - started
+        error = info.value
+        assert error.topic == topic and error.partition in (0, 1)
+        planned = ranges[error.partition]
+        assert (error.fromOffset, error.untilOffset) == (planned.fromOffset,
+                                                         planned.untilOffset)
+        assert "does not exist" in str(error) and "stored position" in str(error)
+        # Two attempts of each task (local[2,2]), each failing within seconds.
+        assert elapsed < 20, f"{action.__name__} failed after {elapsed:.1f} s"
+
+
 def test_driver_side_errors_name_the_fault(kafka, kafka_topic, spark, params):
     topic = kafka_topic(partitions=2)
     with pytest.raises(UnknownTopicOrPartitionError, match="does not exist"):

@@ -5,7 +5,12 @@ import time
 import pytest
 from confluent_kafka import Producer
 
-from kafka_direct import ConfigurationError, DataLossError, RecordError
+from kafka_direct import (
+    ConfigurationError,
+    DataLossError,
+    RecordError,
+    UnknownTopicOrPartitionError,
+)
 from kafka_direct.client.columnar import native_status
 from kafka_direct.task_errors import carried_error
 from kafka_direct.testing.kafka import ANY_TIMESTAMP
@@ -205,6 +210,28 @@ def test_deleted_records_are_data_loss_or_skipped(spark_session, kafka, kafka_to
     lenient = read(spark_session, kafka, subscribe=topic, failOnDataLoss="false",
                    startingOffsets=f'{{"{topic}": {{"0": 2}}}}')
     assert [r.offset for r in lenient.collect()] == [6, 7, 8, 9]
+
+
+@pytest.mark.parametrize("partitions", [2, 6])
+def test_a_topic_deleted_after_planning_fails_typed(spark_session, kafka, kafka_topic,
+                                                    partitions):
+    # A DataFrame keeps the ranges of its first action: its next action reads a topic
+    # deleted since, one range a task (2 partitions) or in a fetch session (6 in 4 tasks).
+    topic = kafka_topic(partitions=partitions)
+    produce_numbered(kafka, topic, partitions, 5)
+    df = read(spark_session, kafka, subscribe=topic, **{"kafkaConsumer.pollTimeoutMs": 60_000})
+    assert df.count() == 5 * partitions
+    kafka.delete_topic(topic)
+    started = time.monotonic()
+    with pytest.raises(Exception) as raised:
+        df.collect()
+    elapsed = time.monotonic() - started
+    error = carried_error(raised.value)
+    assert isinstance(error, UnknownTopicOrPartitionError), raised.value
+    assert error.topic == topic and 0 <= error.partition < partitions
+    assert (error.fromOffset, error.untilOffset) == (0, 5)
+    assert f"{topic}-{error.partition}" in str(error) and "deleted" in str(error)
+    assert elapsed < 30, f"the typed error took {elapsed:.1f} s"
 
 
 def test_small_ranges_of_many_partitions_are_read_in_few_tasks(spark_session, kafka,
