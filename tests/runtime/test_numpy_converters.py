@@ -35,6 +35,7 @@ def _ask(mode):
 
 def test_pysparks_converters_import_pandas_when_asked_about_any_argument():
     # What the guard is for: PySpark's own converters, asked about a plain int.
+    pytest.importorskip("pandas")
     facts = _ask("plain")
     assert facts["testing"] and facts["pandas"]
 
