@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
 from kafka_direct.rdd.spark_support import ensure_pyspark_python
+from kafka_direct.runtime.numpy_converters import defer_numpy_converters
 from kafka_direct.runtime.spark_home import only_this_interpreter, spark_home, using_spark_home
 from kafka_direct.runtime.warm_daemon import check_ahead, daemon_module
 
@@ -443,6 +444,8 @@ def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None,
                   archive: bool = False, fork_server: bool = False) -> Any:
     from pyspark import SparkContext
 
+    # Before the context's first call into the JVM: else it imports pandas (see there).
+    defer_numpy_converters()
     early = _take_early(_context_key(master, app_name, conf, test_conf, loopback, defaults,
                                      own_session, archive, fork_server))
     if early is not None:
