@@ -57,8 +57,10 @@ def trigger_planning(query: Any, batches: int, between: Callable[[], None],
     """Spark's planning of each of ``batches`` triggers of ``query`` that read rows (ms).
 
     The planning is ``durationMs.latestOffset`` + ``durationMs.queryPlanning`` from the
-    query's progress; the first batch (the source's start) and empty triggers are left out.
-    ``between`` runs before each second's wait (new records, for a Kafka source).
+    query's progress; the first batch (the source's start) and triggers of no new data are
+    left out. New data is rows read or, where the batch's rows are not read (a
+    ``foreachBatch`` that does nothing counts none), a source's offsets moved. ``between``
+    runs before each second's wait (new records, for a Kafka source).
     """
     seen: set[int] = set()
     planning: list[float] = []
@@ -68,13 +70,20 @@ def trigger_planning(query: Any, batches: int, between: Callable[[], None],
         time.sleep(1.0)
         for progress in query.recentProgress:
             batch = progress["batchId"]
-            if batch in seen or batch == 0 or not progress["numInputRows"]:
+            if batch in seen or batch == 0 or not (progress["numInputRows"]
+                                                   or moved(progress)):
                 continue
             seen.add(batch)
             durations = progress["durationMs"]
             planning.append(durations.get("latestOffset", 0)
                             + durations.get("queryPlanning", 0))
     return planning[:batches]
+
+
+def moved(progress: dict[str, Any]) -> bool:
+    """Whether a trigger's progress shows a source's offsets moved."""
+    return any(source.get("endOffset") not in (None, source.get("startOffset"))
+               for source in progress.get("sources") or ())
 
 
 def peer_lines(stdout: str) -> list[dict[str, Any]]:

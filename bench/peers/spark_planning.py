@@ -4,9 +4,13 @@ Run by ``bench/planning_scale.py --peers`` on a PySpark whose Kafka connectors M
 serves (spark_support), so their jars never enter the bench's own session. On the topics it
 is given, with one new record in every partition before each batch, it measures:
 
-- ``structured``: Spark's ``format("kafka")`` source (spark-sql-kafka-0-10) into ``noop``
-  on a 1 s processing-time trigger: ``durationMs.latestOffset + durationMs.queryPlanning``
-  of each trigger, as the bench reads for ``format("kafka-direct")``.
+- ``structured``: Spark's ``format("kafka")`` source (spark-sql-kafka-0-10) on a 1 s
+  processing-time trigger: ``durationMs.latestOffset + durationMs.queryPlanning`` of each
+  trigger, as the bench reads for ``format("kafka-direct")``. Its sink is a
+  ``foreachBatch`` that does nothing (``--sink noop`` for Spark's ``noop``): the planning
+  is the same, but into ``noop`` the source runs a task per partition with new records,
+  1,000 a trigger, and its first such trigger opens a consumer for each (about 180 tasks a
+  minute on 2 busy cores), so a trigger comes every few minutes, not every second.
 - ``rate``: Spark's ``rate`` source into ``noop`` the same way (the micro-batch floor of
   this Spark, no Kafka).
 - ``dstream``: the Scala direct stream (spark-streaming-kafka-0-10's
@@ -23,7 +27,7 @@ defaults, as a user's. Prints one ``RESULT {json}`` line: ``{"spark": version, "
 [{"label", "ms", "cpu"}]}``.
 
 Usage: python bench/peers/spark_planning.py --bootstrap-servers HOST:PORT --topics T1,T2
-    --partitions 100 [--batches 20] [--modes structured,rate,dstream]
+    --partitions 100 [--batches 20] [--modes structured,rate,dstream] [--sink noop]
 """
 
 from __future__ import annotations
@@ -55,6 +59,9 @@ def session(master: str) -> Any:
         builder = builder.config(key, value)
     # Read by the DStream scheduler only; Structured Streaming keeps its system clock.
     builder = builder.config("spark.streaming.clock", "org.apache.spark.util.ManualClock")
+    # With --sink noop: a consumer kept for each of the 1,000 partitions (64 by default, so
+    # each trigger would open most of them again).
+    builder = builder.config("spark.kafka.consumer.cache.capacity", "2000")
     spark = builder.config("spark.jars", spark_support.connector_jars()).getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
@@ -64,7 +71,12 @@ def structured(spark: Any, producer: Any, args: argparse.Namespace) -> list[floa
     query = (spark.readStream.format("kafka")
              .option("kafka.bootstrap.servers", args.bootstrap_servers)
              .option("subscribe", ",".join(args.topics)).option("startingOffsets", "latest")
-             .load().writeStream.format("noop").trigger(processingTime="1 second").start())
+             .load().writeStream)
+    if args.sink == "noop":
+        query = query.format("noop")
+    else:
+        query = query.foreachBatch(lambda frame, batch: None)
+    query = query.trigger(processingTime="1 second").start()
     try:
         return trigger_planning(query, args.batches,
                                 lambda: feed(producer, args.topics, args.partitions),
@@ -156,6 +168,8 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--modes", type=lambda text: text.split(","), default=list(MODES))
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--sink", choices=("foreach-batch", "noop"), default="foreach-batch",
+                        help="the kafka source's sink (noop runs a task per partition)")
     args = parser.parse_args()
     unknown = set(args.modes) - set(MODES)
     if unknown:
