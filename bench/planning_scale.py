@@ -16,7 +16,16 @@ this process on the same topics (offsets handed over as JSON, as Spark's runner 
 
 Prints p50/p95/max per API and size. Target: p95 <= 10 ms at 1,000 partitions (issue 39).
 
+With ``--peers``, also what users of Spark's JVM connectors get on the same broker and
+topics in the same run: Spark's ``rate`` source into noop in this session (the micro-batch
+floor, no Kafka), then in a process of its own (peers/spark_planning.py, on a PySpark whose
+Kafka connectors Maven Central serves, so their jars never enter this session) Spark's
+``format("kafka")`` source, the same ``rate`` source, and the Scala direct stream
+(``KafkaUtils.createDirectStream`` on a ManualClock) at the large size. Their Python and jars
+are made or resolved into the cache before anything is measured (the first run downloads).
+
 Usage: python bench/planning_scale.py [--topics 10] [--partitions 100] [--batches 20]
+    [--peers]
 """
 
 from __future__ import annotations
