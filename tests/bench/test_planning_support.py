@@ -124,3 +124,16 @@ def test_the_peers_are_off_by_default_and_sizes_are_checked(capsys):
     with pytest.raises(SystemExit):
         planning_scale.arguments(["--batches", "0"])
     assert "--batches must be at least 1" in capsys.readouterr().err
+
+
+def test_peers_whose_connectors_cannot_be_resolved_stop_the_bench_before_it_measures(
+        monkeypatch):
+    from kafka_direct.errors import ServiceError
+    from kafka_direct.testing import jvm_peers
+
+    def unresolved(version):
+        raise ServiceError(f"Spark {version}'s Kafka connectors: no repository answered")
+
+    monkeypatch.setattr(jvm_peers, "spark_kafka_jars", unresolved)
+    with pytest.raises(SystemExit, match=r"--peers: .* nothing was measured: .*no repository"):
+        planning_scale.prepare_peers()
