@@ -16,22 +16,38 @@ this process on the same topics (offsets handed over as JSON, as Spark's runner 
 
 Prints p50/p95/max per API and size. Target: p95 <= 10 ms at 1,000 partitions (issue 39).
 
+With ``--peers``, also what users of Spark's JVM connectors get on the same broker and
+topics in the same run: Spark's ``rate`` source into noop in this session (the micro-batch
+floor, no Kafka), then in a process of its own (peers/spark_planning.py, on a PySpark whose
+Kafka connectors Maven Central serves, so their jars never enter this session) Spark's
+``format("kafka")`` source, the same ``rate`` source, and the Scala direct stream
+(``KafkaUtils.createDirectStream`` on a ManualClock) at the large size. Their Python and jars
+are made or resolved into the cache before anything is measured (the first run downloads).
+
 Usage: python bench/planning_scale.py [--topics 10] [--partitions 100] [--batches 20]
+    [--peers]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
+import os
+import subprocess
+import sys
 import time
 import uuid
+from pathlib import Path
 
 from bench_support import Completed
+from planning_support import feed, peer_lines, summary, trigger_planning
 
 from kafka_direct import ConsumerStrategies, KafkaUtils, LocationStrategies
 from kafka_direct.streaming import ManualClock, StreamingContext
 from kafka_direct.testing import kafka_service, spark_context
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "peers"))  # the peers' environment and process helpers
 
 
 def topics(kafka, count, partitions):
@@ -39,29 +55,6 @@ def topics(kafka, count, partitions):
     for name in names:
         kafka.create_topic(name, partitions)
     return names
-
-
-def feed(producer, names, partitions):
-    for name in names:
-        for p in range(partitions):
-            producer.produce(name, b"x" * 100, partition=p)
-    producer.flush(60)
-
-
-def percentile95(values):
-    values = sorted(values)
-    return values[max(0, round(0.95 * len(values)) - 1)]
-
-
-def summary(label, ms, cpu=None):
-    ms = sorted(ms)
-    p95 = percentile95(ms)
-    line = (f"{label:<44} p50 {statistics.median(ms):7.1f} ms  p95 {p95:7.1f} ms  "
-            f"max {ms[-1]:7.1f} ms  ({len(ms)} batches)")
-    if cpu:
-        line += f"  CPU/batch p50 {statistics.median(cpu):5.1f} ms p95 {percentile95(cpu):5.1f} ms"
-    print(line)
-    return p95
 
 
 def time_generation(ssc):
@@ -107,22 +100,12 @@ def structured(spark, kafka, producer, names, partitions, batches):
               .option("subscribe", ",".join(names)).option("startingOffsets", "latest"))
     query = (reader.load().writeStream.format("noop").trigger(processingTime="1 second")
              .start())
-    seen, planning = set(), []
     try:
-        deadline = time.monotonic() + 60 + batches * 10
-        while len(planning) < batches and time.monotonic() < deadline:
-            feed(producer, names, partitions)
-            time.sleep(1.0)
-            for progress in query.recentProgress:
-                batch = progress["batchId"]
-                if batch in seen or batch == 0 or not progress["numInputRows"]:
-                    continue
-                seen.add(batch)
-                d = progress["durationMs"]
-                planning.append(d.get("latestOffset", 0) + d.get("queryPlanning", 0))
+        planning = trigger_planning(query, batches, lambda: feed(producer, names, partitions),
+                                    timeout=60 + batches * 10)
     finally:
         query.stop()
-    return planning[:batches], source_cpu(kafka, producer, names, partitions, batches)
+    return planning, source_cpu(kafka, producer, names, partitions, batches)
 
 
 def source_cpu(kafka, producer, names, partitions, batches):
@@ -151,12 +134,83 @@ def source_cpu(kafka, producer, names, partitions, batches):
     return cpus
 
 
-def main():
+def rate(spark, batches):
+    """Spark's ``rate`` source into noop: the planning of a micro-batch with no Kafka (ms)."""
+    query = (spark.readStream.format("rate").option("rowsPerSecond", "10").load()
+             .writeStream.format("noop").trigger(processingTime="1 second").start())
+    try:
+        return trigger_planning(query, batches, lambda: None, timeout=60 + batches * 10)
+    finally:
+        query.stop()
+
+
+def prepare_peers():
+    """The peers' Python and Spark's Kafka connectors: made or resolved before anything is
+    measured (the first run downloads them into the cache); returns the Python's path."""
+    import environment
+
+    from kafka_direct.errors import KafkaDirectError
+    from kafka_direct.testing.jvm_peers import spark_kafka_jars
+
+    version = environment.peer_spark_version()
+    print(f"peers: Spark {version}'s JVM Kafka connectors, resolved into the cache once "
+          f"(about 15 MB the first time)", file=sys.stderr, flush=True)
+    try:
+        spark_kafka_jars(version)
+    except KafkaDirectError as error:
+        raise SystemExit(f"--peers: Spark {version}'s Kafka connectors are not at hand, "
+                         f"nothing was measured: {error}") from None
+    if environment.installed_pyspark() == version:
+        return sys.executable
+    return str(environment.peer_python(version))
+
+
+def peers(python, kafka, names, partitions, batches):
+    """Spark's JVM connectors' lines, measured in a process of their own on ``python``."""
+    import common
+
+    argv = [python, str(HERE / "peers" / "spark_planning.py"),
+            "--bootstrap-servers", kafka.bootstrap_servers, "--topics", ",".join(names),
+            "--partitions", str(partitions), "--batches", str(batches)]
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(HERE.parent), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    process = subprocess.Popen(argv, env=environment, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    timeout = 300 + 3 * batches * 10
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        common.kill_tree(process.pid)  # the peers' Python, its JVM and its workers
+        process.communicate()
+        raise SystemExit(f"the peers did not finish within {timeout} s") from None
+    try:
+        if process.returncode:
+            raise ValueError(f"exit code {process.returncode}")
+        return peer_lines(stdout)
+    except ValueError as error:
+        # Spark's output of a stopped query is noise; its last lines say what failed.
+        sys.stderr.write(stderr[-5000:])
+        raise SystemExit(f"the peers failed: {error}") from None
+
+
+def arguments(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topics", type=int, default=10)
     parser.add_argument("--partitions", type=int, default=100)
     parser.add_argument("--batches", type=int, default=20)
-    args = parser.parse_args()
+    parser.add_argument("--peers", action="store_true",
+                        help="also Spark's rate source, and Spark's JVM Kafka source and "
+                             "Scala direct stream in a process of their own")
+    args = parser.parse_args(argv)
+    for name in ("topics", "partitions", "batches"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
+    return args
+
+
+def main():
+    args = arguments()
+    python = prepare_peers() if args.peers else None
     from confluent_kafka import Producer
     from pyspark.sql import SparkSession
 
@@ -177,9 +231,16 @@ def main():
             results[(api, total)] = summary(
                 f"{api}, {total} partitions",
                 *run(context, kafka, producer, big, args.partitions, args.batches))
+        met = {api: results[(api, total)] for api in ("direct stream", "structured")}
+        if python:
+            summary(f"rate source (Spark {sc.version}, this session)", rate(spark, args.batches))
+            for line in peers(python, kafka, big, args.partitions, args.batches):
+                p95 = summary(line["label"], line["ms"], line["cpu"])
+                if "partitions" in line["label"]:
+                    met[line["label"].split(",")[0]] = p95
         print(f"target: p95 <= 10 ms at {total} partitions: "
-              + ", ".join(f"{api} {'met' if results[(api, total)] <= 10 else 'NOT met'}"
-                          for api in ("direct stream", "structured")))
+              + ", ".join(f"{api} {'met' if p95 <= 10 else 'NOT met'}"
+                          for api, p95 in met.items()))
 
 
 if __name__ == "__main__":
