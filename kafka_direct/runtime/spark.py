@@ -302,9 +302,11 @@ def _launch(spark_conf: Any, own_session: bool, fork_server: bool = False
             pyspark_launch: Any = launch_gateway  # untyped in PySpark
             return pyspark_launch(spark_conf, popen_kwargs=popen_kwargs)
 
-        # A new JVM starts in the Spark home whose Python processes import PySpark compiled.
-        with using_spark_home(spark_conf.get("spark.master"), dict(spark_conf.getAll())), \
-                _environment(server.environment() if server is not None else {}):
+        # A new JVM starts in the Spark home whose Python processes import PySpark compiled
+        # (a command built here names it already).
+        home = contextlib.nullcontext() if command is not None else using_spark_home(
+            spark_conf.get("spark.master"), dict(spark_conf.getAll()))
+        with home, _environment(server.environment() if server is not None else {}):
             if own_session:
                 # A session of its own: a terminal's Ctrl-C (sent to the foreground process
                 # group) reaches the driver, which stops gracefully, and not Spark's JVM and
