@@ -296,3 +296,20 @@ def test_what_the_launcher_reads_starts_the_jvm_through_it(tmp_path):
     assert "through spark-submit: SPARK_SUBMIT_OPTS is set" in err
     pid = int(next(line for line in out.splitlines() if line.startswith("JVM")).split()[1])
     assert gone(pid, 30)
+
+
+DIES = """
+from kafka_direct.runtime import spark
+try:
+    spark._make_context("local[1]", "x", {"spark.driver.extraJavaOptions": "-Xss1k"},
+                        own_session=True)
+except Exception as error:
+    print("RAISED", type(error).__name__, flush=True)
+"""
+
+
+def test_a_jvm_that_dies_at_start_raises_as_pysparks_launch_and_shows_its_words(home):
+    done = subprocess.run([sys.executable, "-c", DIES], env=clean_environment(),
+                          capture_output=True, text=True, timeout=120)
+    assert "RAISED PySparkRuntimeError" in done.stdout, done.stdout + done.stderr
+    assert "Could not create the Java Virtual Machine" in done.stderr
