@@ -55,7 +55,10 @@ def _services_only_when_marked(request, monkeypatch):
         import pyspark.java_gateway
     except ImportError:  # pragma: no cover - pyspark is a dependency
         return
-    for module in (pyspark.core.context, pyspark.java_gateway):
+    from kafka_direct.runtime import driver_launch
+
+    # PySpark's launch, and the driver JVM started without Spark's launcher.
+    for module in (pyspark.core.context, pyspark.java_gateway, driver_launch):
         monkeypatch.setattr(module, "launch_gateway", _refuse("a Spark JVM"))
 
 

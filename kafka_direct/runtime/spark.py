@@ -14,12 +14,19 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import IO, Any
 
 from kafka_direct.rdd.spark_support import ensure_pyspark_python
+from kafka_direct.runtime import driver_launch
+from kafka_direct.runtime.driver_launch import DriverCommand, direct_command
 from kafka_direct.runtime.numpy_converters import defer_numpy_converters
-from kafka_direct.runtime.spark_home import only_this_interpreter, spark_home, using_spark_home
+from kafka_direct.runtime.spark_home import (
+    compiled_spark_home,
+    only_this_interpreter,
+    spark_home,
+    using_spark_home,
+)
 from kafka_direct.runtime.warm_daemon import check_ahead, daemon_module
 
 __all__ = ["ENVIRONMENT_NOTES", "LOOPBACK_CONF", "QUICK_JVM_OPTIONS", "SPARK_TEST_CONF",
@@ -99,22 +106,19 @@ def _relay_stderr(stream: IO[bytes], out: Any = None) -> None:
         stream.close()
 
 
-def _launch_relayed(spark_conf: Any) -> Any:
+def _launch_relayed(launch: Callable[[dict[str, Any]], Any]) -> Any:
     """Spark's JVM in a session of its own, its error output relayed (see the caller).
 
-    The relay reads a pipe of its own from before the launch: a JVM that writes much before
-    it answers never blocks, and one that dies at start has its last words shown before
-    PySpark's error.
+    ``launch`` takes the ``Popen`` arguments of the JVM's process. The relay reads a pipe
+    of its own from before the launch: a JVM that writes much before it answers never
+    blocks, and one that dies at start has its last words shown before PySpark's error.
     """
-    from pyspark.java_gateway import launch_gateway
-
     read, write = os.pipe()
     relay = threading.Thread(target=_relay_stderr, args=(os.fdopen(read, "rb"),),
                              name="spark-jvm-stderr", daemon=True)
     relay.start()
     try:
-        launch: Any = launch_gateway  # untyped in PySpark
-        return launch(spark_conf, popen_kwargs={"start_new_session": True, "stderr": write})
+        return launch({"start_new_session": True, "stderr": write})
     except BaseException:
         os.close(write)
         write = -1
@@ -260,29 +264,57 @@ def _fork_server_for(spark_conf: Any) -> Any:
         return None
 
 
+def _driver_command(spark_conf: Any) -> DriverCommand | None:
+    """The driver JVM's command built here, or None: PySpark's own launch (see there).
+
+    The one place that decides; its reason is logged at DEBUG.
+    """
+    pairs = spark_conf.getAll()
+    conf = dict(pairs)
+    home = None if os.environ.get("SPARK_HOME") else compiled_spark_home(
+        spark_conf.get("spark.master"), conf)
+    built = direct_command(pairs, home, os.environ)
+    if isinstance(built, str):
+        logger.debug("the driver JVM starts through spark-submit: %s", built)
+        return None
+    logger.debug("the driver JVM starts with its command built here (no launcher JVM)")
+    return built
+
+
 def _launch(spark_conf: Any, own_session: bool, fork_server: bool = False
             ) -> tuple[Any, Any]:
     """A new driver JVM's gateway for ``spark_conf`` and its fork server (or None).
 
     The JVM starts in the Spark home :func:`spark_home` gives; with ``fork_server`` (where
-    it applies) its Python processes fork from a :class:`~.fork_server.ForkServer`.
+    it applies) its Python processes fork from a :class:`~.fork_server.ForkServer`. Where
+    :func:`_driver_command` builds its command, the JVM starts from it directly
+    (:mod:`~.driver_launch`), else through PySpark's ``spark-submit``.
     """
     from pyspark.java_gateway import launch_gateway
 
     server = _fork_server_for(spark_conf) if fork_server else None
     try:
-        # A new JVM starts in the Spark home whose Python processes import PySpark compiled.
-        with using_spark_home(spark_conf.get("spark.master"), dict(spark_conf.getAll())), \
-                _environment(server.environment() if server is not None else {}):
+        command = _driver_command(spark_conf)
+
+        def launch(popen_kwargs: dict[str, Any] | None) -> Any:
+            if command is not None:
+                return driver_launch.launch_gateway(command, popen_kwargs)
+            pyspark_launch: Any = launch_gateway  # untyped in PySpark
+            return pyspark_launch(spark_conf, popen_kwargs=popen_kwargs)
+
+        # A new JVM starts in the Spark home whose Python processes import PySpark compiled
+        # (a command built here names it already).
+        home = contextlib.nullcontext() if command is not None else using_spark_home(
+            spark_conf.get("spark.master"), dict(spark_conf.getAll()))
+        with home, _environment(server.environment() if server is not None else {}):
             if own_session:
                 # A session of its own: a terminal's Ctrl-C (sent to the foreground process
                 # group) reaches the driver, which stops gracefully, and not Spark's JVM and
                 # Python workers, which would die mid-batch. The JVM still exits with the
                 # driver (it watches the driver's pipe). Its error output (Spark's workers'
                 # too) is relayed without the start-up notes no user caused.
-                return _launch_relayed(spark_conf), server
-            launch: Any = launch_gateway  # untyped in PySpark
-            return launch(spark_conf), server
+                return _launch_relayed(launch), server
+            return launch(None), server
     except BaseException:
         if server is not None:
             server.stop()
