@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from typing_extensions import override
 
-from kafka_direct.client.driver_consumer import DriverConsumer
+from kafka_direct.client.driver_consumer import STREAM_ASKERS, DriverConsumer
 from kafka_direct.client.log_positions import check_positions
 from kafka_direct.client.params import check_with_librdkafka
 from kafka_direct.client.retry import Retrier
@@ -152,7 +152,8 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
             self._rateController = RateController(
                 self.inputStreamId, RateEstimator.create(ssc._conf, ssc.batchDuration))
         self._driverFactory = driverConsumerFactory or (
-            lambda params: DriverConsumer(params, streamSettings.requestTimeoutMs))
+            lambda params: DriverConsumer(params, streamSettings.requestTimeoutMs,
+                                          askers=STREAM_ASKERS))
         self._retrying = Retrier(streamSettings.maxRetries, streamSettings.retryBackoffMs,
                                  str(consumerStrategy.kafkaParams.get("bootstrap.servers")))
         self._discovery = PartitionDiscovery(self.name, consumerStrategy,
