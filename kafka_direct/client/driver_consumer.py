@@ -511,6 +511,8 @@ class DriverConsumer:
                 not know, a refused argument).
         """
         requests = self._requests(partitions, query)
+        if not requests:
+            return {}
         with self._asking:
             if len(requests) == 1:
                 return self._askRefreshing(requests[0], self._questions)
