@@ -10,7 +10,9 @@ processing-time trigger, with new records in every partition between triggers; b
 the same at 4 partitions.
 
 Beside each, the CPU a batch's planning costs: for the direct stream the generating
-thread's CPU in ``generateJobs``; for the source, whose planning runs in a Python process
+thread's CPU in ``generateJobs``, and the driver process's (every thread's: the threads that
+ask the end offsets and make the ranges beside it, librdkafka's); for the source, whose
+planning runs in a Python process
 Spark starts, the same reader's ``latestOffset`` + ``partitions`` + ``commit`` called in
 this process on the same topics (offsets handed over as JSON, as Spark's runner does).
 
@@ -53,30 +55,33 @@ def percentile95(values):
     return values[max(0, round(0.95 * len(values)) - 1)]
 
 
-def summary(label, ms, cpu=None):
+def summary(label, ms, cpu=None, process=None):
     ms = sorted(ms)
     p95 = percentile95(ms)
     line = (f"{label:<44} p50 {statistics.median(ms):7.1f} ms  p95 {p95:7.1f} ms  "
             f"max {ms[-1]:7.1f} ms  ({len(ms)} batches)")
     if cpu:
         line += f"  CPU/batch p50 {statistics.median(cpu):5.1f} ms p95 {percentile95(cpu):5.1f} ms"
+    if process:
+        line += f"  process CPU/batch p50 {statistics.median(process):5.1f} ms"
     print(line)
     return p95
 
 
 def time_generation(ssc):
-    """Wall and thread CPU (ms) of each batch's generation on the driver, in two lists."""
+    """Wall, thread CPU and process CPU (ms) of each batch's generation, in three lists."""
     generator = ssc.scheduler.jobGenerator
-    original, walls, cpus = generator.generateJobs, [], []
+    original, walls, cpus, processes = generator.generateJobs, [], [], []
 
     def timed(batch_time):
-        start, cpu = time.perf_counter(), time.thread_time()
+        start, cpu, process = time.perf_counter(), time.thread_time(), time.process_time()
         original(batch_time)
         cpus.append((time.thread_time() - cpu) * 1000)
+        processes.append((time.process_time() - process) * 1000)
         walls.append((time.perf_counter() - start) * 1000)
 
     generator.generateJobs = timed
-    return walls, cpus
+    return walls, cpus, processes
 
 
 def dstream(sc, kafka, producer, names, partitions, batches):
@@ -90,7 +95,7 @@ def dstream(sc, kafka, producer, names, partitions, batches):
     done = Completed()
     ssc.addStreamingListener(done)
     ssc.start()
-    walls, cpus = time_generation(ssc)
+    walls, cpus, processes = time_generation(ssc)
     try:
         for batch in range(1, batches + 2):
             feed(producer, names, partitions)
@@ -98,7 +103,7 @@ def dstream(sc, kafka, producer, names, partitions, batches):
             done.wait(batch * 1000)
     finally:
         ssc.stop(stopSparkContext=False)
-    return walls[1:], cpus[1:]  # the first batch also starts the consumer
+    return walls[1:], cpus[1:], processes[1:]  # the first batch also starts the consumer
 
 
 def structured(spark, kafka, producer, names, partitions, batches):
