@@ -301,8 +301,9 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
     def _nextOffsets(self) -> tuple[list[int], list[int], dict[TopicPartition, int]]:
         """The next batch's from and until offsets in layout order, and its ends.
 
-        Nothing of the stream's position moves here: :meth:`_rangesOf` moves it once the
-        ranges are made.
+        The stream's position moves here only where a log lost what it held (see
+        :func:`~kafka_direct.client.log_positions.check_positions`), as before any batch;
+        :meth:`_rangesOf` moves it past the batch once the ranges are made.
         """
         positions, layout = self.currentOffsets, self._layout
         latest = self._latestOffsets()
