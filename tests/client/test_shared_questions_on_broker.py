@@ -94,7 +94,8 @@ def test_every_client_made_is_closed_with_the_driver_consumer(kafka, kafka_topic
         assert _ASK("ends", lambda: driver.latestOffsets(partitions)) == dict.fromkeys(
             partitions, 0)
         assert len(made) == 4  # the asking consumer, the group member, two helpers
-        threads = [t for t in threading.enumerate() if t.name.startswith("driver-questions")]
+        threads = [t for t in threading.enumerate()
+                   if t.name.startswith(f"driver-questions-{driver.groupId}_")]
         assert len(threads) == 2
     finally:
         driver.close()
