@@ -10,7 +10,10 @@ processing-time trigger, with new records in every partition between triggers; b
 the same at 4 partitions.
 
 Beside each, the CPU a batch's planning costs: for the direct stream the generating
-thread's CPU in ``generateJobs``; for the source, whose planning runs in a Python process
+thread's CPU in ``generateJobs``, and the driver process's (every thread's: the threads that
+ask the end offsets and make the ranges beside it, librdkafka's; the bench's own producer's
+threads left out, which serve its 1,000 partitions all the while); for the source, whose
+planning runs in a Python process
 Spark starts, the same reader's ``latestOffset`` + ``partitions`` + ``commit`` called in
 this process on the same topics (offsets handed over as JSON, as Spark's runner does).
 
@@ -57,19 +60,50 @@ def topics(kafka, count, partitions):
     return names
 
 
+#: The threads of the bench's producer (librdkafka's), left out of the process's CPU.
+FEEDING_THREADS: set[str] = set()
+
+
+def threads():
+    """The ids of this process's threads (empty where /proc has none)."""
+    try:
+        return set(os.listdir("/proc/self/task"))
+    except OSError:
+        return set()
+
+
+def process_cpu():
+    """CPU (ms) this process's threads ran, the producer's left out.
+
+    The scheduler's run time of each thread (nanoseconds); ``process_time()`` where /proc
+    has none.
+    """
+    total, found = 0, False
+    for tid in threads() - FEEDING_THREADS:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as stat:
+                total += int(stat.read().split()[0])
+                found = True
+        except (OSError, ValueError, IndexError):  # a thread that just ended
+            continue
+    return total / 1e6 if found else time.process_time() * 1000
+
+
 def time_generation(ssc):
-    """Wall and thread CPU (ms) of each batch's generation on the driver, in two lists."""
+    """Wall, thread CPU and process CPU (ms) of each batch's generation, in three lists."""
     generator = ssc.scheduler.jobGenerator
-    original, walls, cpus = generator.generateJobs, [], []
+    original, walls, cpus, processes = generator.generateJobs, [], [], []
 
     def timed(batch_time):
+        process = process_cpu()
         start, cpu = time.perf_counter(), time.thread_time()
         original(batch_time)
         cpus.append((time.thread_time() - cpu) * 1000)
         walls.append((time.perf_counter() - start) * 1000)
+        processes.append(process_cpu() - process)
 
     generator.generateJobs = timed
-    return walls, cpus
+    return walls, cpus, processes
 
 
 def dstream(sc, kafka, producer, names, partitions, batches):
@@ -83,7 +117,7 @@ def dstream(sc, kafka, producer, names, partitions, batches):
     done = Completed()
     ssc.addStreamingListener(done)
     ssc.start()
-    walls, cpus = time_generation(ssc)
+    walls, cpus, processes = time_generation(ssc)
     try:
         for batch in range(1, batches + 2):
             feed(producer, names, partitions)
@@ -91,7 +125,7 @@ def dstream(sc, kafka, producer, names, partitions, batches):
             done.wait(batch * 1000)
     finally:
         ssc.stop(stopSparkContext=False)
-    return walls[1:], cpus[1:]  # the first batch also starts the consumer
+    return walls[1:], cpus[1:], processes[1:]  # the first batch also starts the consumer
 
 
 def structured(spark, kafka, producer, names, partitions, batches):
@@ -217,7 +251,10 @@ def main():
     import kafka_direct.sql
 
     with kafka_service() as kafka, spark_context("local[2]", "planning-scale") as sc:
+        before = threads()
         producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 20})
+        producer.list_topics(timeout=30)  # its broker's thread starts with the first answer
+        FEEDING_THREADS.update(threads() - before)
         spark = SparkSession(sc)
         kafka_direct.sql.register(spark)
         big = topics(kafka, args.topics, args.partitions)

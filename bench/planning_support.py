@@ -34,8 +34,9 @@ def percentile95(values: Sequence[float]) -> float:
     return ordered[max(0, round(0.95 * len(ordered)) - 1)]
 
 
-def summary_line(label: str, ms: Sequence[float], cpu: Sequence[float] | None = None) -> str:
-    """``label``'s p50/p95/max line (and its CPU per batch when measured)."""
+def summary_line(label: str, ms: Sequence[float], cpu: Sequence[float] | None = None,
+                 process: Sequence[float] | None = None) -> str:
+    """``label``'s p50/p95/max line (and its CPU per batch, thread and process, if measured)."""
     ordered = sorted(ms)
     line = (f"{label:<44} p50 {statistics.median(ordered):7.1f} ms  "
             f"p95 {percentile95(ordered):7.1f} ms  max {ordered[-1]:7.1f} ms  "
@@ -43,12 +44,15 @@ def summary_line(label: str, ms: Sequence[float], cpu: Sequence[float] | None = 
     if cpu:
         line += (f"  CPU/batch p50 {statistics.median(cpu):5.1f} ms "
                  f"p95 {percentile95(cpu):5.1f} ms")
+    if process:
+        line += f"  process CPU/batch p50 {statistics.median(process):5.1f} ms"
     return line
 
 
-def summary(label: str, ms: Sequence[float], cpu: Sequence[float] | None = None) -> float:
+def summary(label: str, ms: Sequence[float], cpu: Sequence[float] | None = None,
+            process: Sequence[float] | None = None) -> float:
     """Print ``label``'s line; returns its p95 (ms)."""
-    print(summary_line(label, ms, cpu), flush=True)
+    print(summary_line(label, ms, cpu, process), flush=True)
     return percentile95(ms)
 
 

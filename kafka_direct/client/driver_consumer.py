@@ -21,6 +21,11 @@ member's poll (librdkafka holds a consumer's poll while it asks). Metadata is as
 member, whose refreshed metadata starts its rebalance when a subscribed topic grows. The
 AdminClient asks what the consumer's isolation
 level cannot: high watermarks under ``read_committed``, and offsets by timestamp.
+
+A question of more than one request may be asked by a few asking consumers at once
+(``askers``, the direct stream's :data:`STREAM_ASKERS`): a broker answers one connection's
+requests one after the other, and each consumer has a connection of its own, so ten
+requests of a thousand partitions wait for about a third of the round trips.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,7 +51,8 @@ from kafka_direct.client.params import reads_committed, refusal
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.topic_partition import TopicPartition, partition_order
 
-__all__ = ["DriverConsumer", "TopicListing", "admin_params", "is_cooperative"]
+__all__ = ["STREAM_ASKERS", "DriverConsumer", "TopicListing", "admin_params",
+           "is_cooperative"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +76,11 @@ _ONE_LISTING_ABOVE = 3
 #: Most partitions in one ListOffsets request through the consumer (see
 #: ``DriverConsumer._consumerOffsets``).
 _REQUEST_PARTITIONS = 100
+
+#: Consumers asking a question's requests at once, for a direct stream (see
+#: ``DriverConsumer._consumerOffsets``). Measured on one broker at a thousand partitions (ten
+#: requests): two or three halve the wait, more gain nothing.
+STREAM_ASKERS = 3
 
 #: librdkafka's code for "the cluster has no such topic or partition" (the broker's answer).
 _UNKNOWN_TOPIC_OR_PART = 3
@@ -182,11 +194,22 @@ class DriverConsumer:
         requestTimeoutMs: How long one question may take.
         consumerFactory: Builds the confluent-kafka Consumer (injectable for tests).
         adminFactory: Builds the AdminClient (injectable for tests).
+        askers: Most consumers asking one question's requests at once (1: one after the
+            other). The consumers beyond the first are made when a question first has
+            more than one request, and closed with this one.
+
+    Raises:
+        ConfigurationError: ``askers`` is not a positive whole number, or librdkafka
+            refuses a client's configuration.
     """
 
     def __init__(self, params: Mapping[str, Any], requestTimeoutMs: int = 30_000,
                  consumerFactory: ClientFactory = _consumer,
-                 adminFactory: ClientFactory = _admin) -> None:
+                 adminFactory: ClientFactory = _admin, askers: int = 1) -> None:
+        if type(askers) is not int or askers < 1:
+            raise ConfigurationError(f"DriverConsumer askers must be a whole number of at "
+                                     f"least 1 (1: requests asked one after the other); got "
+                                     f"{askers!r}")
         self.params = dict(params)
         self.groupId = str(self.params.get("group.id", ""))
         self.timeout = requestTimeoutMs / 1000.0
@@ -212,6 +235,12 @@ class DriverConsumer:
         self._asking = threading.RLock()
         # The last requests per time asked, for the partitions they ask (see _requests).
         self._kept: dict[int, tuple[frozenset[TopicPartition], list[_Request]]] = {}
+        # The asking consumers beyond the first, and the threads they ask from: made when a
+        # question first has more than one request (see _consumerOffsets).
+        self._askers = askers
+        self._consumerFactory = consumerFactory
+        self._helpers: list[Any] = []
+        self._pool: ThreadPoolExecutor | None = None
         self._assigned: set[TopicPartition] = set()
         self._closed = threading.Event()
         self._keeper: threading.Thread | None = None
@@ -306,12 +335,18 @@ class DriverConsumer:
             finally:
                 self._asking.release()
 
-    def _serveQuestions(self) -> None:
-        # It is never assigned a partition: what poll returns is an event, never a record.
-        event = self._questions.poll(0)
-        if event is not None and event.error() is not None:
-            logger.debug("driver consumer of group %s (questions): %s", self.groupId,
-                         event.error().str())
+    def _serveQuestions(self, consumer: Any = None) -> None:
+        """Serve the events of an asking consumer (the first when None), or of all of them.
+
+        Args:
+            consumer: The asking consumer; None: every asking consumer.
+        """
+        for asking in ([self._questions, *self._helpers] if consumer is None else [consumer]):
+            # It is never assigned a partition: what poll returns is an event, never a record.
+            event = asking.poll(0)
+            if event is not None and event.error() is not None:
+                logger.debug("driver consumer of group %s (questions): %s", self.groupId,
+                             event.error().str())
 
     def assignment(self, waitSeconds: float = 0.0) -> set[TopicPartition]:
         """The partitions the group gives this stream.
@@ -446,16 +481,24 @@ class DriverConsumer:
         """``ListOffsets`` through the consumer, at its isolation level.
 
         Asked in (topic, partition) order, in requests of at most
-        :data:`_REQUEST_PARTITIONS` partitions, one after the other: librdkafka matches an
-        answer to its request partition by partition, in time quadratic in the request's
-        size: a thousand partitions cost the driver's asking thread about 10 ms of CPU in
-        one request, about 4 ms in four of 250, about 2.5 ms in ten of 100, whose wall time
-        was no longer (the searched-for answers are on the critical path); smaller requests
-        save little more. Sorted, a fifth less again.
+        :data:`_REQUEST_PARTITIONS` partitions: librdkafka matches an answer to its request
+        partition by partition, in time quadratic in the request's size: a thousand
+        partitions cost the driver's asking thread about 10 ms of CPU in one request, about
+        4 ms in four of 250, about 2.5 ms in ten of 100; smaller requests save little more.
+        Sorted, a fifth less again.
 
-        A partition the consumer's metadata does not know yet (just added, or its leader
-        just moved) gets its request's topics' metadata refreshed and that request asked
-        once more, as the AdminClient path does.
+        With more than one request and more than one asker, the requests are dealt to the
+        asking consumers in turn (request ``i`` to consumer ``i % askers``), each asking
+        its share one after the other, the first in the calling thread and the others in
+        threads of their own: a broker answers one connection's requests one at a time,
+        while librdkafka waits with Python's lock released. The answer is the same, in the
+        same order, as asked one after the other; a share that fails raises, after every
+        share ended, the error of the first request (in request order) that failed, as
+        asked one after the other.
+
+        A partition the asking consumer's metadata does not know yet (just added, or its
+        leader just moved) gets its request's topics' metadata refreshed on that consumer
+        and that request asked once more, as the AdminClient path does.
 
         Args:
             partitions: The partitions.
@@ -468,12 +511,82 @@ class DriverConsumer:
                 not know, a refused argument).
         """
         requests = self._requests(partitions, query)
-        if len(requests) == 1:
-            return self._askRefreshing(requests[0])
+        if not requests:
+            return {}
+        with self._asking:
+            if len(requests) == 1:
+                return self._askRefreshing(requests[0], self._questions)
+            askers = self._askingConsumers(len(requests))
+            if len(askers) == 1:
+                found: dict[TopicPartition, int] = {}
+                for request in requests:
+                    found.update(self._askRefreshing(request, self._questions))
+                return found
+            return self._askShared(requests, askers)
+
+    def _askingConsumers(self, requests: int) -> list[Any]:
+        """The consumers to ask ``requests`` requests with, the helpers made when first needed.
+
+        Called with ``_asking`` held.
+        """
+        wanted = min(self._askers, requests)
+        if len(self._helpers) + 1 < wanted and not self._closed.is_set():
+            made = []
+            try:
+                for _ in range(wanted - 1 - len(self._helpers)):
+                    made.append(_create("consumer", self._consumerFactory, self.params))
+            except BaseException:
+                for client in made:
+                    client.close()
+                raise
+            self._helpers.extend(made)
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    self._askers - 1, thread_name_prefix=f"driver-questions-{self.groupId}")
+        return [self._questions, *self._helpers][:wanted]
+
+    def _askShared(self, requests: list[_Request], askers: list[Any]
+                   ) -> dict[TopicPartition, int]:
+        """``requests`` dealt to ``askers`` in turn and asked at once (see _consumerOffsets).
+
+        Called with ``_asking`` held (the helpers ask while the calling thread waits).
+        """
+        pool = self._pool
+        if pool is None:  # made with the helpers
+            raise AssertionError("the asking threads were not made")  # pragma: no cover
+        count = len(askers)
+        answers: list[dict[TopicPartition, int] | None] = [None] * len(requests)
+        futures: list[Future[tuple[int, BaseException] | None]] = [
+            pool.submit(self._askShare, requests, answers, first, count, askers[first])
+            for first in range(1, count)]
+        failures = []
+        own = self._askShare(requests, answers, 0, count, askers[0])
+        if own is not None:
+            failures.append(own)
+        # Every share ended before the answer (or the failure) is given: none is still
+        # asking when the caller asks again or closes the consumers.
+        failures.extend(failure for failure in (future.result() for future in futures)
+                        if failure is not None)
+        if failures:
+            raise min(failures, key=lambda failure: failure[0])[1]
         found: dict[TopicPartition, int] = {}
-        for request in requests:
-            found.update(self._askRefreshing(request))
+        for answer in answers:
+            found.update(answer or {})
         return found
+
+    def _askShare(self, requests: list[_Request], answers: list[dict[TopicPartition, int] | None],
+                  first: int, step: int, consumer: Any) -> tuple[int, BaseException] | None:
+        """Ask ``requests[first::step]`` with ``consumer``, one after the other.
+
+        Each answer goes to its place in ``answers``. Returns None, or the index of the
+        request that failed and its error (the share's later requests are not asked).
+        """
+        for index in range(first, len(requests), step):
+            try:
+                answers[index] = self._askRefreshing(requests[index], consumer)
+            except Exception as error:
+                return index, error
+        return None
 
     def _requests(self, partitions: Iterable[TopicPartition], query: int
                   ) -> list[_Request]:
@@ -502,32 +615,33 @@ class DriverConsumer:
             self._kept[query] = (frozenset(partitions), requests)
         return requests
 
-    def _askRefreshing(self, request: _Request) -> dict[TopicPartition, int]:
-        """One request; on stale metadata, its topics refreshed and the request asked again."""
+    def _askRefreshing(self, request: _Request, consumer: Any) -> dict[TopicPartition, int]:
+        """One request; on stale metadata, its topics refreshed and the request asked again.
+
+        Called with ``_asking`` held (by the calling thread, for all of its askers).
+        """
         from confluent_kafka import KafkaException
 
         wanted = request.partitions
         for attempt in (1, 2):
             try:
-                return self._askConsumer(request)
+                return self._askConsumer(request, consumer)
             except (UnansweredError, KafkaException) as error:
                 if attempt == 2 or not stale_metadata(error):
                     raise
-                with self._asking:
-                    for topic in sorted({tp.topic for tp in wanted}):
-                        self._questions.list_topics(topic, timeout=self.timeout)
+                for topic in sorted({tp.topic for tp in wanted}):
+                    consumer.list_topics(topic, timeout=self.timeout)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _askConsumer(self, asked: _Request) -> dict[TopicPartition, int]:
+    def _askConsumer(self, asked: _Request, consumer: Any) -> dict[TopicPartition, int]:
         from confluent_kafka import KafkaError, KafkaException
 
         request = asked.request
         try:
-            with self._asking:
-                try:
-                    answers = self._questions.offsets_for_times(request, timeout=self.timeout)
-                finally:
-                    self._serveQuestions()
+            try:
+                answers = consumer.offsets_for_times(request, timeout=self.timeout)
+            finally:
+                self._serveQuestions(consumer)
         except KafkaException as error:
             code = error.args[0].code() if error.args else None
             if code != KafkaError._TIMED_OUT:
@@ -602,8 +716,12 @@ class DriverConsumer:
         if self._keeper is not None:
             self._keeper.join(5)
         with self._asking, self._lock:
-            for client in (self._consumer, self._questions):
+            # No question is under way (it holds _asking): the helpers' threads are idle.
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+            for client in (self._consumer, self._questions, *self._helpers):
                 try:
                     client.close()
                 except Exception as error:
                     logger.debug("closing the driver consumer failed: %s", error)
+            self._helpers = []

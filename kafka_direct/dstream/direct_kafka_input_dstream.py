@@ -30,11 +30,12 @@ from __future__ import annotations
 import logging
 import operator
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from typing_extensions import override
 
-from kafka_direct.client.driver_consumer import DriverConsumer
+from kafka_direct.client.driver_consumer import STREAM_ASKERS, DriverConsumer
 from kafka_direct.client.log_positions import check_positions
 from kafka_direct.client.params import check_with_librdkafka
 from kafka_direct.client.retry import Retrier
@@ -52,7 +53,7 @@ from kafka_direct.dstream.starting_offsets import StartingOffsets, StartingOffse
 from kafka_direct.dstream.stream_settings import StreamSettings
 from kafka_direct.errors import CheckpointError, ConfigurationError, KafkaDirectError
 from kafka_direct.offset_range import CanCommitOffsets, OffsetRange
-from kafka_direct.rdd.kafka_rdd import KafkaRDD, ReadSettings, kafka_rdd
+from kafka_direct.rdd.kafka_rdd import KafkaRDD, ReadSettings, kafka_rdd, kafka_rdd_beside
 from kafka_direct.rdd.location_strategy import LocationStrategy, PreferBrokers
 from kafka_direct.streaming.input_dstream import InputDStream
 from kafka_direct.streaming.job_scheduler import BATCH_TIME_PROPERTY
@@ -72,6 +73,10 @@ logger = logging.getLogger(__name__)
 
 #: A range's fields, each read in C over a batch's ranges.
 _FIELDS = tuple(map(operator.attrgetter, ("topic", "partition", "fromOffset", "untilOffset")))
+
+#: Ranges from which a batch's ranges are made in the planner thread beside the JVM's
+#: reading of them (see ``compute``): below, that work is shorter than a thread's hand-over.
+_PLANNED_BESIDE = 100
 
 # Sort keys in the batch's hot path: a key of plain tuples sorts a thousand partitions
 # about four times faster than TopicPartition's own comparisons.
@@ -152,7 +157,8 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
             self._rateController = RateController(
                 self.inputStreamId, RateEstimator.create(ssc._conf, ssc.batchDuration))
         self._driverFactory = driverConsumerFactory or (
-            lambda params: DriverConsumer(params, streamSettings.requestTimeoutMs))
+            lambda params: DriverConsumer(params, streamSettings.requestTimeoutMs,
+                                          askers=STREAM_ASKERS))
         self._retrying = Retrier(streamSettings.maxRetries, streamSettings.retryBackoffMs,
                                  str(consumerStrategy.kafkaParams.get("bootstrap.servers")))
         self._discovery = PartitionDiscovery(self.name, consumerStrategy,
@@ -166,6 +172,8 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
         self.latestSeen: dict[TopicPartition, int] = {}
         self.batchRanges: dict[int, list[OffsetRange]] = {}
         self._layout = PartitionLayout()
+        # The thread that makes a batch's ranges while the JVM reads them (see compute).
+        self._plannerThread: ThreadPoolExecutor | None = None
         self._commits = StreamCommits(self.name, consumerStrategy.groupId, self._driver)
         #: Offsets committed to the group by this stream, per partition.
         self.committedOffsets = self._commits.committedOffsets
@@ -238,6 +246,9 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
         callbacks get an error). A ``commitAsync`` after this fails its callback.
         """
         self._commits.close()
+        planner, self._plannerThread = self._plannerThread, None
+        if planner is not None:
+            planner.shutdown(wait=True)
         driver, self.driver = self.driver, None
         if driver is not None:
             driver.close()
@@ -271,13 +282,29 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
 
     def _plan(self, validTime: int) -> tuple[list[OffsetRange], list[TopicPartition]]:
         """The ranges of batch ``validTime``, and their partitions in the same order."""
+        ranges = self._recovered(validTime)
+        if ranges is not None:
+            return ranges, [r.topicPartition() for r in ranges]
+        froms, untils, ends = self._nextOffsets()
+        return self._rangesOf(validTime, froms, untils, ends), self._layout.partitions
+
+    def _recovered(self, validTime: int) -> list[OffsetRange] | None:
+        """Batch ``validTime``'s checkpointed ranges, the positions moved past them; or None."""
         ranges = self.batchRanges.get(validTime)
         if ranges is not None:  # a batch regenerated after recovery: exactly those ranges
-            partitions = [r.topicPartition() for r in ranges]
-            for r, tp in zip(ranges, partitions, strict=True):
+            for r in ranges:
+                tp = r.topicPartition()
                 current = self.currentOffsets.get(tp, r.untilOffset)
                 self.currentOffsets[tp] = max(current, r.untilOffset)
-            return ranges, partitions
+        return ranges
+
+    def _nextOffsets(self) -> tuple[list[int], list[int], dict[TopicPartition, int]]:
+        """The next batch's from and until offsets in layout order, and its ends.
+
+        The stream's position moves here only where a log lost what it held (see
+        :func:`~kafka_direct.client.log_positions.check_positions`), as before any batch;
+        :meth:`_rangesOf` moves it past the batch once the ranges are made.
+        """
         positions, layout = self.currentOffsets, self._layout
         latest = self._latestOffsets()
         # Values in the layout's (topic, partition) order, looked up once a partition.
@@ -289,11 +316,17 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
             froms = layout.pick(positions)
         ends = clamp(latest, positions, self.perPartitionConfig, self.slideDuration / 1000.0,
                      self._estimatedRate(), self.streamSettings.maxRecordsPerBatch)
-        ranges = OffsetRange.many(layout.topics, layout.numbers, froms, layout.arrange(ends))
+        return froms, layout.arrange(ends), ends
+
+    def _rangesOf(self, validTime: int, froms: list[int], untils: list[int],
+                  ends: dict[TopicPartition, int]) -> list[OffsetRange]:
+        """Batch ``validTime``'s ranges (checked), kept, and the stream's position past them."""
+        layout = self._layout
+        ranges = OffsetRange.many(layout.topics, layout.numbers, froms, untils)
         # In the layout's order, so that the next batch reads the positions in order.
-        self.currentOffsets = layout.merge(positions, ends)
+        self.currentOffsets = layout.merge(self.currentOffsets, ends)
         self.batchRanges[validTime] = ranges
-        return ranges, layout.partitions
+        return ranges
 
     @override
     def isTimeValid(self, time: int) -> bool:
@@ -353,15 +386,56 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
 
     @override
     def compute(self, validTime: int) -> KafkaRDD:
-        ranges, partitions = self._plan(validTime)
-        self._commits.queue.addBatch(validTime, ranges, self._hasJobs(validTime), partitions)
-        leaders = None
-        if isinstance(self.locationStrategy, PreferBrokers):
-            leaders = self._driver().leaders(partitions)
-        rdd = kafka_rdd(self.ssc.sparkContext, ranges, self.settings, self.locationStrategy,
-                        leaders)
-        self.reportInfo(validTime, *self._inputInfo(ranges, partitions))
+        ranges = self._recovered(validTime)
+        if ranges is not None:
+            partitions = [r.topicPartition() for r in ranges]
+            self._commits.queue.addBatch(validTime, ranges, self._hasJobs(validTime),
+                                         partitions)
+            rdd = kafka_rdd(self.ssc.sparkContext, ranges, self.settings,
+                            self.locationStrategy, self._leaders(partitions))
+            self.reportInfo(validTime, *self._inputInfo(ranges, partitions))
+            return rdd
+        froms, untils, ends = self._nextOffsets()
+        layout = self._layout
+        partitions = layout.partitions
+
+        def rest() -> tuple[list[OffsetRange], tuple[int, dict[str, Any]]]:
+            made = self._rangesOf(validTime, froms, untils, ends)
+            self._commits.queue.addBatch(validTime, made, self._hasJobs(validTime), partitions)
+            return made, self._inputInfo(made, partitions)
+
+        if len(partitions) < _PLANNED_BESIDE:
+            ranges, info = rest()
+            rdd = kafka_rdd(self.ssc.sparkContext, ranges, self.settings,
+                            self.locationStrategy, self._leaders(partitions))
+        else:
+            # The ranges, the commit queue and the input info are made in the stream's
+            # planner thread while this one waits for the JVM to read the ranges' RDD
+            # (Python's lock is free while it waits): the batch's planning waits for the
+            # longer of the two, not for both. Both end before the batch's RDD is returned;
+            # the ranges are made (and the position moved) whatever the JVM answers, as
+            # when they are made first, and their error, if any, is the batch's.
+            leaders = self._leaders(partitions)
+            made = self._planner().submit(rest)
+            rdd = kafka_rdd_beside(
+                self.ssc.sparkContext,
+                list(zip(layout.topics, layout.numbers, froms, untils, strict=True)),
+                partitions, self.settings, self.locationStrategy, leaders,
+                lambda: made.result()[0])
+            info = made.result()[1]
+        self.reportInfo(validTime, *info)
         return rdd
+
+    def _leaders(self, partitions: list[TopicPartition]) -> dict[TopicPartition, str] | None:
+        if isinstance(self.locationStrategy, PreferBrokers):
+            return self._driver().leaders(partitions)
+        return None
+
+    def _planner(self) -> ThreadPoolExecutor:
+        if self._plannerThread is None:
+            self._plannerThread = ThreadPoolExecutor(
+                1, thread_name_prefix=f"kafka-direct-planner-{self.inputStreamId}")
+        return self._plannerThread
 
     def _inputInfo(self, ranges: list[OffsetRange], partitions: list[TopicPartition]
                    ) -> tuple[int, dict[str, Any]]:

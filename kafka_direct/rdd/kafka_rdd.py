@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from pyspark.rdd import PipelinedRDD
@@ -36,8 +36,10 @@ from kafka_direct.rdd.location_strategy import (
 from kafka_direct.rdd.read_settings import ReadSettings
 from kafka_direct.rdd.spark_support import live_executors, located_rdd
 from kafka_direct.task_errors import carry_errors, typed_errors, typed_rdd_class
+from kafka_direct.topic_partition import TopicPartition
 
-__all__ = ["KafkaRDD", "ReadSettings", "count_range", "kafka_rdd", "range_element", "read_range"]
+__all__ = ["KafkaRDD", "ReadSettings", "count_range", "kafka_rdd", "kafka_rdd_beside",
+           "range_element", "ranges_rdd", "read_range"]
 
 logger = logging.getLogger(__name__)
 
@@ -338,11 +340,56 @@ def kafka_rdd(sc: Any, ranges: list[OffsetRange], settings: ReadSettings,
         strategy: Where each range is preferably read.
         leaders: Partition leaders' hosts, for ``PreferBrokers``.
     """
+    parent = ranges_rdd(sc, [range_element(r) for r in ranges],
+                        lambda: [r.topicPartition() for r in ranges], strategy, leaders)
+    return KafkaRDD(parent, ranges, settings)
+
+
+def kafka_rdd_beside(sc: Any, elements: list[tuple[str, int, int, int]],
+                     partitions: Sequence[TopicPartition], settings: ReadSettings,
+                     strategy: LocationStrategy, leaders: Mapping[Any, str] | None,
+                     ranges: Callable[[], list[OffsetRange]]) -> KafkaRDD:
+    """A KafkaRDD whose ranges are made elsewhere while the JVM reads their elements.
+
+    The JVM reads ``elements`` first; then ``ranges()`` gives the ranges (waiting for the
+    thread that makes them), which must be the ranges of ``elements``, in their order.
+    ``ranges()`` is waited for even when the JVM fails, and its error comes first.
+
+    Args:
+        sc: The SparkContext.
+        elements: ``(topic, partition, from, until)`` of each range, in partition order.
+        partitions: The ranges' partitions, in that order.
+        settings: How executors read.
+        strategy: Where each range is preferably read.
+        leaders: Partition leaders' hosts, for ``PreferBrokers``.
+        ranges: The ranges, once made.
+    """
+    try:
+        parent = ranges_rdd(sc, elements, lambda: partitions, strategy, leaders)
+    finally:
+        made = ranges()
+    return KafkaRDD(parent, made, settings)
+
+
+def ranges_rdd(sc: Any, elements: list[tuple[str, int, int, int]],
+               partitions: Callable[[], Sequence[TopicPartition]], strategy: LocationStrategy,
+               leaders: Mapping[Any, str] | None = None) -> Any:
+    """The parent of a KafkaRDD: partition ``i`` holding ``elements[i]``, placed.
+
+    ``KafkaRDD(ranges_rdd(...), ranges, settings)`` is :func:`kafka_rdd`'s RDD when
+    ``elements`` are the ranges' :func:`range_element`; the direct stream builds the two
+    parts apart, so that its thread makes the batch's ranges while the JVM reads these.
+
+    Args:
+        sc: The SparkContext.
+        elements: ``(topic, partition, from, until)`` of each range, in partition order.
+        partitions: The ranges' partitions, in that order (asked only to place them).
+        strategy: Where each range is preferably read.
+        leaders: Partition leaders' hosts, for ``PreferBrokers``.
+    """
     executors = live_executors(sc)
     if executors or isinstance(strategy, PreferBrokers):
-        locations = preferred_locations(
-            strategy, [r.topicPartition() for r in ranges], executors, leaders)
+        locations = preferred_locations(strategy, list(partitions()), executors, leaders)
     else:  # no executor to prefer (local mode): no partition has a preferred location
-        locations = [[]] * len(ranges)
-    return KafkaRDD(located_rdd(sc, [range_element(r) for r in ranges], locations), ranges,
-                    settings)
+        locations = [[]] * len(elements)
+    return located_rdd(sc, elements, locations)

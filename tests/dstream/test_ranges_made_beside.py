@@ -1,0 +1,172 @@
+"""A batch of many partitions makes its ranges in the planner thread while the JVM reads them.
+
+The batch's ranges, its place in the commit queue and its input info are made in the
+stream's planner thread while the generating thread waits for Spark's JVM; all of it is
+done before the batch's RDD is returned, the RDD holds exactly those ranges, and an error
+on either side is the batch's. Below 100 partitions nothing changes thread.
+"""
+
+import threading
+
+import pytest
+
+from kafka_direct import ConsumerStrategies, LocationStrategies, OffsetRange, StreamingContext
+from kafka_direct.client.driver_consumer import DriverConsumer
+from kafka_direct.dstream import direct_kafka_input_dstream
+from kafka_direct.dstream.direct_kafka_input_dstream import DirectKafkaInputDStream
+from kafka_direct.errors import ConfigurationError
+from kafka_direct.rdd import kafka_rdd as kafka_rdd_module
+from kafka_direct.rdd.kafka_rdd import ReadSettings
+from kafka_direct.topic_partition import TopicPartition
+from tests.fakes.confluent_clients import CountingCluster
+from tests.fakes.fake_cluster import FakeSparkContext
+
+PARAMS = {"bootstrap.servers": "fake:9092", "group.id": "g", "auto.offset.reset": "earliest"}
+
+
+class _Built:
+    """What the stream asked for its RDDs, and from which thread the ranges were made."""
+
+    def __init__(self, monkeypatch):
+        self.calls = []
+        self.ranges_made_in = []
+        many = OffsetRange.many.__func__
+
+        def counted_many(cls, *args):
+            self.ranges_made_in.append(threading.current_thread().name)
+            return many(cls, *args)
+
+        monkeypatch.setattr(OffsetRange, "many", classmethod(counted_many))
+
+        def beside(sc, elements, partitions, settings, strategy, leaders, ranges):
+            # The JVM's part would read ``elements`` here, before the ranges are waited for.
+            made = ranges()
+            self.calls.append(("beside", threading.current_thread().name, elements, made))
+            return list(made)
+
+        def plain(sc, ranges, *args):
+            self.calls.append(("plain", threading.current_thread().name, None, ranges))
+            return list(ranges)
+
+        monkeypatch.setattr(direct_kafka_input_dstream, "kafka_rdd_beside", beside)
+        monkeypatch.setattr(direct_kafka_input_dstream, "kafka_rdd", plain)
+
+
+def _stream(counting):
+    consumer, admin = counting.clients()
+    strategy = ConsumerStrategies.Assign(
+        [TopicPartition(t, p) for t in counting.topics for p in range(counting.partitions)],
+        PARAMS)
+    stream = DirectKafkaInputDStream(
+        StreamingContext(FakeSparkContext(None), 1), LocationStrategies.PreferConsistent(),
+        strategy, driverConsumerFactory=lambda params: DriverConsumer(
+            params, consumerFactory=consumer, adminFactory=admin))
+    stream.initialize(0)
+    stream.start()
+    return stream
+
+
+def _planner_threads():
+    return [t for t in threading.enumerate() if t.name.startswith("kafka-direct-planner")]
+
+
+def test_a_thousand_ranges_are_made_in_the_planner_thread_before_the_rdd_is_returned(
+        monkeypatch):
+    built = _Built(monkeypatch)
+    counting = CountingCluster()  # 10 topics of 100 partitions
+    stream = _stream(counting)
+    reported = []
+    monkeypatch.setattr(stream, "reportInfo", lambda *args: reported.append(args))
+    caller = threading.current_thread().name
+    try:
+        for batch in range(1, 4):
+            counting.end += 2
+            rdd = stream.compute(batch * 1000)
+            kind, thread, elements, ranges = built.calls[-1]
+            assert kind == "beside" and thread == caller
+            assert built.ranges_made_in[-1].startswith("kafka-direct-planner")
+            # The JVM reads exactly the ranges the RDD holds, in their order.
+            assert elements == [(r.topic, r.partition, r.fromOffset, r.untilOffset)
+                                for r in ranges]
+            assert rdd == ranges == stream.batchRanges[batch * 1000]
+            assert len(ranges) == 1000
+            assert {(r.fromOffset, r.untilOffset) for r in ranges} == {
+                (counting.end - 2, counting.end)}
+            # Done before compute returned: the position moved, the batch queued, reported.
+            assert set(stream.currentOffsets.values()) == {counting.end}
+            assert stream._commits.queue.owner(ranges, batch * 1000) == batch * 1000
+            assert reported[-1][0] == batch * 1000
+            assert reported[-1][1] == sum(r.count() for r in ranges)
+        assert len(_planner_threads()) == 1
+    finally:
+        stream.stop()
+    assert _planner_threads() == []
+
+
+def test_a_batch_of_few_partitions_is_made_in_the_calling_thread(monkeypatch):
+    built = _Built(monkeypatch)
+    counting = CountingCluster(topics=2, partitions=4)
+    stream = _stream(counting)
+    try:
+        counting.end += 1
+        assert len(stream.compute(1000)) == 8
+        assert [call[:2] for call in built.calls] == [
+            ("plain", threading.current_thread().name)]
+        assert built.ranges_made_in == [threading.current_thread().name]
+        assert _planner_threads() == []
+    finally:
+        stream.stop()
+
+
+def test_a_range_refused_in_the_planner_thread_fails_the_batch_and_moves_nothing(
+        monkeypatch):
+    _Built(monkeypatch)
+    counting = CountingCluster()
+    stream = _stream(counting)
+    try:
+        counting.end += 1
+        stream.compute(1000)
+        before = dict(stream.currentOffsets)
+
+        def refused(*args):
+            raise ConfigurationError("a refused range")
+
+        monkeypatch.setattr(OffsetRange, "many", refused)
+        counting.end += 1
+        with pytest.raises(ConfigurationError, match="a refused range"):
+            stream.compute(2000)
+        assert stream.currentOffsets == before
+        assert 2000 not in stream.batchRanges
+    finally:
+        stream.stop()
+
+
+def test_the_ranges_are_waited_for_when_the_jvm_fails(monkeypatch):
+    # The ranges' thread moves the stream's position: it must have ended before the batch
+    # fails, whichever side failed; the ranges' own error comes first.
+    settings = ReadSettings(params={"bootstrap.servers": "fake:9092"})
+    ranges = [OffsetRange("t", 0, 0, 1)]
+    waited = []
+
+    def jvm_fails(*args):
+        raise RuntimeError("the JVM is gone")
+
+    monkeypatch.setattr(kafka_rdd_module, "ranges_rdd", jvm_fails)
+
+    def made():
+        waited.append(True)
+        return ranges
+
+    with pytest.raises(RuntimeError, match="the JVM is gone"):
+        kafka_rdd_module.kafka_rdd_beside(None, [("t", 0, 0, 1)], [TopicPartition("t", 0)],
+                                          settings, LocationStrategies.PreferConsistent(),
+                                          None, made)
+    assert waited == [True]
+
+    def refused():
+        raise ConfigurationError("a refused range")
+
+    with pytest.raises(ConfigurationError, match="a refused range"):
+        kafka_rdd_module.kafka_rdd_beside(None, [("t", 0, 0, 1)], [TopicPartition("t", 0)],
+                                          settings, LocationStrategies.PreferConsistent(),
+                                          None, refused)
