@@ -149,8 +149,16 @@ def _java(environ: Mapping[str, str]) -> str | None:
     if found is None:
         return None
     # The launcher (run as ``java`` from the PATH) names its own runtime: java.home, the
-    # folder above the resolved binary's ``bin``.
-    return str(Path(found).resolve().parent.parent / "bin" / "java")
+    # folder above the resolved binary's ``bin``. Only where the PATH's ``java`` resolves
+    # to a runtime's own binary: a version manager's shim (a script, or a link to another
+    # program) runs some runtime that only Spark's scripts, running the shim, find.
+    binary = Path(found).resolve()
+    runtime = binary.parent.parent
+    if binary.name != "java" or binary.parent.name != "bin" \
+            or not (runtime / "lib" / "modules").is_file() \
+            or not os.access(binary, os.X_OK):
+        return None
+    return str(runtime / "bin" / "java")
 
 
 def _spark_version(jars: Path) -> str | None:

@@ -189,6 +189,47 @@ def test_what_is_not_handled_here_keeps_sparks_launch(tmp_path, pairs, env, reas
     assert isinstance(found, str) and found.startswith(reason), found
 
 
+def path_with_java(tmp_path, script):
+    """A PATH whose ``java`` is ``script`` (a version manager's shim, as jenv's or asdf's)."""
+    shims = tmp_path / "manager" / "shims"
+    shims.mkdir(parents=True)
+    shim = shims / "java"
+    shim.write_text(script)
+    shim.chmod(0o755)
+    return f"{shims}:{os.environ.get('PATH', '')}"
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="no java here")
+def test_a_java_shim_on_the_path_keeps_sparks_launch(tmp_path):
+    # Spark's scripts run the shim and its launcher names the runtime the shim ran; the
+    # folder above the shim's is no runtime, whose bin/java does not exist.
+    path = path_with_java(tmp_path, f'#!/bin/sh\nexec "{shutil.which("java")}" "$@"\n')
+    found = direct_command(LOCAL, fake_home(tmp_path), clean_environment(PATH=path))
+    assert found == "no java to run"
+
+
+def test_a_java_linked_to_another_program_keeps_sparks_launch(tmp_path):
+    # A shim that is a link to the manager's own binary (as mise's): resolved, no runtime.
+    manager = tmp_path / "manager" / "bin"
+    manager.mkdir(parents=True)
+    (manager / "mise").write_text("#!/bin/sh\n")
+    (manager / "mise").chmod(0o755)
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    (shims / "java").symlink_to(manager / "mise")
+    found = direct_command(LOCAL, fake_home(tmp_path),
+                           clean_environment(PATH=f"{shims}:{os.environ.get('PATH', '')}"))
+    assert found == "no java to run"
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="no java here")
+def test_the_paths_java_names_its_runtimes_binary(tmp_path):
+    found = direct_command(LOCAL, fake_home(tmp_path), clean_environment())
+    assert isinstance(found, DriverCommand)
+    runtime = Path(shutil.which("java")).resolve().parent.parent
+    assert found.argv[0] == str(runtime / "bin" / "java")
+
+
 def test_a_home_with_a_conf_folder_keeps_sparks_launch(tmp_path):
     home = fake_home(tmp_path)
     (home / "conf").mkdir()
