@@ -49,11 +49,12 @@ from kafka_direct.dstream.per_partition_config import (
 )
 from kafka_direct.dstream.rate_limit import clamp
 from kafka_direct.dstream.starting_offsets import StartingOffsets, StartingOffsetsCallback
-from kafka_direct.dstream.stream_settings import StreamSettings
+from kafka_direct.dstream.stream_settings import MIN_OFFSETS_PER_TASK_CONF, StreamSettings
 from kafka_direct.errors import CheckpointError, ConfigurationError, KafkaDirectError
 from kafka_direct.offset_range import CanCommitOffsets, OffsetRange
 from kafka_direct.rdd.kafka_rdd import KafkaRDD, ReadSettings, kafka_rdd
 from kafka_direct.rdd.location_strategy import LocationStrategy, PreferBrokers
+from kafka_direct.rdd.range_groups import group_ranges
 from kafka_direct.streaming.input_dstream import InputDStream
 from kafka_direct.streaming.job_scheduler import BATCH_TIME_PROPERTY
 from kafka_direct.streaming.rate_controller import (
@@ -359,9 +360,22 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
         if isinstance(self.locationStrategy, PreferBrokers):
             leaders = self._driver().leaders(partitions)
         rdd = kafka_rdd(self.ssc.sparkContext, ranges, self.settings, self.locationStrategy,
-                        leaders)
+                        leaders, self._groups(ranges))
         self.reportInfo(validTime, *self._inputInfo(ranges, partitions))
         return rdd
+
+    def _groups(self, ranges: list[OffsetRange]) -> list[tuple[OffsetRange, ...]] | None:
+        """The batch's ranges grouped into Spark tasks, or None (one task per range).
+
+        Only with ``spark.streaming.kafka.minOffsetsPerTask`` above 1; at least Spark's
+        default parallelism of tasks stays, so the cores stay busy.
+        """
+        settings = self.streamSettings
+        if settings.minOffsetsPerTask <= 1 or len(ranges) < 2:
+            return None
+        return group_ranges(ranges, settings.minOffsetsPerTask,
+                            self.ssc.sparkContext.defaultParallelism,
+                            settings.maxRangesPerTask, MIN_OFFSETS_PER_TASK_CONF)
 
     def _inputInfo(self, ranges: list[OffsetRange], partitions: list[TopicPartition]
                    ) -> tuple[int, dict[str, Any]]:
