@@ -151,10 +151,11 @@ def read_ranges(offsetRanges: Sequence[OffsetRange], settings: ReadSettings, *,
 
     Several small non-empty ranges of distinct partitions
     (:func:`~kafka_direct.client.fetch_session.in_session`) are read with one consumer in
-    one fetch session; a range the session hands back (an error, no progress) is finished by
-    :func:`read_range`, which decides data loss, log ends and stalls as for any range. Other
-    ranges are read one after the other by :func:`read_range`. Which way is a pure function
-    of the ranges: a retried task reads the way the failed attempt did, the same records.
+    one fetch session (when consumers may be cached); a range the session hands back (an
+    error, no progress) is finished by :func:`read_range`, which decides data loss, log
+    ends and stalls as for any range. Other ranges are read one after the other by
+    :func:`read_range`. Which way is a pure function of the ranges: a retried task reads
+    the way the failed attempt did, the same records.
 
     Args:
         offsetRanges: The task's ranges (a grouped KafkaRDD's partition).
@@ -162,7 +163,9 @@ def read_ranges(offsetRanges: Sequence[OffsetRange], settings: ReadSettings, *,
         attempt: The task attempt number; a retry never reuses a cached consumer.
     """
     present = [r for r in offsetRanges if r.untilOffset > r.fromOffset]
-    if not in_session(present):
+    # A session keeps its consumer for the worker's next one: not when consumers must not
+    # be cached (spark.streaming.kafka.consumer.cache.enabled=false).
+    if not settings.useConsumerCache or not in_session(present):
         for offsetRange in present:
             yield from read_range(offsetRange, settings, attempt=attempt)
         return
