@@ -5,6 +5,9 @@ and in 10 topics of 100 partitions, read on ``local[1]``:
 
 * direct stream: a KafkaRDD of the batch's ranges (one Spark partition per range, as a
   direct stream's batch builds it) whose records a ``foreachPartition`` drains;
+* direct stream, grouped: the same KafkaRDD grouped as a batch of the ingest job's is
+  (``spark.streaming.kafka.minOffsetsPerTask`` = 10,000): small ranges share a Spark task,
+  read in one fetch session;
 * structured: ``spark.read.format("kafka-direct")`` into Spark's ``noop`` sink (small
   ranges grouped into tasks, ``minOffsetsPerTask``);
 * Spark's floor: ``sc.parallelize(range(n), n).foreachPartition(nothing)``, no Kafka at all,
@@ -35,6 +38,7 @@ from structured import session
 from kafka_direct import LocationStrategies, OffsetRange
 from kafka_direct.client.params import executor_params
 from kafka_direct.rdd.kafka_rdd import ReadSettings, kafka_rdd
+from kafka_direct.rdd.range_groups import group_ranges
 from kafka_direct.testing import kafka_service, spark_context
 
 PROCESSES = ("driver", "JVM", "workers", "broker")
@@ -80,12 +84,19 @@ def _nothing(_):
     pass
 
 
-def kafka_rdd_read(sc, params, ranges):
+#: The grouping of the ingest job's direct stream (kafka_direct.app.ingest_job).
+MIN_OFFSETS_PER_TASK = 10_000
+
+
+def kafka_rdd_read(sc, params, ranges, grouped=False):
     settings = ReadSettings(params=executor_params(params))
 
     def run():
-        kafka_rdd(sc, ranges, settings, LocationStrategies.PreferConsistent()).foreachPartition(
-            _drain)
+        # Grouped as the stream groups each batch (planning included in the measure).
+        groups = (group_ranges(ranges, MIN_OFFSETS_PER_TASK, sc.defaultParallelism)
+                  if grouped else None)
+        kafka_rdd(sc, ranges, settings, LocationStrategies.PreferConsistent(),
+                  groups=groups).foreachPartition(_drain)
 
     return run
 
@@ -156,6 +167,9 @@ def main():
                 "direct stream (KafkaRDD, a task per range)": (
                     kafka_rdd_read(sc, params, ranges_of(kafka, small)),
                     kafka_rdd_read(sc, params, ranges_of(kafka, big))),
+                "direct stream, grouped (minOffsetsPerTask)": (
+                    kafka_rdd_read(sc, params, ranges_of(kafka, small), grouped=True),
+                    kafka_rdd_read(sc, params, ranges_of(kafka, big), grouped=True)),
                 "structured (ranges grouped into tasks)": (
                     source_read(spark, kafka.bootstrap_servers, small),
                     source_read(spark, kafka.bootstrap_servers, big)),

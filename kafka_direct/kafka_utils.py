@@ -29,6 +29,7 @@ from kafka_direct.rdd.location_strategy import (
     PreferBrokers,
     preferred_locations,
 )
+from kafka_direct.rdd.range_groups import group_ranges
 
 __all__ = ["KafkaUtils", "check_consumer_params", "check_partitions_exist"]
 
@@ -101,6 +102,8 @@ class KafkaUtils:
         *,
         failOnDataLoss: bool = True,
         pollTimeoutMs: int | None = None,
+        minOffsetsPerTask: int = 0,
+        maxRangesPerTask: int = 1000,
     ) -> KafkaRDD:
         """An RDD of the records in ``offsetRanges``, one Spark partition per range.
 
@@ -120,6 +123,12 @@ class KafkaUtils:
                 warning and reads on from the earliest available offset.
             pollTimeoutMs: Longest wait without progress on a range before the task fails;
                 default ``spark.streaming.kafka.consumer.poll.ms`` or 120000.
+            minOffsetsPerTask: Above 1, consecutive small ranges share a Spark partition up
+                to about this many offsets (a grouped KafkaRDD: partition ``i`` reads
+                ``rdd.rangeGroups()[i]``, in one fetch session when they are small), keeping
+                at least ``sc.defaultParallelism`` partitions; 0 (default) or 1: one
+                partition per range. Grouping needs at most one range per topic-partition.
+            maxRangesPerTask: Most ranges in one partition when grouped (>= 1).
 
         Raises:
             ConfigurationError: Bad parameters, ranges or strategy.
@@ -151,12 +160,16 @@ class KafkaUtils:
             valueDeserializer=valueDeserializer,
             messageHandler=messageHandler,
         )
+        minOffsets = parse_int("minOffsetsPerTask", minOffsetsPerTask, 0)
+        mostRanges = parse_int("maxRangesPerTask", maxRangesPerTask, 1)
+        groups = (group_ranges(ranges, minOffsets, sc.defaultParallelism, mostRanges)
+                  if minOffsets > 1 and len(ranges) > 1 else None)
         consumer = check_consumer_params(fixed)
         try:
             check_partitions_exist(consumer, ranges)
         finally:
             consumer.close()
-        return kafka_rdd(sc, ranges, settings, strategy)
+        return kafka_rdd(sc, ranges, settings, strategy, groups=groups)
 
     @staticmethod
     def createDirectStream(

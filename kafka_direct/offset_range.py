@@ -170,7 +170,10 @@ class HasOffsetRanges(ABC):
     """Something that knows the offset ranges it was built from (a KafkaRDD).
 
     ``offsetRanges()`` lists one range per Spark partition, in partition order, so the
-    ``i``-th range is what partition ``i`` read (``TaskContext.get().partitionId()``).
+    ``i``-th range is what partition ``i`` read (``TaskContext.get().partitionId()``). A
+    grouped KafkaRDD (several ranges per Spark partition, opt-in) lists all its ranges
+    group after group: there, partition ``i`` reads ``rangeGroups()[i]``, not the ``i``-th
+    range.
     """
 
     @abstractmethod

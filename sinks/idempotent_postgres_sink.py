@@ -101,6 +101,9 @@ class _Upserter:
     row: RowFunction
     statementTimeoutMs: int | None
     ranges: tuple[Any, ...] = ()
+    #: The ranges of each Spark partition of a grouped KafkaRDD, in partition order; empty:
+    #: one range per partition (``ranges``).
+    groups: tuple[tuple[Any, ...], ...] = ()
     group: str | None = None
     generation: int | None = None
     fenceTable: str = "kafka_offsets"
@@ -167,11 +170,14 @@ class _Upserter:
     def _write(self, index: int, records: Iterator[Any]) -> Iterator[tuple[int, int]]:
         from psycopg2 import sql
 
-        with database_errors(f"{self.schema}.{self.table}", self.ranges[index], self.dsn), \
+        # Task ``index`` upserts the records of ``groups[index]``: one range, or a grouped
+        # KafkaRDD's several, in one transaction.
+        group = self.groups[index] if self.groups else self.ranges[index]
+        with database_errors(f"{self.schema}.{self.table}", group, self.dsn), \
                 transaction(Database(self.dsn), self.statementTimeoutMs) as cursor:
             cursor.execute(self._stage())
             rows = ((*values, ordinal) for ordinal, values in
-                    enumerate(user_rows(self.row, records, self.ranges[index],
+                    enumerate(user_rows(self.row, records, group,
                                         f"{self.schema}.{self.table}", self.columns)))
             copied = copy_rows(cursor, sql.Identifier(_STAGE), (*self.columns, _ORDINAL),
                                rows)
@@ -255,8 +261,9 @@ class IdempotentPostgresSink(KafkaRDDSink):
         if self.offsetStore is not None and self.group:
             generation = self._checkStored(self.offsetStore, self.group, offsetRanges)
         with typed_errors():
+            groups = tuple(rdd.rangeGroups()) if getattr(rdd, "isGrouped", bool)() else ()
             upserter = dataclasses.replace(self._upserter, ranges=tuple(offsetRanges),
-                                           generation=generation)
+                                           groups=groups, generation=generation)
             outcomes = rdd.mapPartitionsWithIndex(upserter).collect()
         if self.offsetStore is not None and self.group:
             self.offsetStore.commit(self.group, offsetRanges)

@@ -67,7 +67,8 @@ def user_rows(row: Callable[[Any], Sequence[Any]], records: Iterable[Any],
     Args:
         row: The user's row function.
         records: The range's records.
-        offsetRange: The range.
+        offsetRange: The range, or the ranges of a grouped KafkaRDD's partition (a tuple,
+            one per Kafka partition: a failing record's own is named).
         table: The target table (schema-qualified), for the errors.
         columns: The target columns the rows fill.
     """
@@ -81,8 +82,10 @@ def user_rows(row: Callable[[Any], Sequence[Any]], records: Iterable[Any],
         except KafkaDirectError:
             raise
         except Exception as error:
-            raise _row_failure(row, error, offsetRange, record.offset, table) from None
+            raise _row_failure(row, error, _range_of(offsetRange, record), record.offset,
+                               table) from None
         if count != width:
+            offsetRange = _range_of(offsetRange, record)
             raise ConfigurationError(
                 f"row function {_name(row)} returned {count} values for the {width} columns "
                 f"{list(columns)} of table {table} (record {offsetRange.topic}-"
@@ -92,6 +95,14 @@ def user_rows(row: Callable[[Any], Sequence[Any]], records: Iterable[Any],
                 table=table, topic=offsetRange.topic, partition=offsetRange.partition,
                 offset=record.offset, function="row", values=count, columns=width)
         yield values
+
+
+def _range_of(offsetRange: Any, record: Any) -> Any:
+    """The range of ``record`` among a task's ranges (a tuple), or the one range given."""
+    if not isinstance(offsetRange, tuple | list):
+        return offsetRange
+    key = (getattr(record, "topic", None), getattr(record, "partition", None))
+    return next((r for r in offsetRange if (r.topic, r.partition) == key), offsetRange[0])
 
 
 def _name(row: Callable[[Any], Sequence[Any]]) -> str:
@@ -163,7 +174,8 @@ def database_errors(table: str, offsetRange: Any = None, dsn: str | None = None
 
     Args:
         table: The target table, for the message.
-        offsetRange: The range being written, or None for a whole batch.
+        offsetRange: The range being written, the ranges of a grouped KafkaRDD's
+            partition (a tuple), or None for a whole batch.
         dsn: The connection string, so that no piece of its password shows in the error.
     """
     import psycopg2
@@ -171,9 +183,16 @@ def database_errors(table: str, offsetRange: Any = None, dsn: str | None = None
     from kafka_direct.errors import SinkWriteError
     from kafka_direct.postgres.errors import CommitOutcomeUnknownError, describe_database_error
 
-    what = ("the batch" if offsetRange is None else
-            f"{offsetRange.topic}-{offsetRange.partition} "
-            f"[{offsetRange.fromOffset}, {offsetRange.untilOffset})")
+    what = "the batch"
+    if isinstance(offsetRange, tuple | list):  # a grouped KafkaRDD's partition: its ranges
+        if len(offsetRange) > 1:
+            first, last = offsetRange[0], offsetRange[-1]
+            what = (f"{len(offsetRange)} ranges of one task, {first.topic}-{first.partition} "
+                    f"to {last.topic}-{last.partition},")
+        offsetRange = offsetRange[0] if len(offsetRange) == 1 else None
+    if offsetRange is not None:
+        what = (f"{offsetRange.topic}-{offsetRange.partition} "
+                f"[{offsetRange.fromOffset}, {offsetRange.untilOffset})")
     where = {"table": table,
              "topic": None if offsetRange is None else offsetRange.topic,
              "partition": None if offsetRange is None else offsetRange.partition,

@@ -14,6 +14,12 @@ A partition new to the store is seeded in step 1's transaction, at the batch's l
 RDD must chain; they are written in rounds (one Spark job each), each after the earlier
 range committed.
 
+A grouped KafkaRDD's partition (``rangeGroups()``: several ranges, one per Kafka partition)
+is one task and one transaction too: its rows and all its ranges' offsets commit together.
+Each range is claimed in it; a retried or zombie attempt finds them all taken and writes
+nothing. A task that finds some of its ranges applied and others not (the batch grouped
+otherwise when it first ran) writes the others' records only.
+
 A task that dies anywhere before the commit leaves nothing behind; its retry starts over. A
 stream restarted from ``store.load(group)`` resumes exactly after the last committed range.
 
@@ -133,7 +139,11 @@ def write_rounds(offsetRanges: Sequence[OffsetRange]) -> list[list[int]]:
 
 @dataclass(frozen=True)
 class _PartitionWriter:
-    """What each task runs (shipped to executors; holds the DSN, never logs it)."""
+    """What each task runs (shipped to executors; holds the DSN, never logs it).
+
+    Task ``index`` writes the ranges of ``groups[index]``: one range, or a grouped
+    KafkaRDD's several (at most one per partition), all in one transaction.
+    """
 
     dsn: str
     group: str
@@ -147,64 +157,104 @@ class _PartitionWriter:
     statementTimeoutMs: int | None
     generation: int | None = None
     columnar: Any = None  # PartitionReadSettings: the range read as Arrow, COPYed as CSV
-    #: Indices of the ranges whose partition may be new to the store, seeded in their task
-    #: (None: every range). A row an earlier batch of the sink committed is not seeded again.
-    unseeded: frozenset[int] | None = None
+    #: Partitions that may be new to the store, seeded in their task (None: every one). A
+    #: row an earlier batch of the sink committed is not seeded again.
+    unseeded: frozenset[TopicPartition] | None = None
+    #: The ranges of each Spark partition, in partition order (one each unless grouped).
+    groups: tuple[tuple[OffsetRange, ...], ...] = ()
 
     def __repr__(self) -> str:
         return f"_PartitionWriter({self.schema}.{self.table}, group={self.group!r})"
 
-    def __call__(self, index: int, records: Iterator[Any]) -> Iterator[tuple[str, int, int]]:
+    def __call__(self, index: int, records: Iterator[Any]) -> Iterator[tuple[int, int]]:
         return carry_errors(self._write(index, records))
 
-    def _write(self, index: int, records: Iterator[Any]) -> Iterator[tuple[str, int, int]]:
+    def _chain(self, offsetRange: OffsetRange) -> tuple[int, int]:
+        """The start and end of ``offsetRange``'s partition's ranges in the batch."""
+        chain = [r for r in self.ranges if r.topic == offsetRange.topic
+                 and r.partition == offsetRange.partition]
+        return min(r.fromOffset for r in chain), max(r.untilOffset for r in chain)
+
+    def _write(self, index: int, records: Iterator[Any]) -> Iterator[tuple[int, int]]:
+        """Yields ``(rows written, ranges found applied before)``."""
         from psycopg2 import sql
 
-        offsetRange = self.ranges[index]
-        if not offsetRange.count():
-            yield ("empty", index, 0)  # nothing to write, the offset stays
+        group = self.groups[index] if self.groups else (self.ranges[index],)
+        present = [r for r in group if r.count()]
+        if not present:
+            yield (0, 0)  # nothing to write, the offsets stay
             return
         # The driver prepared the store before this batch's job (``write``): asking the
         # catalog again in every task cost three round trips a range.
         store = PostgresOffsetStore(table=self.offsetTable, schema=self.offsetSchema,
                                     connect=lambda: cached_connection(Database(self.dsn)),
                                     prepared=True)
-        # A partition new to the store starts at the batch's lowest range of it, seeded in
-        # this transaction: a failed write leaves no seed that a later start resumes from.
-        chain = [r for r in self.ranges if r.topicPartition() == offsetRange.topicPartition()]
-        start = min(r.fromOffset for r in chain)
-        chainEnd = max(r.untilOffset for r in chain)
-        with database_errors(f"{self.schema}.{self.table}", offsetRange, self.dsn), \
+        chains = {(r.topic, r.partition): self._chain(r) for r in present}
+        target = sql.Identifier(self.schema, self.table)
+        with database_errors(f"{self.schema}.{self.table}", tuple(present), self.dsn), \
                 transaction(Database(self.dsn), self.statementTimeoutMs) as cursor:
             store.fence(cursor, self.group, self.generation)
-            if self.unseeded is None or index in self.unseeded:
-                # A row an earlier batch committed stays: seeding it again was a round trip
-                # a range, every batch (and a row deleted meanwhile is a mismatch, not a
-                # silent new start).
-                store.seed(self.group, {offsetRange.topicPartition(): start}, cursor=cursor)
-            if not store.claim(cursor, self.group, offsetRange, chainEnd):
+            # A partition new to the store starts at the batch's lowest range of it, seeded
+            # in this transaction: a failed write leaves no seed that a later start resumes
+            # from. A row an earlier batch committed stays: seeding it again was a round
+            # trip a range, every batch (and a row deleted meanwhile is a mismatch, not a
+            # silent new start).
+            seeds = {r.topicPartition(): chains[(r.topic, r.partition)][0] for r in present
+                     if self.unseeded is None or r.topicPartition() in self.unseeded}
+            if seeds:
+                store.seed(self.group, seeds, cursor=cursor)
+            # Every range of the task claimed (its row locked) in the task's order: a
+            # retried or zombie attempt of the same task finds them taken and writes
+            # nothing; a range in a state that fits neither rolls the whole task back.
+            fresh = [r for r in present
+                     if store.claim(cursor, self.group, r, chains[(r.topic, r.partition)][1])]
+            if not fresh:
                 written = -1  # applied before: the transaction ends with nothing written
             elif self.columnar is not None:
                 from kafka_direct.postgres.copy_csv import copy_batches
-                from kafka_direct.rdd.arrow_reader import read_partition, task_attempt
+                from kafka_direct.rdd.arrow_reader import read_ranges, task_attempt
 
-                # The default rows, with no Python object per record: the range read as
+                # The default rows, with no Python object per record: the ranges read as
                 # Arrow batches and COPYed as CSV. ``records`` is never started, so the
-                # KafkaRDD's own read of the range does not run.
-                written = copy_batches(cursor, sql.Identifier(self.schema, self.table),
-                                       self.columns, read_partition(
-                                           offsetRange, self.columnar, attempt=task_attempt()))
-                store.advance(cursor, self.group, offsetRange)
+                # KafkaRDD's own read of the ranges does not run.
+                written = copy_batches(cursor, target, self.columns, read_ranges(
+                    fresh, self.columnar, attempt=task_attempt()))
             else:
-                written = copy_rows(cursor, sql.Identifier(self.schema, self.table),
-                                    self.columns, user_rows(
-                                        self.row, records, offsetRange,
-                                        f"{self.schema}.{self.table}", self.columns))
-                store.advance(cursor, self.group, offsetRange)
-        if written < 0:
-            yield ("skipped", index, 0)
-            return
-        yield ("written", index, written)
+                if len(fresh) < len(present):
+                    records = _of_ranges(records, fresh, self.group)
+                written = copy_rows(cursor, target, self.columns, user_rows(
+                    self.row, records, fresh[0] if len(fresh) == 1 else tuple(fresh),
+                    f"{self.schema}.{self.table}", self.columns))
+            for r in fresh:
+                store.advance(cursor, self.group, r)
+        yield (max(written, 0), len(present) - len(fresh))
+
+
+def _of_ranges(records: Iterator[Any], ranges: Sequence[OffsetRange], group: str
+               ) -> Iterator[Any]:
+    """The records of ``ranges`` only (one range per partition): the task's others applied.
+
+    A task of a grouped batch finds some of its ranges applied before and others not when
+    the batch was grouped otherwise when it first ran (a setting changed before a restart
+    from a checkpoint); its records are then sorted by partition. Only records that name
+    theirs (ConsumerRecords) can be.
+
+    Raises:
+        ConfigurationError: A record is no ConsumerRecord (a messageHandler's element).
+    """
+    keep = {(r.topic, r.partition) for r in ranges}
+    for record in records:
+        if not isinstance(record, ConsumerRecord):
+            first = ranges[0]
+            raise ConfigurationError(
+                f"a grouped task of group {group!r} found some of its ranges applied before "
+                f"and others not ({first} not), and its records are no ConsumerRecords (a "
+                "messageHandler's elements) that name their partition: run the batch with "
+                "the grouping it first ran with (spark.streaming.kafka.minOffsetsPerTask)",
+                setting="spark.streaming.kafka.minOffsetsPerTask", group=group,
+                topic=first.topic, partition=first.partition)
+        if (record.topic, record.partition) in keep:
+            yield record
 
 
 class TransactionalPostgresSink(KafkaRDDSink):
@@ -373,15 +423,18 @@ class TransactionalPostgresSink(KafkaRDDSink):
             self.store.seed(self.group, idle)
         if not any(r.count() for r in offsetRanges):
             return {"rows": 0, "skipped": 0}  # an idle batch needs no Spark job
+        groups = tuple(rdd.rangeGroups()) if getattr(rdd, "isGrouped", bool)() else ()
         writer = _PartitionWriter(self._dsn, self.group, self.table, self.schema,
                                   self.columns, self.row, offsetRanges, self.store.table,
                                   self.store.schema, self.statementTimeoutMs, generation,
                                   self._columnar(rdd),
-                                  frozenset(i for i, r in enumerate(offsetRanges)
-                                            if r.topicPartition() not in self._seeded))
+                                  frozenset(r.topicPartition() for r in offsetRanges
+                                            if r.topicPartition() not in self._seeded),
+                                  groups)
         from kafka_direct.task_errors import typed_errors
 
-        rounds = write_rounds(offsetRanges)
+        # A grouped KafkaRDD holds one range per partition (group_ranges): one round.
+        rounds = [list(range(len(groups)))] if groups else write_rounds(offsetRanges)
         with typed_errors():
             written = rdd.mapPartitionsWithIndex(writer)
             if len(rounds) == 1:
@@ -393,7 +446,7 @@ class TransactionalPostgresSink(KafkaRDDSink):
         # Every range's transaction committed (or found its range applied before): each
         # partition's offset row exists from now on.
         self._seeded.update(r.topicPartition() for r in offsetRanges)
-        written = sum(n for kind, _, n in outcomes if kind == "written")
-        skipped = sum(1 for kind, _, _ in outcomes if kind == "skipped")
+        written = sum(rows for rows, _ in outcomes)
+        skipped = sum(applied for _, applied in outcomes)
         logger.info("%r wrote %d rows (%d ranges already applied)", self, written, skipped)
         return {"rows": written, "skipped": skipped}

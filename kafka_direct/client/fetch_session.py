@@ -56,8 +56,8 @@ from kafka_direct.client.data_consumer import (
 )
 from kafka_direct.offset_range import OffsetRange
 
-__all__ = ["FetchSession", "SessionConsumers", "SessionRange", "session_consumers",
-           "session_ranges"]
+__all__ = ["SESSION_MAX_OFFSETS_PER_RANGE", "FetchSession", "SessionConsumers", "SessionRange",
+           "in_session", "session_consumers", "session_ranges"]
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +89,25 @@ def session_ranges(ranges: Sequence[OffsetRange]) -> bool:
     seen = {(r.topic, r.partition) for r in ranges}
     return len(ranges) > 1 and len(seen) == len(ranges) and all(
         r.count() > 0 for r in ranges)
+
+
+#: A task's ranges are read in one fetch session (:func:`in_session`) when they hold at
+#: most this many offsets on average: below it a range's fixed cost (an assignment, a first
+#: fetch, a pause) outweighs what the native reader saves per record over the Python
+#: client's messages; above it, each range is read on its own by the chosen reader (and a
+#: session, which holds a range's records until the range is done, would hold many).
+SESSION_MAX_OFFSETS_PER_RANGE = 2048
+
+
+def in_session(ranges: Sequence[OffsetRange]) -> bool:
+    """Whether a task reads ``ranges`` in one fetch session.
+
+    When they are several non-empty ranges of distinct partitions (:func:`session_ranges`)
+    holding at most :data:`SESSION_MAX_OFFSETS_PER_RANGE` offsets on average. A pure
+    function of the ranges: a retried task reads the way the failed attempt did.
+    """
+    return session_ranges(ranges) and sum(r.count() for r in ranges) <= (
+        SESSION_MAX_OFFSETS_PER_RANGE * len(ranges))
 
 
 class _Open:

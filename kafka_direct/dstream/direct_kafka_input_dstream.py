@@ -50,11 +50,12 @@ from kafka_direct.dstream.per_partition_config import (
 )
 from kafka_direct.dstream.rate_limit import clamp
 from kafka_direct.dstream.starting_offsets import StartingOffsets, StartingOffsetsCallback
-from kafka_direct.dstream.stream_settings import StreamSettings
+from kafka_direct.dstream.stream_settings import MIN_OFFSETS_PER_TASK_CONF, StreamSettings
 from kafka_direct.errors import CheckpointError, ConfigurationError, KafkaDirectError
 from kafka_direct.offset_range import CanCommitOffsets, OffsetRange
 from kafka_direct.rdd.kafka_rdd import KafkaRDD, ReadSettings, kafka_rdd, kafka_rdd_beside
 from kafka_direct.rdd.location_strategy import LocationStrategy, PreferBrokers
+from kafka_direct.rdd.range_groups import group_ranges
 from kafka_direct.streaming.input_dstream import InputDStream
 from kafka_direct.streaming.job_scheduler import BATCH_TIME_PROPERTY
 from kafka_direct.streaming.rate_controller import (
@@ -392,7 +393,8 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
             self._commits.queue.addBatch(validTime, ranges, self._hasJobs(validTime),
                                          partitions)
             rdd = kafka_rdd(self.ssc.sparkContext, ranges, self.settings,
-                            self.locationStrategy, self._leaders(partitions))
+                            self.locationStrategy, self._leaders(partitions),
+                            self._groups(ranges))
             self.reportInfo(validTime, *self._inputInfo(ranges, partitions))
             return rdd
         froms, untils, ends = self._nextOffsets()
@@ -404,10 +406,12 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
             self._commits.queue.addBatch(validTime, made, self._hasJobs(validTime), partitions)
             return made, self._inputInfo(made, partitions)
 
-        if len(partitions) < _PLANNED_BESIDE:
+        if len(partitions) < _PLANNED_BESIDE or self._grouping():
+            # Grouped, the RDD's partitions follow from the ranges: made first.
             ranges, info = rest()
             rdd = kafka_rdd(self.ssc.sparkContext, ranges, self.settings,
-                            self.locationStrategy, self._leaders(partitions))
+                            self.locationStrategy, self._leaders(partitions),
+                            self._groups(ranges))
         else:
             # The ranges, the commit queue and the input info are made in the stream's
             # planner thread while this one waits for the JVM to read the ranges' RDD
@@ -436,6 +440,23 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
             self._plannerThread = ThreadPoolExecutor(
                 1, thread_name_prefix=f"kafka-direct-planner-{self.inputStreamId}")
         return self._plannerThread
+
+    def _grouping(self) -> bool:
+        """Whether batches may group ranges (``spark.streaming.kafka.minOffsetsPerTask`` > 1)."""
+        return self.streamSettings.minOffsetsPerTask > 1
+
+    def _groups(self, ranges: list[OffsetRange]) -> list[tuple[OffsetRange, ...]] | None:
+        """The batch's ranges grouped into Spark tasks, or None (one task per range).
+
+        Only with ``spark.streaming.kafka.minOffsetsPerTask`` above 1; at least Spark's
+        default parallelism of tasks stays, so the cores stay busy.
+        """
+        settings = self.streamSettings
+        if not self._grouping() or len(ranges) < 2:
+            return None
+        return group_ranges(ranges, settings.minOffsetsPerTask,
+                            self.ssc.sparkContext.defaultParallelism,
+                            settings.maxRangesPerTask, MIN_OFFSETS_PER_TASK_CONF)
 
     def _inputInfo(self, ranges: list[OffsetRange], partitions: list[TopicPartition]
                    ) -> tuple[int, dict[str, Any]]:

@@ -15,6 +15,11 @@ has them):
 * ``spark.streaming.kafka.rebalanceWaitMs`` = 10000: integer >= 0, how long a batch waits for
   known partitions a rebalance hides.
 * ``spark.streaming.backpressure.initialRate`` = 0: finite number >= 0 (records/s).
+* ``spark.streaming.kafka.minOffsetsPerTask`` = 0: integer >= 0; above 1, a batch's
+  consecutive small ranges share a Spark task up to about this many offsets (a grouped
+  KafkaRDD, :mod:`kafka_direct.rdd.range_groups`); 0 or 1: one Spark partition per range.
+* ``spark.streaming.kafka.maxRangesPerTask`` = 1000: integer >= 1, most ranges in one task
+  when grouped.
 
 Rate limits per partition are :mod:`kafka_direct.dstream.per_partition_config`'s. The users'
 table of these settings is in docs/configuration.md (tests/architecture/test_docs.py checks
@@ -31,6 +36,8 @@ from kafka_direct.conf_values import parse_bool, parse_float, parse_int
 __all__ = [
     "CACHE_ENABLED_CONF",
     "FAIL_ON_DATA_LOSS_CONF",
+    "MAX_RANGES_PER_TASK_CONF",
+    "MIN_OFFSETS_PER_TASK_CONF",
     "POLL_TIMEOUT_CONF",
     "StreamSettings",
     "poll_timeout_ms",
@@ -45,6 +52,8 @@ RETRY_BACKOFF_CONF = "spark.streaming.kafka.retryBackoffMs"
 DRIVER_TIMEOUT_CONF = "spark.streaming.kafka.driverTimeoutMs"
 REBALANCE_WAIT_CONF = "spark.streaming.kafka.rebalanceWaitMs"
 INITIAL_RATE_CONF = "spark.streaming.backpressure.initialRate"
+MIN_OFFSETS_PER_TASK_CONF = "spark.streaming.kafka.minOffsetsPerTask"
+MAX_RANGES_PER_TASK_CONF = "spark.streaming.kafka.maxRangesPerTask"
 
 #: A Spark conf lookup: ``get(key, default) -> value``.
 ConfGet = Callable[[str, str], str]
@@ -74,6 +83,9 @@ class StreamSettings:
             the stream waits for the group's first assignment.
         rebalanceWaitMs: How long a batch waits for known partitions a rebalance hides.
         initialRate: Backpressure's rate (records/s) before its first estimate; 0 = none.
+        minOffsetsPerTask: Above 1, consecutive small ranges of a batch share a Spark task
+            up to about this many offsets (a grouped KafkaRDD); 0 or 1: one per range.
+        maxRangesPerTask: Most ranges one task reads when grouped (>= 1).
 
     Raises:
         ConfigurationError: A field is of the wrong type or out of range; the message
@@ -89,6 +101,8 @@ class StreamSettings:
     requestTimeoutMs: int = 30_000
     rebalanceWaitMs: int = 10_000
     initialRate: float = 0.0
+    minOffsetsPerTask: int = 0
+    maxRangesPerTask: int = 1000
 
     def __post_init__(self) -> None:
         poll_timeout_ms(self.pollTimeoutMs)
@@ -100,6 +114,8 @@ class StreamSettings:
         parse_int(DRIVER_TIMEOUT_CONF, self.requestTimeoutMs, 1)
         parse_int(REBALANCE_WAIT_CONF, self.rebalanceWaitMs, 0)
         parse_float(INITIAL_RATE_CONF, self.initialRate, 0)
+        parse_int(MIN_OFFSETS_PER_TASK_CONF, self.minOffsetsPerTask, 0)
+        parse_int(MAX_RANGES_PER_TASK_CONF, self.maxRangesPerTask, 1)
 
     @classmethod
     def fromConf(cls, get: ConfGet) -> StreamSettings:
@@ -120,4 +136,8 @@ class StreamSettings:
                                        1),
             rebalanceWaitMs=parse_int(REBALANCE_WAIT_CONF, get(REBALANCE_WAIT_CONF, "10000"),
                                       0),
-            initialRate=parse_float(INITIAL_RATE_CONF, get(INITIAL_RATE_CONF, "0"), 0))
+            initialRate=parse_float(INITIAL_RATE_CONF, get(INITIAL_RATE_CONF, "0"), 0),
+            minOffsetsPerTask=parse_int(MIN_OFFSETS_PER_TASK_CONF,
+                                        get(MIN_OFFSETS_PER_TASK_CONF, "0"), 0),
+            maxRangesPerTask=parse_int(MAX_RANGES_PER_TASK_CONF,
+                                       get(MAX_RANGES_PER_TASK_CONF, "1000"), 1))

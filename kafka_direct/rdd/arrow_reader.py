@@ -31,7 +31,11 @@ from kafka_direct.client.columnar import (
     use_native,
 )
 from kafka_direct.client.data_consumer import ConsumerCache, KafkaDataConsumer, consumer_cache
-from kafka_direct.client.fetch_session import FetchSession, session_ranges
+from kafka_direct.client.fetch_session import (
+    SESSION_MAX_OFFSETS_PER_RANGE,
+    FetchSession,
+    in_session,
+)
 from kafka_direct.errors import ConfigurationError, DataLossError, OffsetOutOfRangeError
 from kafka_direct.offset_range import OffsetRange
 from kafka_direct.rdd.arrow_rows import ChunkBatchBuilder, RangesBatchBuilder, RecordBatchBuilder
@@ -40,20 +44,13 @@ from kafka_direct.rdd.read_settings import ReadSettings
 from kafka_direct.task_errors import carry_errors
 
 __all__ = ["ROWS_PER_BATCH", "SESSION_MAX_OFFSETS_PER_RANGE", "PartitionReadSettings",
-           "in_session", "read_partition", "read_task", "task_attempt"]
+           "in_session", "read_partition", "read_ranges", "read_task", "task_attempt"]
 
 #: Fewest records per Arrow batch handed to Spark (but for a range's last one): the
 #: consumer's own batches can be small, and each record batch has a fixed cost. Not much
 #: more than a full consumer batch, though: a batch is built while its messages are still in
 #: the CPU's caches, and holding twice as many costs more per record than it saves.
 ROWS_PER_BATCH = 4096
-
-#: A task's ranges are read in one fetch session (:func:`in_session`) when they hold at
-#: most this many offsets on average: below it a range's fixed cost (an assignment, a first
-#: fetch, a pause) outweighs what the native reader saves per record over the Python
-#: client's messages; above it, each range is read on its own by the chosen reader.
-SESSION_MAX_OFFSETS_PER_RANGE = 2048
-
 
 @dataclass(frozen=True, slots=True)
 class PartitionReadSettings:
@@ -223,15 +220,16 @@ def read_task(offsetRanges: OffsetRange | Sequence[OffsetRange],
     return carry_errors(_read_ranges(tuple(offsetRanges), settings, task_attempt()))
 
 
-def in_session(offsetRanges: Sequence[OffsetRange]) -> bool:
-    """Whether a task reads ``offsetRanges`` in one fetch session.
+def read_ranges(offsetRanges: Sequence[OffsetRange], settings: PartitionReadSettings, *,
+                attempt: int = 0) -> Iterator[Any]:
+    """The records of several ranges as ``pyarrow.RecordBatch``es, the ranges in order.
 
-    When they are several non-empty ranges of distinct partitions holding at most
-    :data:`SESSION_MAX_OFFSETS_PER_RANGE` offsets on average. A pure function of the
-    ranges: a retried task reads the way the failed attempt did.
+    What :func:`read_task` reads (in one fetch session when :func:`in_session`), for a
+    caller that carries errors itself (a sink's task writing a grouped KafkaRDD's
+    partition); empty ranges are left out.
     """
-    return session_ranges(offsetRanges) and sum(r.count() for r in offsetRanges) <= (
-        SESSION_MAX_OFFSETS_PER_RANGE * len(offsetRanges))
+    return _read_ranges(tuple(r for r in offsetRanges if r.untilOffset > r.fromOffset),
+                        settings, attempt)
 
 
 def _read_ranges(offsetRanges: tuple[OffsetRange, ...], settings: PartitionReadSettings,

@@ -67,6 +67,14 @@ def _rows(records: Any) -> Any:
 _RANGE_SCHEMA = "topic string, partition int, fromOffset long, untilOffset long"
 
 
+def _range_rows(element: Any) -> list[tuple[str, int, int, int]]:
+    # A grouped KafkaRDD's parent holds a list of range tuples per Spark partition
+    # (kafka_rdd.group_element): a row each, in the partition of its group.
+    if type(element) is list:
+        return [_range_row(part) for part in element]
+    return [_range_row(element)]
+
+
 def _range_row(element: Any) -> tuple[str, int, int, int]:
     # A KafkaRDD's parent holds range tuples (kafka_rdd.range_element); one built by hand
     # may hold OffsetRanges.
@@ -124,5 +132,5 @@ def records_to_dataframe(rdd: Any, settings: ReadSettings, spark: Any = None) ->
         return spark.createDataFrame([], schema)
     read = _ReadRanges(PartitionReadSettings(settings, includeHeaders=True,
                                              impl=driver_impl(), planned=False))
-    return spark.createDataFrame(ranges.map(_range_row), _RANGE_SCHEMA).mapInArrow(
+    return spark.createDataFrame(ranges.flatMap(_range_rows), _RANGE_SCHEMA).mapInArrow(
         read, schema)

@@ -1,9 +1,17 @@
-"""KafkaRDD: an RDD with one Spark partition per OffsetRange, read on executors.
+"""KafkaRDD: an RDD of the records of offset ranges, one Spark partition per range by default.
 
 Partition ``i`` holds the records of ``offsetRanges()[i]``: a task assigns its cached
 consumer to the range's topic-partition and reads exactly ``[fromOffset, untilOffset)``,
 streaming (memory does not grow with the range). Reads are deterministic, so a retried task
 sees exactly the records the failed attempt saw.
+
+A grouped KafkaRDD (opt-in: ``spark.streaming.kafka.minOffsetsPerTask``,
+``createRDD(minOffsetsPerTask=)``; :mod:`~kafka_direct.rdd.range_groups`) has one Spark
+partition per group of small ranges: partition ``i`` reads the ranges of
+``rangeGroups()[i]``, in that order, with one consumer in one fetch session when they are
+small (:func:`~kafka_direct.client.fetch_session.in_session`). A Spark task then costs its
+fixed price once for many ranges. The groups are fixed when the RDD is built: a retried task
+reads exactly its group's records again, in the same order.
 
 :func:`kafka_rdd` builds one placed by a location strategy: ``KafkaUtils.createRDD`` and the
 direct stream both build theirs with it, so neither entry point imports the other.
@@ -25,8 +33,9 @@ from kafka_direct.client.columnar import (
     use_native,
 )
 from kafka_direct.client.data_consumer import ConsumerCache, consumer_cache
+from kafka_direct.client.fetch_session import FetchSession, in_session
 from kafka_direct.consumer_record import ConsumerRecord
-from kafka_direct.errors import KafkaDirectError, KafkaReadError
+from kafka_direct.errors import ConfigurationError, KafkaDirectError, KafkaReadError
 from kafka_direct.offset_range import HasOffsetRanges, OffsetRange
 from kafka_direct.rdd.location_strategy import (
     LocationStrategy,
@@ -38,8 +47,8 @@ from kafka_direct.rdd.spark_support import live_executors, located_rdd
 from kafka_direct.task_errors import carry_errors, typed_errors, typed_rdd_class
 from kafka_direct.topic_partition import TopicPartition
 
-__all__ = ["KafkaRDD", "ReadSettings", "count_range", "kafka_rdd", "kafka_rdd_beside",
-           "range_element", "ranges_rdd", "read_range"]
+__all__ = ["KafkaRDD", "ReadSettings", "count_range", "group_element", "kafka_rdd",
+           "kafka_rdd_beside", "range_element", "ranges_rdd", "read_range", "read_ranges"]
 
 logger = logging.getLogger(__name__)
 
@@ -137,6 +146,40 @@ def read_range(offsetRange: OffsetRange, settings: ReadSettings, *, attempt: int
             offsetRange, settings)
 
 
+def read_ranges(offsetRanges: Sequence[OffsetRange], settings: ReadSettings, *,
+                attempt: int = 0) -> Iterator[Any]:
+    """Read the records of a task's ranges, range after range in the order given.
+
+    Several small non-empty ranges of distinct partitions
+    (:func:`~kafka_direct.client.fetch_session.in_session`) are read with one consumer in
+    one fetch session (when consumers may be cached); a range the session hands back (an
+    error, no progress) is finished by :func:`read_range`, which decides data loss, log
+    ends and stalls as for any range. Other ranges are read one after the other by
+    :func:`read_range`. Which way is a pure function of the ranges: a retried task reads
+    the way the failed attempt did, the same records.
+
+    Args:
+        offsetRanges: The task's ranges (a grouped KafkaRDD's partition).
+        settings: How to read.
+        attempt: The task attempt number; a retry never reuses a cached consumer.
+    """
+    present = [r for r in offsetRanges if r.untilOffset > r.fromOffset]
+    # A session keeps its consumer for the worker's next one: not when consumers must not
+    # be cached (spark.streaming.kafka.consumer.cache.enabled=false).
+    if not settings.useConsumerCache or not in_session(present):
+        for offsetRange in present:
+            yield from read_range(offsetRange, settings, attempt=attempt)
+        return
+    for part in FetchSession(settings.params).read(present, settings.pollTimeoutMs, attempt):
+        offsetRange = part.offsetRange
+        if part.messages:
+            yield from _records(iter((part.messages,)), offsetRange, settings)
+        if part.resumeAt is not None and part.resumeAt < offsetRange.untilOffset:
+            yield from read_range(OffsetRange(offsetRange.topic, offsetRange.partition,
+                                              part.resumeAt, offsetRange.untilOffset),
+                                  settings, attempt=attempt)
+
+
 def count_range(offsetRange: OffsetRange, settings: ReadSettings, *, impl: str | None = None,
                 attempt: int = 0, cache: ConsumerCache | None = None) -> int:
     """How many records ``offsetRange`` holds: what :func:`read_range` would yield, counted.
@@ -178,9 +221,28 @@ def range_element(offsetRange: OffsetRange) -> tuple[str, int, int, int]:
             offsetRange.untilOffset)
 
 
+def group_element(group: Sequence[OffsetRange]) -> list[tuple[str, int, int, int]]:
+    """A group of ranges as a grouped KafkaRDD's parent holds it: a list of range tuples.
+
+    A list, so that a task tells its group (one element) from a range (a tuple).
+    """
+    return [range_element(r) for r in group]
+
+
 def _as_range(element: Any) -> OffsetRange:
     # A parent built by kafka_rdd holds tuples; one built by hand may hold OffsetRanges.
     return element if isinstance(element, OffsetRange) else OffsetRange(*element)
+
+
+def _taken(elements: Iterator[Any]) -> list[OffsetRange]:
+    """A task's ranges from its parent's elements: ranges, or one group's list of them."""
+    taken: list[OffsetRange] = []
+    for element in elements:
+        if type(element) is list:
+            taken.extend(map(_as_range, element))
+        else:
+            taken.append(_as_range(element))
+    return taken
 
 
 class _CountPartition:
@@ -195,7 +257,7 @@ class _CountPartition:
 
         context = TaskContext.get()
         attempt = context.attemptNumber() if context is not None else 0
-        return carry_errors(self._count(map(_as_range, ranges), attempt))
+        return carry_errors(self._count(iter(_taken(ranges)), attempt))
 
     def _count(self, ranges: Iterator[OffsetRange], attempt: int) -> Iterator[int]:
         # A generator, so that carry_errors sees what counting raises.
@@ -217,18 +279,21 @@ class _ReadPartition:
         # path reads the range itself) would otherwise leave the input unread, and PySpark
         # does not reuse a worker whose input was not read to its end. Every such task
         # then paid for a new worker process, its imports and its consumer.
-        taken = [_as_range(element) for element in ranges]
+        taken = _taken(ranges)
         context = TaskContext.get()
         attempt = context.attemptNumber() if context is not None else 0
         return self._read(taken, attempt)
 
     def _read(self, ranges: list[OffsetRange], attempt: int) -> Iterator[Any]:
+        if len(ranges) > 1:  # a grouped KafkaRDD's partition
+            yield from carry_errors(read_ranges(ranges, self.settings, attempt=attempt))
+            return
         for offsetRange in ranges:
             yield from carry_errors(read_range(offsetRange, self.settings, attempt=attempt))
 
 
 class KafkaRDD(typed_rdd_class(PipelinedRDD), HasOffsetRanges):  # type: ignore[misc]
-    """Records of Kafka offset ranges, one Spark partition per range.
+    """Records of Kafka offset ranges, one Spark partition per range (or per group).
 
     Built by :meth:`kafka_direct.KafkaUtils.createRDD` (and by the direct stream for each
     batch). All RDD operations work; errors raised while reading (DataLossError ...) reach
@@ -236,18 +301,64 @@ class KafkaRDD(typed_rdd_class(PipelinedRDD), HasOffsetRanges):  # type: ignore[
 
     ``count()`` and ``isEmpty()`` read Kafka unless every range is empty: an offset range's
     size is only an upper bound on its records (transaction markers, compaction).
+
+    Grouped (``groups`` with a group of several ranges), Spark partition ``i`` reads the
+    ranges of ``rangeGroups()[i]``; ``offsetRanges()`` lists them all, group after group, and
+    its ``i``-th range is then *not* what partition ``i`` read.
+
+    Raises:
+        ConfigurationError: ``groups`` are not ``offsetRanges`` cut in order.
     """
 
     def __init__(self, parent: Any, offsetRanges: Sequence[OffsetRange],
-                 settings: ReadSettings) -> None:
+                 settings: ReadSettings,
+                 groups: Sequence[Sequence[OffsetRange]] | None = None) -> None:
         super().__init__(parent, _ReadPartition(settings), False)
         self._ranges_rdd = parent  # the ranges, placed: what count() reads again
         self._offsetRanges = tuple(offsetRanges)
         self._settings = settings
+        self._groups: tuple[tuple[OffsetRange, ...], ...] | None = None
+        if groups is not None and any(len(group) != 1 for group in groups):
+            cut = tuple(tuple(group) for group in groups)
+            if tuple(r for group in cut for r in group) != self._offsetRanges \
+                    or not all(cut):
+                raise ConfigurationError(
+                    "a grouped KafkaRDD's groups must be its offset ranges cut in order "
+                    "into non-empty groups")
+            self._groups = cut
 
     def offsetRanges(self) -> list[OffsetRange]:
-        """The ranges, one per Spark partition, in partition order."""
+        """All ranges of the RDD, in a fixed order (group after group when grouped).
+
+        Ungrouped (the default), the ``i``-th range is what Spark partition ``i`` read
+        (``offsetRanges()[TaskContext.get().partitionId()]``, Spark's idiom). Grouped
+        (:meth:`isGrouped`), it is not: a partition reads a group, ``rangeGroups()[i]``.
+        """
         return list(self._offsetRanges)
+
+    def rangeGroups(self) -> list[tuple[OffsetRange, ...]]:
+        """The ranges of each Spark partition, in partition order (one each, ungrouped).
+
+        Inside a task: ``groups = rdd.rangeGroups()`` on the driver, then
+        ``groups[TaskContext.get().partitionId()]`` (or the index of
+        ``mapPartitionsWithIndex``), or :meth:`mapPartitionsWithRanges`.
+        """
+        if self._groups is None:
+            return [(r,) for r in self._offsetRanges]
+        return list(self._groups)
+
+    def isGrouped(self) -> bool:
+        """Whether a Spark partition reads several ranges (``offsetRanges()[i]`` is wrong)."""
+        return self._groups is not None
+
+    def mapPartitionsWithRanges(self, f: Any, preservesPartitioning: bool = False) -> Any:
+        """``f(ranges, records)`` per Spark partition: its ranges (a tuple) and its records.
+
+        The same for a grouped KafkaRDD and one partition per range: the idiom that needs
+        no partition index.
+        """
+        return self.mapPartitionsWithIndex(_WithRanges(tuple(self.rangeGroups()), f),
+                                           preservesPartitioning)
 
     def readSettings(self) -> ReadSettings:
         """How its executors read (parameters, poll timeout, deserializers...)."""
@@ -325,12 +436,24 @@ class KafkaRDD(typed_rdd_class(PipelinedRDD), HasOffsetRanges):  # type: ignore[
         return records_to_dataframe(self, self._settings, spark)
 
     def __repr__(self) -> str:
-        return f"KafkaRDD[{self.id()}] with {len(self._offsetRanges)} offset ranges"
+        grouped = f" in {len(self._groups)} groups" if self._groups is not None else ""
+        return f"KafkaRDD[{self.id()}] with {len(self._offsetRanges)} offset ranges{grouped}"
+
+
+class _WithRanges:
+    """The function of :meth:`KafkaRDD.mapPartitionsWithRanges`: index -> its group."""
+
+    def __init__(self, groups: tuple[tuple[OffsetRange, ...], ...], f: Any) -> None:
+        self.groups = groups
+        self.f = f
+
+    def __call__(self, index: int, records: Iterator[Any]) -> Any:
+        return self.f(self.groups[index], records)
 
 
 def kafka_rdd(sc: Any, ranges: list[OffsetRange], settings: ReadSettings,
-              strategy: LocationStrategy, leaders: Mapping[Any, str] | None = None
-              ) -> KafkaRDD:
+              strategy: LocationStrategy, leaders: Mapping[Any, str] | None = None,
+              groups: Sequence[Sequence[OffsetRange]] | None = None) -> KafkaRDD:
     """A KafkaRDD of ``ranges`` (already checked), partition ``i`` reading ``ranges[i]``.
 
     Args:
@@ -339,10 +462,25 @@ def kafka_rdd(sc: Any, ranges: list[OffsetRange], settings: ReadSettings,
         settings: How executors read.
         strategy: Where each range is preferably read.
         leaders: Partition leaders' hosts, for ``PreferBrokers``.
+        groups: ``ranges`` cut in order into the groups of a grouped KafkaRDD
+            (:func:`~kafka_direct.rdd.range_groups.group_ranges`), partition ``i`` reading
+            ``groups[i]``; None, or one range each: one partition per range. A group is
+            preferably read where its first range is.
     """
-    parent = ranges_rdd(sc, [range_element(r) for r in ranges],
-                        lambda: [r.topicPartition() for r in ranges], strategy, leaders)
-    return KafkaRDD(parent, ranges, settings)
+    if groups is not None and all(len(group) == 1 for group in groups):
+        groups = None
+    if groups is None:
+        parent = ranges_rdd(sc, [range_element(r) for r in ranges],
+                            lambda: [r.topicPartition() for r in ranges], strategy, leaders)
+        return KafkaRDD(parent, ranges, settings)
+    locations = _locations(sc, lambda: [r.topicPartition() for r in ranges], strategy,
+                           leaders, len(ranges))
+    firsts, at = [], 0
+    for group in groups:
+        firsts.append(locations[at] if at < len(locations) else [])
+        at += len(group)
+    return KafkaRDD(located_rdd(sc, [group_element(g) for g in groups], firsts), ranges,
+                    settings, groups)
 
 
 def kafka_rdd_beside(sc: Any, elements: list[tuple[str, int, int, int]],
@@ -387,9 +525,15 @@ def ranges_rdd(sc: Any, elements: list[tuple[str, int, int, int]],
         strategy: Where each range is preferably read.
         leaders: Partition leaders' hosts, for ``PreferBrokers``.
     """
+    return located_rdd(sc, elements, _locations(sc, partitions, strategy, leaders,
+                                                len(elements)))
+
+
+def _locations(sc: Any, partitions: Callable[[], Sequence[TopicPartition]],
+               strategy: LocationStrategy, leaders: Mapping[Any, str] | None,
+               count: int) -> list[list[str]]:
+    """Each of ``count`` ranges' preferred hosts (``partitions()`` asked only if placed)."""
     executors = live_executors(sc)
     if executors or isinstance(strategy, PreferBrokers):
-        locations = preferred_locations(strategy, list(partitions()), executors, leaders)
-    else:  # no executor to prefer (local mode): no partition has a preferred location
-        locations = [[]] * len(elements)
-    return located_rdd(sc, elements, locations)
+        return preferred_locations(strategy, list(partitions()), executors, leaders)
+    return [[]] * count  # no executor to prefer (local mode): no range has a location

@@ -152,7 +152,7 @@ class DirectStreamModel(PlanningMachine):
             assert error.position > error.logEndOffset
         self.broken = True
 
-    def new_stream(self, failOnDataLoss, strategy):
+    def new_stream(self, failOnDataLoss, strategy, grouped=None):
         params = dict(PARAMS)
         if strategy == "pattern":
             chosen = ConsumerStrategies.SubscribePattern(TOPIC, params, groupManagement=False)
@@ -160,12 +160,16 @@ class DirectStreamModel(PlanningMachine):
             chosen = ConsumerStrategies.Subscribe([TOPIC], params,
                                                   groupManagement=strategy == "group")
         conf = {**CONF, "spark.streaming.kafka.failOnDataLoss": str(failOnDataLoss).lower()}
+        grouped = self.grouped if grouped is None else grouped
+        if grouped:  # batches' small ranges share Spark tasks (a grouped KafkaRDD)
+            conf["spark.streaming.kafka.minOffsetsPerTask"] = "4"
         return make_stream(self.cluster, chosen, conf)
 
     @initialize(failOnDataLoss=st.booleans(),
-                strategy=st.sampled_from(["plain", "pattern", "group"]))
-    def start(self, failOnDataLoss, strategy):
-        self.failOnDataLoss, self.strategy = failOnDataLoss, strategy
+                strategy=st.sampled_from(["plain", "pattern", "group"]),
+                grouped=st.booleans())
+    def start(self, failOnDataLoss, strategy, grouped=False):
+        self.failOnDataLoss, self.strategy, self.grouped = failOnDataLoss, strategy, grouped
         self.stream = self.new_stream(failOnDataLoss, strategy)
         self.stream.start()
         self.commits_seen = len(self.cluster.commit_log)
@@ -420,14 +424,31 @@ RESTARTS_AFTER_A_LOST_LOG = {
 }
 
 
+@pytest.mark.parametrize("grouped", [False, True], ids=["one task per range", "grouped"])
 @pytest.mark.parametrize("steps", RESTARTS_AFTER_A_LOST_LOG.values(),
                          ids=list(RESTARTS_AFTER_A_LOST_LOG))
-def test_restarts_from_the_group_after_a_lost_log(steps):
+def test_restarts_from_the_group_after_a_lost_log(steps, grouped):
     model = DirectStreamModel()
     try:
         for rule_name, arguments in steps:
+            if rule_name == "start":
+                arguments = {**arguments, "grouped": grouped}
             getattr(model, rule_name)(**arguments)
             model.successful_batches_read_each_offset_once_from_the_start()
+    finally:
+        model.teardown()
+
+
+def test_a_grouped_streams_batches_are_cut_into_groups_of_its_ranges():
+    model = DirectStreamModel()
+    try:
+        model.start(failOnDataLoss=True, strategy="plain", grouped=True)
+        model.add_partition()
+        for p in range(3):
+            model.produce(p=p, n=1)
+        model.batch(outcome="ok", commit=True, gap=None)
+        model.successful_batches_read_each_offset_once_from_the_start()
+        assert model.groups and len(model.groups[-1]) < 3  # small ranges share a task
     finally:
         model.teardown()
 

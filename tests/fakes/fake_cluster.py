@@ -158,6 +158,9 @@ class FakeSparkContext:
     """What a StreamingContext asks of its SparkContext before it starts: settings and the
     job thread's local properties."""
 
+    #: Spark's default parallelism (a grouped stream keeps at least this many tasks).
+    defaultParallelism = 1
+
     def __init__(self, conf=None):
         self._conf = _Conf(conf or {})
         self._local = threading.local()

@@ -27,6 +27,7 @@ fetch session (:func:`kafka_direct.rdd.arrow_reader.in_session`): one assignment
 stream of fetches for all its partitions, instead of an assignment, a first fetch and a
 pause per range. Which ranges a task holds is a pure function of the planned ranges and
 the options, and a retried task reads exactly its ranges' records again, in the same order.
+The rule lives in :mod:`kafka_direct.rdd.range_groups`, shared with a grouped KafkaRDD.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from pyspark.sql.datasource import InputPartition
 
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.offset_range import OffsetRange
+from kafka_direct.rdd.range_groups import pack_ranges
 from kafka_direct.sql.source.admission import NEW_PARTITION_START
 from kafka_direct.sql.source.options import SourceOptions
 from kafka_direct.topic_partition import TopicPartition, partition_order
@@ -228,68 +230,3 @@ def plan_tasks(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition,
                         options.minPartitions or default_parallelism(parallelism),
                         options.maxRecordsPerPartition, options.maxRangesPerTask)
     return ranges, tasks
-
-
-def pack_ranges(ranges: Sequence[OffsetRange], minOffsetsPerTask: int, minTasks: int = 1,
-                maxRecordsPerPartition: int | None = None, maxRangesPerTask: int | None = None
-                ) -> list[tuple[OffsetRange, ...]]:
-    """The tasks of a batch: consecutive small ranges grouped into larger tasks.
-
-    Each task is filled to a target of ``minOffsetsPerTask`` offsets, lowered so that the
-    batch keeps at least ``minTasks`` tasks (as many as it has ranges, at most): the
-    cluster's cores stay busy, and only batches spread thin over more partitions than that
-    are packed. Ranges are added to the open task until it holds the target; a range of
-    the target or more closes the open task first, so it keeps a task of its own. When the
-    tasks still fall short of ``minTasks`` (ranges of uneven sizes), the target is lowered
-    by a tenth until they do not. A task holds at most ``maxRangesPerTask`` ranges. The order
-    of ``ranges`` is kept inside and across tasks. A pure function of its arguments: a
-    batch replayed after a failure, and a retried task, get the same tasks.
-
-    Args:
-        ranges: The batch's ranges, as :func:`plan_ranges` gives them.
-        minOffsetsPerTask: The most a task is filled to; 0 or 1: one range per task.
-        minTasks: The fewest tasks (``minPartitions``, else the cluster's parallelism).
-        maxRecordsPerPartition: Most offsets a task holds (a task is closed before a range
-            would take it past this).
-        maxRangesPerTask: Most ranges a task holds; None: no bound.
-
-    Raises:
-        ConfigurationError: ``maxRangesPerTask`` is below 1.
-    """
-    if maxRangesPerTask is not None and maxRangesPerTask < 1:
-        raise ConfigurationError(f"option 'maxRangesPerTask' must be at least 1, not "
-                                 f"{maxRangesPerTask}", setting="maxRangesPerTask")
-    floor = min(max(minTasks, 1), len(ranges))
-    target = minOffsetsPerTask
-    if floor:
-        target = min(target, max(sum(r.untilOffset - r.fromOffset for r in ranges) // floor,
-                                 1))
-    while target > 1:
-        tasks = _fill(ranges, target, maxRecordsPerPartition, maxRangesPerTask)
-        if len(tasks) >= floor:
-            return tasks
-        # A tenth lower each time: halving could leave twice the tasks needed.
-        target = min(target * 9 // 10, target - 1)
-    return [(r,) for r in ranges]
-
-
-def _fill(ranges: Sequence[OffsetRange], target: int, limit: int | None,
-          most: int | None = None) -> list[tuple[OffsetRange, ...]]:
-    """Ranges in order, each task closed once it holds ``target`` offsets (see above)."""
-    tasks: list[tuple[OffsetRange, ...]] = []
-    open_task: list[OffsetRange] = []
-    held = 0
-    for r in ranges:
-        count = r.untilOffset - r.fromOffset
-        if open_task and (count >= target or (limit is not None and held + count > limit)
-                          or (most is not None and len(open_task) >= most)):
-            tasks.append(tuple(open_task))
-            open_task, held = [], 0
-        open_task.append(r)
-        held += count
-        if held >= target:
-            tasks.append(tuple(open_task))
-            open_task, held = [], 0
-    if open_task:
-        tasks.append(tuple(open_task))
-    return tasks
