@@ -392,9 +392,10 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
             partitions = [r.topicPartition() for r in ranges]
             self._commits.queue.addBatch(validTime, ranges, self._hasJobs(validTime),
                                          partitions)
+            # Not regrouped: it may have run grouped before, with the cores registered
+            # then; a range a task, each is written or passed over alone by a sink.
             rdd = kafka_rdd(self.ssc.sparkContext, ranges, self.settings,
-                            self.locationStrategy, self._leaders(partitions),
-                            self._groups(ranges))
+                            self.locationStrategy, self._leaders(partitions))
             self.reportInfo(validTime, *self._inputInfo(ranges, partitions))
             return rdd
         froms, untils, ends = self._nextOffsets()

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, SupportsIndex, cast, overload
 
 from pyspark.rdd import PipelinedRDD
 
@@ -47,8 +47,9 @@ from kafka_direct.rdd.spark_support import live_executors, located_rdd
 from kafka_direct.task_errors import carry_errors, typed_errors, typed_rdd_class
 from kafka_direct.topic_partition import TopicPartition
 
-__all__ = ["KafkaRDD", "ReadSettings", "count_range", "group_element", "kafka_rdd",
-           "kafka_rdd_beside", "range_element", "ranges_rdd", "read_range", "read_ranges"]
+__all__ = ["GroupedOffsetRanges", "KafkaRDD", "ReadSettings", "count_range", "group_element",
+           "kafka_rdd", "kafka_rdd_beside", "range_element", "ranges_rdd", "read_range",
+           "read_ranges"]
 
 logger = logging.getLogger(__name__)
 
@@ -292,6 +293,35 @@ class _ReadPartition:
             yield from carry_errors(read_range(offsetRange, self.settings, attempt=attempt))
 
 
+class GroupedOffsetRanges(list[OffsetRange]):
+    """A grouped KafkaRDD's ranges: iterated, counted, compared and sliced, never indexed.
+
+    Spark's idiom ``offsetRanges()[TaskContext.get().partitionId()]`` names the range a
+    task read only while each Spark partition reads one range. Grouped, it would name
+    another range, silently: a writer storing that range's offsets with its rows would
+    store wrong ones, and records would be lost or read twice on a restart. An index
+    raises instead, in the driver and in the tasks the list is shipped to.
+    """
+
+    __slots__ = ()
+
+    @overload
+    def __getitem__(self, index: SupportsIndex) -> OffsetRange: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[OffsetRange]: ...
+
+    def __getitem__(self, index: SupportsIndex | slice) -> OffsetRange | list[OffsetRange]:
+        if isinstance(index, slice):
+            return list(super().__getitem__(index))
+        raise ConfigurationError(
+            "offsetRanges() of a grouped KafkaRDD is not indexed by Spark partition: a "
+            "partition reads several ranges. Use rangeGroups()[partitionId] (the ranges "
+            "of partition partitionId) or mapPartitionsWithRanges(f); or turn grouping "
+            "off (spark.streaming.kafka.minOffsetsPerTask=0, or no minOffsetsPerTask "
+            "for createRDD); list(offsetRanges()) gives an indexable copy")
+
+
 class KafkaRDD(typed_rdd_class(PipelinedRDD), HasOffsetRanges):  # type: ignore[misc]
     """Records of Kafka offset ranges, one Spark partition per range (or per group).
 
@@ -332,8 +362,11 @@ class KafkaRDD(typed_rdd_class(PipelinedRDD), HasOffsetRanges):  # type: ignore[
 
         Ungrouped (the default), the ``i``-th range is what Spark partition ``i`` read
         (``offsetRanges()[TaskContext.get().partitionId()]``, Spark's idiom). Grouped
-        (:meth:`isGrouped`), it is not: a partition reads a group, ``rangeGroups()[i]``.
+        (:meth:`isGrouped`), it is not: a partition reads a group, ``rangeGroups()[i]``,
+        and the list returned refuses an index (:class:`GroupedOffsetRanges`).
         """
+        if self._groups is not None:
+            return GroupedOffsetRanges(self._offsetRanges)
         return list(self._offsetRanges)
 
     def rangeGroups(self) -> list[tuple[OffsetRange, ...]]:

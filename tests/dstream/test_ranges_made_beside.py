@@ -170,3 +170,38 @@ def test_the_ranges_are_waited_for_when_the_jvm_fails(monkeypatch):
         kafka_rdd_module.kafka_rdd_beside(None, [("t", 0, 0, 1)], [TopicPartition("t", 0)],
                                           settings, LocationStrategies.PreferConsistent(),
                                           None, refused)
+
+
+def test_a_grouped_stream_regroups_no_recovered_batch(monkeypatch):
+    # A batch recovered from a checkpoint may have run grouped before the failure, with
+    # the cores then registered: regrouped now, a task could find some of its ranges
+    # written and others not. Recovered, each range is a task of its own (each written
+    # or skipped alone, whatever grouping ran first); a new batch is grouped.
+    groups = []
+
+    def plain(sc, ranges, settings, strategy, leaders=None, grouped=None):
+        groups.append(grouped)
+        return list(ranges)
+
+    monkeypatch.setattr(direct_kafka_input_dstream, "kafka_rdd", plain)
+    counting = CountingCluster(topics=1, partitions=8)
+    consumer, admin = counting.clients()
+    stream = DirectKafkaInputDStream(
+        StreamingContext(FakeSparkContext({"spark.streaming.kafka.minOffsetsPerTask": "1000"}),
+                         1),
+        LocationStrategies.PreferConsistent(),
+        ConsumerStrategies.Assign([TopicPartition(t, p) for t in counting.topics
+                                   for p in range(counting.partitions)], PARAMS),
+        driverConsumerFactory=lambda params: DriverConsumer(
+            params, consumerFactory=consumer, adminFactory=admin))
+    stream.initialize(0)
+    stream.start()
+    monkeypatch.setattr(stream, "reportInfo", lambda *args: None)  # a new tracker's
+    try:
+        counting.end += 3
+        first = stream.compute(1000)
+        assert groups[-1] is not None and len(groups[-1]) < len(first)
+        assert stream.compute(1000) == first  # regenerated after a recovery
+        assert groups[-1] is None
+    finally:
+        stream.stop()

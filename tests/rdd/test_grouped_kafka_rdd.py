@@ -94,3 +94,31 @@ def test_grouping_with_two_ranges_of_a_partition_is_refused_before_reading(spark
     with pytest.raises(ConfigurationError, match="maxRangesPerTask"):
         KafkaUtils.createRDD(spark, kafka.params(), ranges[:2], minOffsetsPerTask=1000,
                              maxRangesPerTask=0)
+
+
+def _named_by_index(ranges):
+    def task(records):
+        from pyspark import TaskContext
+
+        mine = ranges[TaskContext.get().partitionId()]  # Spark's idiom
+        yield (mine.topic, mine.partition)
+    return task
+
+
+def test_sparks_index_idiom_on_a_grouped_rdd_fails_typed_not_silently(spark, kafka, topic):
+    # offsetRanges()[partitionId()] names what a task read only with one range a task;
+    # grouped, it would name another range, and a writer storing it would store wrong
+    # offsets: a typed error instead, in the driver and in the tasks.
+    rdd = KafkaUtils.createRDD(spark, kafka.params(), all_ranges(topic), minOffsetsPerTask=1000)
+    ranges = rdd.offsetRanges()
+    with pytest.raises(ConfigurationError, match=r"rangeGroups\(\)"):
+        ranges[0]
+    with pytest.raises(Exception, match=r"rangeGroups\(\)"):
+        rdd.mapPartitions(_named_by_index(ranges)).collect()
+    # What needs no index still works: iteration, length, slices, equality, a copy.
+    assert list(ranges) == all_ranges(topic) and len(ranges) == PARTITIONS
+    assert ranges[:2] == all_ranges(topic)[:2] and list(ranges) == list(ranges.copy())
+    # Ungrouped, Spark's idiom is right, as in Spark.
+    plain = KafkaUtils.createRDD(spark, kafka.params(), all_ranges(topic))
+    found = plain.mapPartitions(_named_by_index(plain.offsetRanges())).collect()
+    assert found == [(r.topic, r.partition) for r in all_ranges(topic)]
