@@ -38,9 +38,11 @@ def parse_int(key: str, raw: Any, minimum: int, maximum: int = MAX_OFFSET) -> in
                 f"{key} must be an integer >= {minimum}, got {raw!r}; set it to a whole "
                 "number") from error
     if value < minimum:
-        raise ConfigurationError(f"{key} must be an integer >= {minimum}, got {raw!r}")
+        raise ConfigurationError(f"{key} must be an integer >= {minimum}, got {raw!r}; set it "
+                                 f"to a whole number from {minimum}")
     if value > maximum:
-        raise ConfigurationError(f"{key} must be an integer <= {maximum}, got {raw!r}")
+        raise ConfigurationError(f"{key} must be an integer <= {maximum}, got {raw!r}; set it "
+                                 f"to a whole number up to {maximum}")
     return value
 
 
