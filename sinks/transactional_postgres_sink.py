@@ -169,11 +169,19 @@ class _PartitionWriter:
     def __call__(self, index: int, records: Iterator[Any]) -> Iterator[tuple[int, int]]:
         return carry_errors(self._write(index, records))
 
-    def _chain(self, offsetRange: OffsetRange) -> tuple[int, int]:
-        """The start and end of ``offsetRange``'s partition's ranges in the batch."""
-        chain = [r for r in self.ranges if r.topic == offsetRange.topic
-                 and r.partition == offsetRange.partition]
-        return min(r.fromOffset for r in chain), max(r.untilOffset for r in chain)
+    def _chains(self, present: Sequence[OffsetRange]) -> dict[tuple[str, int], tuple[int, int]]:
+        """The start and end of each of ``present``'s partitions' ranges in the batch.
+
+        One pass over the batch's ranges: a grouped task's hundreds of ranges each looked
+        up in a batch of a thousand would be a task's quadratic share of the batch.
+        """
+        chains = {(r.topic, r.partition): (r.fromOffset, r.untilOffset) for r in present}
+        for r in self.ranges:
+            key = (r.topic, r.partition)
+            found = chains.get(key)
+            if found is not None:
+                chains[key] = (min(found[0], r.fromOffset), max(found[1], r.untilOffset))
+        return chains
 
     def _write(self, index: int, records: Iterator[Any]) -> Iterator[tuple[int, int]]:
         """Yields ``(rows written, ranges found applied before)``."""
@@ -189,7 +197,7 @@ class _PartitionWriter:
         store = PostgresOffsetStore(table=self.offsetTable, schema=self.offsetSchema,
                                     connect=lambda: cached_connection(Database(self.dsn)),
                                     prepared=True)
-        chains = {(r.topic, r.partition): self._chain(r) for r in present}
+        chains = self._chains(present)
         target = sql.Identifier(self.schema, self.table)
         with database_errors(f"{self.schema}.{self.table}", tuple(present), self.dsn), \
                 transaction(Database(self.dsn), self.statementTimeoutMs) as cursor:
