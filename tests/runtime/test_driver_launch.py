@@ -6,6 +6,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,8 +25,10 @@ from kafka_direct.runtime.spark_home import compiled_spark_home
 #: Variables a shell sets for itself; not part of what is compared.
 SHELL_OWN = {"_", "SHLVL", "PWD", "OLDPWD"}
 
+# An archive that does not exist: only the option's shape matters to the launcher.
 ARCHIVE_LIKE = ("-XX:+UseSerialGC -XX:TieredStopAtLevel=1 "
-                "-XX:SharedArchiveFile=/tmp/kd-none.jsa -Xlog:cds=off -Xlog:cds+dynamic=off")
+                f"-XX:SharedArchiveFile={Path(tempfile.gettempdir()) / 'kd-none.jsa'} "
+                "-Xlog:cds=off -Xlog:cds+dynamic=off")
 
 SETTINGS = {
     "defaults": [("spark.master", "local[2]"), ("spark.app.name", "kafka-direct")],
