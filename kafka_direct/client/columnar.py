@@ -25,15 +25,13 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kafka_direct.client.absent_partitions import ABSENT_CODES, error_code, partition_count
 from kafka_direct.client.data_consumer import (
-    _ABSENT_CODES,
     _POLL_SLICE_S,
     MAX_BATCH,
     ConsumerCache,
     KafkaDataConsumer,
     _confluent_consumer,
-    _error_code,
-    partition_count,
 )
 from kafka_direct.errors import ConfigurationError
 
@@ -285,9 +283,9 @@ class ColumnarDataConsumer(KafkaDataConsumer):
         try:
             self._watermarks(timeout)
         except Exception as error:
-            if _error_code(error) not in _ABSENT_CODES:
+            if error_code(error) not in ABSENT_CODES:
                 raise
-            self._noticed_absent()
+            self._absence.noticed()
             return False
         return True
 

@@ -16,9 +16,10 @@ Contract of :meth:`KafkaDataConsumer.read`:
 * A retried task (attempt > 0) never reuses a cached consumer: it starts from a fresh one.
 * A partition the cluster does not have (its topic deleted after the range was planned, a
   partition beyond the topic's count) is an :class:`UnknownTopicOrPartitionError` naming
-  the range, raised once the cluster has said so for :data:`_ABSENT_GRACE_S` and confirmed
-  it, long before the poll timeout: librdkafka itself only fetches nothing. A topic missing
-  for a moment (just created, its metadata not everywhere yet) is read as any other.
+  the range, raised once the cluster has said so for a grace and confirmed it, long before
+  the poll timeout: librdkafka itself only fetches nothing. A topic missing for a moment
+  (just created, its metadata not everywhere yet) is read as any other. The rule lives in
+  :mod:`kafka_direct.client.absent_partitions`.
 """
 
 from __future__ import annotations
@@ -31,13 +32,19 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from kafka_direct.client.absent_partitions import (
+    ABSENT_CODES,
+    AbsenceCheck,
+    error_code,
+    missing_partition,
+    partition_count,
+)
 from kafka_direct.client.params import redact
 from kafka_direct.errors import (
     DataLossError,
     KafkaReadError,
     OffsetOutOfRangeError,
     PollTimeoutError,
-    UnknownTopicOrPartitionError,
 )
 
 __all__ = ["ConsumerCache", "KafkaDataConsumer", "consumer_cache", "learn_topics",
@@ -54,16 +61,6 @@ MAX_BATCH = 5000
 #: Longest wait for a topic's metadata before a consumer's first range of it: never longer
 #: than librdkafka's own scan of unknown topics (once a second) would have made it wait.
 _LEARN_TIMEOUT_S = 1.0
-#: How long the cluster must keep saying that a range's partition does not exist before the
-#: read fails (then once more, asked afresh): a topic just created may be unknown for a
-#: moment to the broker asked, a deleted one stays unknown.
-_ABSENT_GRACE_S = 1.0
-#: Longest wait for the answer confirming that a partition does not exist.
-_CONFIRM_TIMEOUT_S = 2.0
-#: librdkafka's codes (its C values, which the native reader reports too) for "no such
-#: topic or partition": the broker's UNKNOWN_TOPIC_OR_PART and UNKNOWN_TOPIC_ID, the
-#: client's _UNKNOWN_TOPIC and _UNKNOWN_PARTITION (from its metadata).
-_ABSENT_CODES = frozenset({3, 100, -188, -190})
 
 
 def _confluent_consumer(params: dict[str, Any]) -> Any:
@@ -72,43 +69,6 @@ def _confluent_consumer(params: dict[str, Any]) -> Any:
     from kafka_direct.client.params import resolve_callbacks
 
     return Consumer(resolve_callbacks(params))
-
-
-def partition_count(consumer: Any, topic: str, timeout: float) -> int:
-    """How many partitions the cluster says ``topic`` has: 0 when it has no such topic.
-
-    One metadata request of a confluent-kafka client. It never creates the topic: an
-    executor's client does not allow it (``allow.auto.create.topics``, see
-    :func:`~kafka_direct.client.params.executor_params`).
-
-    Raises:
-        KafkaException: No answer within ``timeout`` seconds.
-        RuntimeError: The answer tells nothing of the topic's partitions (another error,
-            such as a refused authorization).
-    """
-    from confluent_kafka import KafkaError
-
-    described = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
-    if described is None:
-        return 0
-    error = described.error
-    if error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-        return 0
-    if error is not None and not described.partitions:
-        raise RuntimeError(f"the metadata of topic {topic} says: {error.str()}")
-    return len(described.partitions)
-
-
-def _error_code(error: BaseException) -> int | None:
-    """The librdkafka error code of a failed client call (confluent-kafka's or the native one)."""
-    first = error.args[0] if error.args else None
-    if isinstance(first, int):  # the native reader's NativeError(code, text)
-        return first
-    code = getattr(first, "code", None)  # confluent-kafka's KafkaException(KafkaError)
-    if callable(code):
-        value = code()
-        return value if isinstance(value, int) else None
-    return None
 
 
 def learn_topics(ask: Callable[[str, float], bool], topics: Iterable[str],
@@ -174,9 +134,8 @@ class KafkaDataConsumer:
         # The topics whose metadata this client has (see _begin): the first one it was made
         # for, whose metadata its first connection asks for.
         self._known = frozenset([topic])
-        # When the cluster first said, during the current range, that its partition does
-        # not exist (None: it has not, or has said since that it does).
-        self._absent_since: float | None = None
+        # Whether the current range's partition is gone (see absent_partitions).
+        self._absence = AbsenceCheck(self._partition_count)
         self.closed = False
 
     def _begin(self, offset: int, pollTimeoutMs: int) -> None:
@@ -187,7 +146,7 @@ class KafkaDataConsumer:
         waited up to a second. Whether or not the question was answered, a range of the
         topic read to its end means the client has the topic's metadata (:meth:`_finish`).
         """
-        self._absent_since = None
+        self._absence.reset()
         if self.topic not in self._known:
             self._known = self._learn(self._known, min(_LEARN_TIMEOUT_S, pollTimeoutMs / 1000))
         self._assign(offset)
@@ -200,77 +159,16 @@ class KafkaDataConsumer:
         """Whether the cluster has ``topic`` (its metadata now known to the client).
 
         An answer that it or this consumer's partition does not exist starts the grace
-        of the absence rule (:meth:`_absent`).
+        of the absence rule (:class:`~kafka_direct.client.absent_partitions.AbsenceCheck`).
         """
         count = partition_count(self._consumer, topic, timeout)
         if topic == self.topic and self.partition >= count:
-            self._noticed_absent()
+            self._absence.noticed()
         return count > 0
 
     def _partition_count(self, timeout: float) -> int:
         """The partition count of this consumer's topic, asked of the cluster now."""
         return partition_count(self._consumer, self.topic, timeout)
-
-    def _noticed_absent(self) -> None:
-        if self._absent_since is None:
-            self._absent_since = time.monotonic()
-
-    def _absent(self, fromOffset: int, untilOffset: int, final: bool) -> None:
-        """The cluster said the partition does not exist: raise once that is sure.
-
-        Sure when it has said so for :data:`_ABSENT_GRACE_S` (or the poll timeout is up:
-        ``final``) and a metadata question asked now confirms it. The question that
-        finds the partition (its metadata had not reached the broker asked) starts the
-        grace again; one that fails (no answer) leaves the read to its poll timeout.
-
-        Raises:
-            UnknownTopicOrPartitionError: The cluster confirms it has no such partition.
-        """
-        now = time.monotonic()
-        self._noticed_absent()
-        if not final and now - (self._absent_since or now) < _ABSENT_GRACE_S:
-            return
-        try:
-            count = self._partition_count(_CONFIRM_TIMEOUT_S)
-        except Exception as error:  # no answer: not known to be missing
-            logger.debug("asking whether %s-%d exists failed: %s", self.topic,
-                         self.partition, error)
-            self._absent_since = time.monotonic()
-            return
-        if self.partition < count:
-            self._absent_since = None
-            return
-        raise self._missing(fromOffset, untilOffset, count)
-
-    def _missing(self, fromOffset: int, untilOffset: int, count: int | None,
-                 cause: str = "") -> UnknownTopicOrPartitionError:
-        """The error of a range whose partition the cluster does not have.
-
-        Args:
-            fromOffset: The range's start.
-            untilOffset: The range's end.
-            count: The topic's partition count as the cluster said (0: no such topic),
-                None when not asked.
-            cause: What librdkafka said, when it did.
-        """
-        where = (f"so the range [{fromOffset}, {untilOffset}) of {self.topic}-"
-                 f"{self.partition} cannot be read")
-        if count == 0:
-            what = (f"topic {self.topic!r} does not exist on the cluster, {where}: the topic "
-                    "was deleted after the range was planned, or never existed")
-        elif count is not None:
-            what = (f"topic {self.topic!r} has partitions 0..{count - 1}, not "
-                    f"{self.partition}, {where}: the topic was deleted and created again "
-                    "with fewer partitions after the range was planned, or never had it")
-        else:
-            what = (f"{self.topic}-{self.partition} does not exist on the cluster ({cause}), "
-                    f"{where}")
-        return UnknownTopicOrPartitionError(
-            f"{what}. Check the subscription (topic names) and the ranges' partitions, and "
-            "restart from a stored position that exists: offsets stored for a deleted "
-            "topic do not apply to a topic created again under its name",
-            topic=self.topic, partition=self.partition, fromOffset=fromOffset,
-            untilOffset=untilOffset)
 
     def _assign(self, offset: int) -> None:
         """Read this partition from ``offset`` (replacing whatever was assigned)."""
@@ -350,7 +248,8 @@ class KafkaDataConsumer:
             PollTimeoutError: No progress for ``pollTimeoutMs`` milliseconds.
             UnknownTopicOrPartitionError: The partition does not exist (its topic deleted
                 since the range was planned, a partition beyond the topic's count): raised
-                within about two seconds of the range's start (see :meth:`_absent`), or
+                within about two seconds of the range's start (see
+                :class:`~kafka_direct.client.absent_partitions.AbsenceCheck`), or
                 at the poll timeout when that is shorter.
         """
         if fromOffset >= untilOffset:
@@ -462,8 +361,9 @@ class KafkaDataConsumer:
                 f"{self.topic}-{self.partition} has no offset {position}: the log holds "
                 f"[{low}, {high}) but the range is [{fromOffset}, {untilOffset})",
                 logStartOffset=low, logEndOffset=high, **context)
-        if code in _ABSENT_CODES:
-            raise self._missing(fromOffset, untilOffset, None, error.str())
+        if code in ABSENT_CODES:
+            raise missing_partition(self.topic, self.partition, fromOffset, untilOffset, None,
+                                    error.str())
         if error.fatal():
             raise KafkaReadError(
                 f"fatal Kafka error reading {self.topic}-{self.partition} "
@@ -496,13 +396,14 @@ class KafkaDataConsumer:
             except Exception as error:
                 logger.debug("cannot read watermarks of %s-%d: %s",
                              self.topic, self.partition, error)
-                if _error_code(error) in _ABSENT_CODES:
+                if error_code(error) in ABSENT_CODES:
                     # librdkafka fetches nothing of a partition it does not find, and
                     # reports nothing either: this answer is the only sign.
-                    self._absent(fromOffset, untilOffset, waited_ms >= pollTimeoutMs)
+                    self._absence.check(self.topic, self.partition, fromOffset, untilOffset,
+                                        waited_ms >= pollTimeoutMs)
                 low, high = -1, untilOffset
             else:
-                self._absent_since = None
+                self._absence.reset()
             if high <= position < untilOffset:
                 if not failOnDataLoss:
                     self._warn_beyond(position, untilOffset, high)

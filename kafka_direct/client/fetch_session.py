@@ -46,13 +46,13 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Se
 from dataclasses import dataclass
 from typing import Any
 
+from kafka_direct.client.absent_partitions import partition_count
 from kafka_direct.client.data_consumer import (
     _LEARN_TIMEOUT_S,
     _POLL_SLICE_S,
     MAX_BATCH,
     _confluent_consumer,
     learn_topics,
-    partition_count,
 )
 from kafka_direct.offset_range import OffsetRange
 
