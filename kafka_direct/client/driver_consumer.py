@@ -23,9 +23,8 @@ AdminClient asks what the consumer's isolation
 level cannot: high watermarks under ``read_committed``, and offsets by timestamp.
 
 A question of more than one request may be asked by a few asking consumers at once
-(``askers``, the direct stream's :data:`STREAM_ASKERS`): a broker answers one connection's
-requests one after the other, and each consumer has a connection of its own, so ten
-requests of a thousand partitions wait for about a third of the round trips.
+(``askers``, the direct stream's :data:`STREAM_ASKERS`), each from a thread of its own: see
+:mod:`kafka_direct.client.asking_consumers`.
 """
 
 from __future__ import annotations
@@ -34,22 +33,19 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafka_direct.client.asking_consumers import STREAM_ASKERS, AskingConsumers, check_askers
 from kafka_direct.client.offset_answers import (
     EARLIEST_TIME,
     LATEST_TIME,
-    UnansweredError,
     answered_future,
-    answered_list,
     offset_spec,
-    stale_metadata,
 )
-from kafka_direct.client.params import reads_committed, refusal
+from kafka_direct.client.params import reads_committed, refusal, resolve_callbacks
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.topic_partition import TopicPartition, partition_order
+from kafka_direct.topic_partition import TopicPartition
 
 __all__ = ["STREAM_ASKERS", "DriverConsumer", "TopicListing", "admin_params",
            "is_cooperative"]
@@ -73,15 +69,6 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 #: Topics asked at once above which one listing of all topics answers them.
 _ONE_LISTING_ABOVE = 3
 
-#: Most partitions in one ListOffsets request through the consumer (see
-#: ``DriverConsumer._consumerOffsets``).
-_REQUEST_PARTITIONS = 100
-
-#: Consumers asking a question's requests at once, for a direct stream (see
-#: ``DriverConsumer._consumerOffsets``). Measured on one broker at a thousand partitions (ten
-#: requests): two or three halve the wait, more gain nothing.
-STREAM_ASKERS = 3
-
 #: librdkafka's code for "the cluster has no such topic or partition" (the broker's answer).
 _UNKNOWN_TOPIC_OR_PART = 3
 
@@ -100,29 +87,6 @@ class TopicListing:
 
     counts: Mapping[str, int] = field(default_factory=dict)
     unknown: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True, slots=True)
-class _Request:
-    """One ListOffsets request through the consumer, asked again as long as it applies.
-
-    Attributes:
-        partitions: The partitions asked, in (topic, partition) order.
-        request: librdkafka's partitions of the request (with the time asked), in that order.
-        topics: The topic of each, in that order: what the answer is checked by.
-        numbers: The partition number of each, in that order: likewise.
-    """
-
-    partitions: list[TopicPartition]
-    request: list[Any]
-    topics: list[str]
-    numbers: list[int]
-
-    def __post_init__(self) -> None:
-        if not (len(self.partitions) == len(self.request) == len(self.topics)
-                == len(self.numbers)):
-            raise ValueError("a ListOffsets request's partitions, request, topics and "
-                             "numbers differ in length")
 
 
 def admin_params(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -175,9 +139,6 @@ def _create(what: str, factory: ClientFactory, params: dict[str, Any]) -> Any:
     """
     from confluent_kafka import KafkaException
 
-    from kafka_direct.client.params import resolve_callbacks
-
-    params = resolve_callbacks(params)
     try:
         return factory(params)
     except (KafkaException, ValueError, TypeError) as error:
@@ -199,48 +160,40 @@ class DriverConsumer:
             more than one request, and closed with this one.
 
     Raises:
-        ConfigurationError: ``askers`` is not a positive whole number, or librdkafka
-            refuses a client's configuration.
+        ConfigurationError: ``askers`` is not a positive whole number, a callback named
+            in ``params`` does not import, or librdkafka refuses a client's configuration.
     """
 
     def __init__(self, params: Mapping[str, Any], requestTimeoutMs: int = 30_000,
                  consumerFactory: ClientFactory = _consumer,
                  adminFactory: ClientFactory = _admin, askers: int = 1) -> None:
-        if type(askers) is not int or askers < 1:
-            raise ConfigurationError(f"DriverConsumer askers must be a whole number of at "
-                                     f"least 1 (1: requests asked one after the other); got "
-                                     f"{askers!r}")
+        check_askers(askers)  # before any client is made
         self.params = dict(params)
         self.groupId = str(self.params.get("group.id", ""))
         self.timeout = requestTimeoutMs / 1000.0
         self.readCommitted = reads_committed(self.params)
+        clientParams = resolve_callbacks(self.params)
         # Two consumers: one that asks for offsets and never joins the group, and the
         # group's member (metadata, commits). librdkafka holds a consumer's poll while that
         # consumer asks for offsets, and a question may wait for a slow broker up to the
         # request timeout: the member's poll (its group callbacks, kept by the keeper
         # thread) must not.
-        self._questions = _create("consumer", consumerFactory, self.params)
-        made = [self._questions]
+        questions = _create("consumer", consumerFactory, clientParams)
+        made = [questions]
         try:
-            self._consumer = _create("consumer", consumerFactory, self.params)
+            self._consumer = _create("consumer", consumerFactory, clientParams)
             made.append(self._consumer)
-            self._admin = _create("admin client", adminFactory, admin_params(self.params))
+            self._admin = _create("admin client", adminFactory, admin_params(clientParams))
         except BaseException:
             for client in made:
                 client.close()
             raise
         self._lock = threading.RLock()
-        # Held while the asking consumer answers a question or serves its events; close()
-        # waits for it.
-        self._asking = threading.RLock()
-        # The last requests per time asked, for the partitions they ask (see _requests).
-        self._kept: dict[int, tuple[frozenset[TopicPartition], list[_Request]]] = {}
-        # The asking consumers beyond the first, and the threads they ask from: made when a
-        # question first has more than one request (see _consumerOffsets).
-        self._askers = askers
-        self._consumerFactory = consumerFactory
-        self._helpers: list[Any] = []
-        self._pool: ThreadPoolExecutor | None = None
+        # The asking consumers: the first, and the others made when a question first has
+        # more than one request.
+        self._questions = AskingConsumers(
+            questions, lambda: _create("consumer", consumerFactory, clientParams), askers,
+            self.timeout, self.groupId)
         self._assigned: set[TopicPartition] = set()
         self._closed = threading.Event()
         self._keeper: threading.Thread | None = None
@@ -329,24 +282,7 @@ class DriverConsumer:
         if message is not None and message.error() is not None:
             logger.warning("driver consumer of group %s: %s", self.groupId,
                            message.error().str())
-        if self._asking.acquire(blocking=False):
-            try:
-                self._serveQuestions()
-            finally:
-                self._asking.release()
-
-    def _serveQuestions(self, consumer: Any = None) -> None:
-        """Serve the events of an asking consumer (the first when None), or of all of them.
-
-        Args:
-            consumer: The asking consumer; None: every asking consumer.
-        """
-        for asking in ([self._questions, *self._helpers] if consumer is None else [consumer]):
-            # It is never assigned a partition: what poll returns is an event, never a record.
-            event = asking.poll(0)
-            if event is not None and event.error() is not None:
-                logger.debug("driver consumer of group %s (questions): %s", self.groupId,
-                             event.error().str())
+        self._questions.serve()
 
     def assignment(self, waitSeconds: float = 0.0) -> set[TopicPartition]:
         """The partitions the group gives this stream.
@@ -476,185 +412,9 @@ class DriverConsumer:
                     self._admin.list_topics(topic, timeout=self.timeout)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _consumerOffsets(self, partitions: Iterable[TopicPartition], query: int
-                         ) -> dict[TopicPartition, int]:
-        """``ListOffsets`` through the consumer, at its isolation level.
-
-        Asked in (topic, partition) order, in requests of at most
-        :data:`_REQUEST_PARTITIONS` partitions: librdkafka matches an answer to its request
-        partition by partition, in time quadratic in the request's size: a thousand
-        partitions cost the driver's asking thread about 10 ms of CPU in one request, about
-        4 ms in four of 250, about 2.5 ms in ten of 100; smaller requests save little more.
-        Sorted, a fifth less again.
-
-        With more than one request and more than one asker, the requests are dealt to the
-        asking consumers in turn (request ``i`` to consumer ``i % askers``), each asking
-        its share one after the other, the first in the calling thread and the others in
-        threads of their own: a broker answers one connection's requests one at a time,
-        while librdkafka waits with Python's lock released. The answer is the same, in the
-        same order, as asked one after the other; a share that fails raises, after every
-        share ended, the error of the first request (in request order) that failed, as
-        asked one after the other.
-
-        A partition the asking consumer's metadata does not know yet (just added, or its
-        leader just moved) gets its request's topics' metadata refreshed on that consumer
-        and that request asked once more, as the AdminClient path does.
-
-        Args:
-            partitions: The partitions.
-            query: ``LATEST_TIME`` or ``EARLIEST_TIME``.
-
-        Raises:
-            UnansweredError: The request timed out, or a partition's answer was an error
-                or no offset (retryable).
-            KafkaException: librdkafka refused the request as a whole (a topic it does
-                not know, a refused argument).
-        """
-        requests = self._requests(partitions, query)
-        if not requests:
-            return {}
-        with self._asking:
-            if len(requests) == 1:
-                return self._askRefreshing(requests[0], self._questions)
-            askers = self._askingConsumers(len(requests))
-            if len(askers) == 1:
-                found: dict[TopicPartition, int] = {}
-                for request in requests:
-                    found.update(self._askRefreshing(request, self._questions))
-                return found
-            return self._askShared(requests, askers)
-
-    def _askingConsumers(self, requests: int) -> list[Any]:
-        """The consumers to ask ``requests`` requests with, the helpers made when first needed.
-
-        Called with ``_asking`` held.
-        """
-        wanted = min(self._askers, requests)
-        if len(self._helpers) + 1 < wanted and not self._closed.is_set():
-            made = []
-            try:
-                for _ in range(wanted - 1 - len(self._helpers)):
-                    made.append(_create("consumer", self._consumerFactory, self.params))
-            except BaseException:
-                for client in made:
-                    client.close()
-                raise
-            self._helpers.extend(made)
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(
-                    self._askers - 1, thread_name_prefix=f"driver-questions-{self.groupId}")
-        return [self._questions, *self._helpers][:wanted]
-
-    def _askShared(self, requests: list[_Request], askers: list[Any]
-                   ) -> dict[TopicPartition, int]:
-        """``requests`` dealt to ``askers`` in turn and asked at once (see _consumerOffsets).
-
-        Called with ``_asking`` held (the helpers ask while the calling thread waits).
-        """
-        pool = self._pool
-        if pool is None:  # made with the helpers
-            raise AssertionError("the asking threads were not made")  # pragma: no cover
-        count = len(askers)
-        answers: list[dict[TopicPartition, int] | None] = [None] * len(requests)
-        futures: list[Future[tuple[int, BaseException] | None]] = [
-            pool.submit(self._askShare, requests, answers, first, count, askers[first])
-            for first in range(1, count)]
-        failures = []
-        own = self._askShare(requests, answers, 0, count, askers[0])
-        if own is not None:
-            failures.append(own)
-        # Every share ended before the answer (or the failure) is given: none is still
-        # asking when the caller asks again or closes the consumers.
-        failures.extend(failure for failure in (future.result() for future in futures)
-                        if failure is not None)
-        if failures:
-            raise min(failures, key=lambda failure: failure[0])[1]
-        found: dict[TopicPartition, int] = {}
-        for answer in answers:
-            found.update(answer or {})
-        return found
-
-    def _askShare(self, requests: list[_Request], answers: list[dict[TopicPartition, int] | None],
-                  first: int, step: int, consumer: Any) -> tuple[int, BaseException] | None:
-        """Ask ``requests[first::step]`` with ``consumer``, one after the other.
-
-        Each answer goes to its place in ``answers``. Returns None, or the index of the
-        request that failed and its error (the share's later requests are not asked).
-        """
-        for index in range(first, len(requests), step):
-            try:
-                answers[index] = self._askRefreshing(requests[index], consumer)
-            except Exception as error:
-                return index, error
-        return None
-
-    def _requests(self, partitions: Iterable[TopicPartition], query: int
-                  ) -> list[_Request]:
-        """The requests asking ``query`` of ``partitions``, kept while they are the same.
-
-        A stream asks the ends of the same partitions batch after batch: the sorted
-        partitions and librdkafka's request objects are made once for a set of partitions
-        (its equality with the last one is checked in C, on the set's stored hashes) and
-        asked again while it stays; any other set gets requests of its own.
-        """
-        kept = self._kept.get(query)
-        if kept is not None and isinstance(partitions, (set, frozenset)) \
-                and partitions == kept[0]:
-            return kept[1]
-        from confluent_kafka import TopicPartition as KafkaTopicPartition
-
-        # In (topic, partition) order: librdkafka answers a sorted request with about a
-        # fifth less CPU, and a request holds few topics.
-        wanted = sorted(partitions, key=partition_order)
-        requests = [_Request(chunk, [KafkaTopicPartition(tp.topic, tp.partition, query)
-                                     for tp in chunk],
-                             [tp.topic for tp in chunk], [tp.partition for tp in chunk])
-                    for chunk in (wanted[first:first + _REQUEST_PARTITIONS]
-                                  for first in range(0, len(wanted), _REQUEST_PARTITIONS))]
-        if isinstance(partitions, (set, frozenset)):
-            self._kept[query] = (frozenset(partitions), requests)
-        return requests
-
-    def _askRefreshing(self, request: _Request, consumer: Any) -> dict[TopicPartition, int]:
-        """One request; on stale metadata, its topics refreshed and the request asked again.
-
-        Called with ``_asking`` held (by the calling thread, for all of its askers).
-        """
-        from confluent_kafka import KafkaException
-
-        wanted = request.partitions
-        for attempt in (1, 2):
-            try:
-                return self._askConsumer(request, consumer)
-            except (UnansweredError, KafkaException) as error:
-                if attempt == 2 or not stale_metadata(error):
-                    raise
-                for topic in sorted({tp.topic for tp in wanted}):
-                    consumer.list_topics(topic, timeout=self.timeout)
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _askConsumer(self, asked: _Request, consumer: Any) -> dict[TopicPartition, int]:
-        from confluent_kafka import KafkaError, KafkaException
-
-        request = asked.request
-        try:
-            try:
-                answers = consumer.offsets_for_times(request, timeout=self.timeout)
-            finally:
-                self._serveQuestions(consumer)
-        except KafkaException as error:
-            code = error.args[0].code() if error.args else None
-            if code != KafkaError._TIMED_OUT:
-                raise
-            first = request[0]
-            raise UnansweredError(
-                f"ListOffsets for {len(request)} partition(s) ({first.topic}-"
-                f"{first.partition} first): no answer within {self.timeout:g} s") from None
-        return answered_list(answers, asked.partitions, asked.topics, asked.numbers)
-
     def latestOffsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """End offsets: the last stable offset under read_committed, else the high watermark."""
-        return self._consumerOffsets(partitions, LATEST_TIME)
+        return self._questions.offsets(partitions, LATEST_TIME)
 
     def highWatermarks(self, partitions: Iterable[TopicPartition]
                        ) -> dict[TopicPartition, int]:
@@ -667,13 +427,13 @@ class DriverConsumer:
         :func:`kafka_direct.client.log_positions.check_positions`.
         """
         if not self.readCommitted:  # the consumer's own level
-            return self._consumerOffsets(partitions, LATEST_TIME)
+            return self._questions.offsets(partitions, LATEST_TIME)
         return self._listOffsets(partitions, offset_spec("latest"), readCommitted=False)
 
     def earliestOffsets(self, partitions: Iterable[TopicPartition]
                         ) -> dict[TopicPartition, int]:
         """Log start offsets."""
-        return self._consumerOffsets(partitions, EARLIEST_TIME)
+        return self._questions.offsets(partitions, EARLIEST_TIME)
 
     def offsetsForTimes(self, timestamps: Mapping[TopicPartition, int]
                         ) -> dict[TopicPartition, int]:
@@ -715,13 +475,10 @@ class DriverConsumer:
         self._closed.set()
         if self._keeper is not None:
             self._keeper.join(5)
-        with self._asking, self._lock:
-            # No question is under way (it holds _asking): the helpers' threads are idle.
-            if self._pool is not None:
-                self._pool.shutdown(wait=True)
-            for client in (self._consumer, self._questions, *self._helpers):
-                try:
-                    client.close()
-                except Exception as error:
-                    logger.debug("closing the driver consumer failed: %s", error)
-            self._helpers = []
+        # Once no question is under way (it holds the asking consumers' lock).
+        self._questions.close()
+        with self._lock:
+            try:
+                self._consumer.close()
+            except Exception as error:
+                logger.debug("closing the driver consumer failed: %s", error)

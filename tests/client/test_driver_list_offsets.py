@@ -85,11 +85,12 @@ class _Admin:
         return SimpleNamespace(topics={})
 
 
-def _driver(answers: list[int], **params: str) -> DriverConsumer:
+def _driver(answers: list[int], *, factory: type[_Consumer] | None = None,
+            **params: str) -> DriverConsumer:
     _Answers.answers, _Answers.calls = answers, 0
     _Consumer.refreshed, _Consumer.questions = [], []
     return DriverConsumer({"bootstrap.servers": "b:9092", "group.id": "g", **params}, 1000,
-                          consumerFactory=_Consumer, adminFactory=_Admin)
+                          consumerFactory=factory or _Consumer, adminFactory=_Admin)
 
 
 # Each question on each path: the consumer's (ends and starts; high watermarks under
@@ -196,13 +197,11 @@ def test_a_timed_out_answer_names_the_question():
 
 
 def test_a_timed_out_consumer_request_names_the_question():
-    driver = _driver([5])
-
     class _Slow(_Consumer):
         def offsets_for_times(self, request: list[Any], timeout: float) -> list[Any]:
             raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
 
-    driver._questions = _Slow({})
+    driver = _driver([5], factory=_Slow)
     with pytest.raises(Exception) as info:
         driver.latestOffsets([T0, TopicPartition("t", 1)])
     assert not isinstance(info.value, KafkaDirectError)
@@ -320,7 +319,6 @@ def test_an_unknown_partition_in_one_request_refreshes_its_topics_and_asks_it_ag
 
 def test_answers_out_of_request_order_are_still_matched_by_partition():
     partitions = [TopicPartition("t", p) for p in range(4)]
-    driver = _driver([0])
 
     class _Reversed(_Consumer):
         def offsets_for_times(self, request: list[Any], timeout: float) -> list[Any]:
@@ -328,5 +326,5 @@ def test_answers_out_of_request_order_are_still_matched_by_partition():
                                     offset=10 + tp.partition, error=None)
                     for tp in reversed(request)]
 
-    driver._questions = _Reversed({})
+    driver = _driver([0], factory=_Reversed)
     assert driver.latestOffsets(partitions) == {tp: 10 + tp.partition for tp in partitions}

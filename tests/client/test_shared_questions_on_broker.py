@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from kafka_direct.client import driver_consumer
+from kafka_direct.client import asking_consumers
 from kafka_direct.client.driver_consumer import DriverConsumer
 from kafka_direct.client.retry import Retrier
 from kafka_direct.topic_partition import TopicPartition
@@ -26,7 +26,7 @@ def _driver(kafka, askers):
 @pytest.fixture
 def small_requests(monkeypatch):
     # Requests of 3 partitions: 20 partitions make 7 requests, dealt to 3 consumers.
-    monkeypatch.setattr(driver_consumer, "_REQUEST_PARTITIONS", 3)
+    monkeypatch.setattr(asking_consumers, "_REQUEST_PARTITIONS", 3)
 
 
 @pytest.mark.usefixtures("small_requests")
