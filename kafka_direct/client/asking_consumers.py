@@ -11,7 +11,8 @@ others, made when a question first has more than one request, each ask in a thre
 own, and all are closed together (:meth:`AskingConsumers.close`).
 
 Each asking consumer serves its events (statistics, errors) after each request it asks, in
-the thread that asked it.
+the thread that asked it: a user's callbacks reach these consumers wrapped so that they are
+called one at a time (see :mod:`kafka_direct.client.callbacks`).
 """
 
 from __future__ import annotations

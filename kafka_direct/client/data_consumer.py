@@ -20,6 +20,8 @@ Contract of :meth:`KafkaDataConsumer.read`:
   the poll timeout: librdkafka itself only fetches nothing. A topic missing for a moment
   (just created, its metadata not everywhere yet) is read as any other. The rule lives in
   :mod:`kafka_direct.client.absent_partitions`.
+* A user's callbacks in the parameters are called one at a time in a Python worker, by
+  whichever of its consumers (see :mod:`kafka_direct.client.callbacks`).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from kafka_direct.client.absent_partitions import (
     missing_partition,
     partition_count,
 )
+from kafka_direct.client.callbacks import WORKER_CALLBACKS, one_at_a_time
 from kafka_direct.client.params import redact
 from kafka_direct.errors import (
     DataLossError,
@@ -64,11 +67,10 @@ _LEARN_TIMEOUT_S = 1.0
 
 
 def _confluent_consumer(params: dict[str, Any]) -> Any:
+    """A confluent-kafka consumer whose callbacks hold the worker's one callback lock."""
     from confluent_kafka import Consumer
 
-    from kafka_direct.client.params import resolve_callbacks
-
-    return Consumer(resolve_callbacks(params))
+    return Consumer(one_at_a_time(params, WORKER_CALLBACKS))
 
 
 def learn_topics(ask: Callable[[str, float], bool], topics: Iterable[str],

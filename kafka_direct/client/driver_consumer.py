@@ -25,6 +25,11 @@ level cannot: high watermarks under ``read_committed``, and offsets by timestamp
 A question of more than one request may be asked by a few asking consumers at once
 (``askers``, the direct stream's :data:`STREAM_ASKERS`), each from a thread of its own: see
 :mod:`kafka_direct.client.asking_consumers`.
+
+The user's callbacks (``error_cb``, ``stats_cb``, ``throttle_cb``, ``oauth_cb``, a
+``logger``...) are given to every client, and called as by one consumer: never two at once,
+whichever client calls them from whichever thread (one lock per driver consumer; see
+:mod:`kafka_direct.client.callbacks`). Each client still asks ``oauth_cb`` for its own token.
 """
 
 from __future__ import annotations
@@ -37,13 +42,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_direct.client.asking_consumers import STREAM_ASKERS, AskingConsumers, check_askers
+from kafka_direct.client.callbacks import one_at_a_time
 from kafka_direct.client.offset_answers import (
     EARLIEST_TIME,
     LATEST_TIME,
     answered_future,
     offset_spec,
 )
-from kafka_direct.client.params import reads_committed, refusal, resolve_callbacks
+from kafka_direct.client.params import reads_committed, refusal
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.topic_partition import TopicPartition
 
@@ -159,6 +165,10 @@ class DriverConsumer:
             other). The consumers beyond the first are made when a question first has
             more than one request, and closed with this one.
 
+    Callbacks in ``params`` (functions, or ``package.module:function`` names) are given to
+    every client this makes, each call holding one lock of this driver consumer: the user's
+    callbacks are never called twice at once (see :mod:`kafka_direct.client.callbacks`).
+
     Raises:
         ConfigurationError: ``askers`` is not a positive whole number, a callback named
             in ``params`` does not import, or librdkafka refuses a client's configuration.
@@ -172,7 +182,10 @@ class DriverConsumer:
         self.groupId = str(self.params.get("group.id", ""))
         self.timeout = requestTimeoutMs / 1000.0
         self.readCommitted = reads_committed(self.params)
-        clientParams = resolve_callbacks(self.params)
+        # The user's callbacks, as every client of this driver consumer calls them: one at
+        # a time, whichever client and thread calls (see kafka_direct.client.callbacks).
+        self._callbackLock = threading.RLock()
+        clientParams = one_at_a_time(self.params, self._callbackLock)
         # Two consumers: one that asks for offsets and never joins the group, and the
         # group's member (metadata, commits). librdkafka holds a consumer's poll while that
         # consumer asks for offsets, and a question may wait for a slow broker up to the
