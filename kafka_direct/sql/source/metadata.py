@@ -209,12 +209,23 @@ class SourceMetadata:
 
     # -- offsets --------------------------------------------------------------------------
 
-    def latest(self, partitions: Iterable[TopicPartition],
-               ahead: EndsAsked | None = None) -> dict[TopicPartition, int]:
-        """End offsets (the last stable offset under ``read_committed``).
+    def latest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """End offsets (the last stable offset under ``read_committed``)."""
+        wanted = frozenset(partitions)
+        if not wanted:
+            return {}
+        driver = self.driver
+        # A set, not a list: the driver keeps its requests while the partitions stay.
+        found: dict[TopicPartition, int] = self._retrying("reading latest offsets",
+                                                          lambda: driver.latestOffsets(wanted))
+        return found
+
+    def trigger_latest(self, partitions: Iterable[TopicPartition],
+                       ahead: EndsAsked | None = None) -> dict[TopicPartition, int]:
+        """A trigger's end offsets: :meth:`latest`, remembered for :meth:`ask_ahead`.
 
         Args:
-            partitions: The partitions.
+            partitions: The partitions the trigger's listing shows.
             ahead: The question :meth:`ask_ahead` started, if any: waited for, and its
                 answer taken if it asked exactly ``partitions`` and got an answer;
                 otherwise the ends are asked here (with retries), as without it.
@@ -223,25 +234,20 @@ class SourceMetadata:
         answer = self.settle(ahead)
         if answer is not None and answer[0] == wanted:
             return answer[1]
-        if not wanted:
-            return {}
-        driver = self.driver
-        # A set, not a list: the driver keeps its requests while the partitions stay.
-        found: dict[TopicPartition, int] = self._retrying("reading latest offsets",
-                                                          lambda: driver.latestOffsets(wanted))
+        found = self.latest(wanted)
         self._asked = wanted
         return found
 
     def ask_ahead(self) -> EndsAsked | None:
-        """Start asking the end offsets the last :meth:`latest` asked, in a thread; or None.
+        """Start asking the end offsets the last trigger asked, in a thread; or None.
 
         Asked beside the trigger's topic listing, the listing's round trip is no longer
         before the end offsets' (when the listing shows the same partitions, as it does
         but for a topic added, grown or deleted). The question is asked once, without
-        retries: a failure leaves the ends to :meth:`latest`. The caller hands the result
-        to :meth:`latest` or :meth:`settle`, so that no question runs past the trigger.
-        Nothing is started below :data:`ASK_AHEAD_FROM` partitions, before the first
-        :meth:`latest`, or once closed.
+        retries: a failure leaves the ends to :meth:`trigger_latest`. The caller hands
+        the result to :meth:`trigger_latest` or :meth:`settle`, so that no question runs
+        past the trigger. Nothing is started below :data:`ASK_AHEAD_FROM` partitions, before the
+        first :meth:`trigger_latest`, or once closed.
         """
         asked, driver = self._asked, self._driver
         if asked is None or driver is None or len(asked) < ASK_AHEAD_FROM:

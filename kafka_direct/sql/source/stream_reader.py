@@ -302,7 +302,7 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             latest = dict(self._target)
         else:
             try:
-                latest = metadata.latest(present, ahead)
+                latest = metadata.trigger_latest(present, ahead)
             except KafkaUnavailableError:
                 # A listing can lag a topic's deletion: its partitions are then unknown to
                 # every offsets question. A listing of now tells a deletion (data loss) from
@@ -314,7 +314,7 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                 lost |= gone
                 kept = {tp: offset for tp, offset in kept.items() if tp not in gone}
                 present = metadata.present(relisted)
-                latest = metadata.latest(present)
+                latest = metadata.trigger_latest(present)
         latest = metadata.behind(kept, latest)
         metadata.check_new(kept, latest)
         return latest, lost

@@ -151,3 +151,21 @@ def test_stop_ends_the_thread_that_asks_beside_the_listing():
     reader.stop()
     assert not any(t.name.startswith("kafka-direct-source-ends")
                    for t in threading.enumerate())
+
+
+def test_other_questions_of_end_offsets_do_not_change_what_the_next_trigger_asks_beside():
+    # Offsets asked for other reasons (a partition's reset, Trigger.AvailableNow's check)
+    # are not the trigger's: the next trigger still asks its own partitions beside the
+    # listing, and takes that answer.
+    cluster = WatchedCluster()
+    reader = reader_of(cluster)
+    try:
+        start = trigger(reader, json.loads(json.dumps(reader.initialOffset())))
+        reader.metadata.latest({next(iter(reader.metadata.partitions()))})
+        cluster.end += 3
+        cluster.requests.clear()
+        end = trigger(reader, start)
+        assert set(ends_of(end).values()) == {cluster.end}
+        assert sorted(cluster.requests) == [("metadata", None)] + [("offsets", 100)] * 10
+    finally:
+        reader.stop()
