@@ -211,13 +211,19 @@ class SourceMetadata:
 
     def latest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """End offsets (the last stable offset under ``read_committed``)."""
+        return self._offsets("reading latest offsets", partitions,
+                             lambda driver, wanted: driver.latestOffsets(wanted))
+
+    def _offsets(self, what: str, partitions: Iterable[TopicPartition],
+                 ask: Callable[[DriverConsumer, frozenset[TopicPartition]],
+                               dict[TopicPartition, int]]) -> dict[TopicPartition, int]:
+        """``ask(driver, partitions)`` with retries (nothing asked of no partition)."""
         wanted = frozenset(partitions)
         if not wanted:
             return {}
         driver = self.driver
         # A set, not a list: the driver keeps its requests while the partitions stay.
-        found: dict[TopicPartition, int] = self._retrying("reading latest offsets",
-                                                          lambda: driver.latestOffsets(wanted))
+        found: dict[TopicPartition, int] = self._retrying(what, lambda: ask(driver, wanted))
         return found
 
     def trigger_latest(self, partitions: Iterable[TopicPartition],
@@ -276,13 +282,8 @@ class SourceMetadata:
 
     def earliest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """Log start offsets."""
-        wanted = sorted(set(partitions), key=partition_order)
-        if not wanted:
-            return {}
-        driver = self.driver
-        found: dict[TopicPartition, int] = self._retrying("reading earliest offsets",
-                                                          lambda: driver.earliestOffsets(wanted))
-        return found
+        return self._offsets("reading earliest offsets", partitions,
+                             lambda driver, wanted: driver.earliestOffsets(wanted))
 
     def _high_watermarks(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         wanted = sorted(set(partitions), key=partition_order)
