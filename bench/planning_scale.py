@@ -7,21 +7,22 @@ a few new records in every partition before each batch. Beside it, the same at 4
 Structured Streaming: the source's planning as Spark reports it in each trigger's progress
 (``durationMs.latestOffset`` + ``durationMs.queryPlanning``), a query into ``noop`` on a
 processing-time trigger, with new records in every partition between triggers; beside it,
-the same at 4 partitions.
+the same at 4 partitions. Under each, the source's own part of a trigger: the same reader's
+``latestOffset``, ``reportLatestOffset``, ``partitions`` (each input partition pickled) and
+``commit`` called in this process on the same topics, offsets handed over as JSON as Spark's
+planner process does, wall and CPU; and Spark's ``rate`` source into noop in the same
+session: the micro-batch engine's own planning with no Kafka. Spark's figure less the
+source's own part is Spark's: its planner process's socket, the JVM's planning.
 
-Beside each, the CPU a batch's planning costs: for the direct stream the generating
+Beside the direct stream, the CPU a batch's planning costs: the generating
 thread's CPU in ``generateJobs``, and the driver process's (every thread's: the threads that
 ask the end offsets and make the ranges beside it, librdkafka's; the bench's own producer's
-threads left out, which serve its 1,000 partitions all the while); for the source, whose
-planning runs in a Python process
-Spark starts, the same reader's ``latestOffset`` + ``partitions`` + ``commit`` called in
-this process on the same topics (offsets handed over as JSON, as Spark's runner does).
+threads left out, which serve its 1,000 partitions all the while).
 
 Prints p50/p95/max per API and size. Target: p95 <= 10 ms at 1,000 partitions (issue 39).
 
 With ``--peers``, also what users of Spark's JVM connectors get on the same broker and
-topics in the same run: Spark's ``rate`` source into noop in this session (the micro-batch
-floor, no Kafka), then in a process of its own (peers/spark_planning.py, on a PySpark whose
+topics in the same run: in a process of its own (peers/spark_planning.py, on a PySpark whose
 Kafka connectors Maven Central serves, so their jars never enter this session) Spark's
 ``format("kafka")`` source, the same ``rate`` source, and the Scala direct stream
 (``KafkaUtils.createDirectStream`` on a ManualClock) at the large size. Their Python and jars
@@ -129,6 +130,7 @@ def dstream(sc, kafka, producer, names, partitions, batches):
 
 
 def structured(spark, kafka, producer, names, partitions, batches):
+    """Spark's planning of each trigger (ms), and the source's own part's wall and CPU (ms)."""
     reader = (spark.readStream.format("kafka-direct")
               .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
               .option("subscribe", ",".join(names)).option("startingOffsets", "latest"))
@@ -139,33 +141,45 @@ def structured(spark, kafka, producer, names, partitions, batches):
                                     timeout=60 + batches * 10)
     finally:
         query.stop()
-    return planning, source_cpu(kafka, producer, names, partitions, batches)
+    return planning, *source_part(kafka, producer, names, partitions, batches)
 
 
-def source_cpu(kafka, producer, names, partitions, batches):
-    """CPU (ms) of the source's planning per trigger, its reader driven in this process."""
+def source_part(kafka, producer, names, partitions, batches):
+    """The source's own part of each trigger's planning, its reader driven in this process.
+
+    Each step as Spark's planner process runs it: ``latestOffset`` from the start's JSON,
+    its answer written as JSON, ``reportLatestOffset``, ``partitions`` from both JSON texts
+    and each input partition pickled, ``commit``. Returns the wall and this thread's CPU of
+    each trigger (ms): what Spark's figure holds of ours; the rest of it is Spark's (its
+    runner's socket, the JVM's planning of the micro-batch).
+    """
+    from pyspark.serializers import CloudPickleSerializer
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
     from kafka_direct.sql.source.stream_reader import KafkaDirectStreamReader
 
+    pickler = CloudPickleSerializer()
     reader = KafkaDirectStreamReader.create(
         {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": ",".join(names),
          "startingOffsets": "latest"}, parallelism=2)
-    cpus = []
+    walls, cpus = [], []
     try:
-        start = json.loads(json.dumps(reader.initialOffset()))
+        start = json.dumps(reader.initialOffset())
         for batch in range(batches + 1):
             feed(producer, names, partitions)
-            cpu = time.thread_time()
-            end = json.loads(json.dumps(reader.latestOffset(start, ReadAllAvailable())))
-            reader.partitions(start, end)
-            reader.commit(end)
+            wall, cpu = time.perf_counter(), time.thread_time()
+            end = json.dumps(reader.latestOffset(json.loads(start), ReadAllAvailable()))
+            json.dumps(reader.reportLatestOffset())
+            for partition in reader.partitions(json.loads(start), json.loads(end)):
+                pickler.dumps(partition)
+            reader.commit(json.loads(end))
             if batch:  # the first trigger also starts the consumer
                 cpus.append((time.thread_time() - cpu) * 1000)
+                walls.append((time.perf_counter() - wall) * 1000)
             start = end
     finally:
         reader.stop()
-    return cpus
+    return walls, cpus
 
 
 def rate(spark, batches):
@@ -261,16 +275,22 @@ def main():
         small = topics(kafka, 1, 4)
         total = args.topics * args.partitions
         results = {}
-        for api, run in (("direct stream", dstream), ("structured", structured)):
-            context = sc if run is dstream else spark
-            results[(api, 4)] = summary(f"{api}, 4 partitions",
-                                        *run(context, kafka, producer, small, 4, args.batches))
-            results[(api, total)] = summary(
-                f"{api}, {total} partitions",
-                *run(context, kafka, producer, big, args.partitions, args.batches))
-        met = {api: results[(api, total)] for api in ("direct stream", "structured")}
+        for size, chosen, count in ((4, small, 4), (total, big, args.partitions)):
+            results[("direct stream", size)] = summary(
+                f"direct stream, {size} partitions",
+                *dstream(sc, kafka, producer, chosen, count, args.batches))
+        for size, chosen, count in ((4, small, 4), (total, big, args.partitions)):
+            spark_ms, own_ms, own_cpu = structured(spark, kafka, producer, chosen, count,
+                                                   args.batches)
+            results[("structured", size)] = summary(f"structured, {size} partitions", spark_ms)
+            results[("source's own part", size)] = summary(
+                f"  of which the source's own, {size} partitions", own_ms, own_cpu)
+        # Spark's own micro-batch planning with no Kafka, in the same run: what of the
+        # structured figure no source can remove.
+        summary(f"rate source (Spark {sc.version}, this session)", rate(spark, args.batches))
+        met = {api: results[(api, total)]
+               for api in ("direct stream", "structured", "source's own part")}
         if python:
-            summary(f"rate source (Spark {sc.version}, this session)", rate(spark, args.batches))
             for line in peers(python, kafka, big, args.partitions, args.batches):
                 p95 = summary(line["label"], line["ms"], line["cpu"])
                 if "partitions" in line["label"]:

@@ -55,7 +55,7 @@ from kafka_direct.errors import CheckpointError, ConfigurationError, KafkaDirect
 from kafka_direct.offset_range import CanCommitOffsets, OffsetRange
 from kafka_direct.rdd.kafka_rdd import KafkaRDD, ReadSettings, kafka_rdd, kafka_rdd_beside
 from kafka_direct.rdd.location_strategy import LocationStrategy, PreferBrokers
-from kafka_direct.rdd.range_groups import group_ranges
+from kafka_direct.rdd.range_groups import group_ranges, pack_counts
 from kafka_direct.streaming.input_dstream import InputDStream
 from kafka_direct.streaming.job_scheduler import BATCH_TIME_PROPERTY
 from kafka_direct.streaming.rate_controller import (
@@ -407,8 +407,7 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
             self._commits.queue.addBatch(validTime, made, self._hasJobs(validTime), partitions)
             return made, self._inputInfo(made, partitions)
 
-        if len(partitions) < _PLANNED_BESIDE or self._grouping():
-            # Grouped, the RDD's partitions follow from the ranges: made first.
+        if len(partitions) < _PLANNED_BESIDE:
             ranges, info = rest()
             rdd = kafka_rdd(self.ssc.sparkContext, ranges, self.settings,
                             self.locationStrategy, self._leaders(partitions),
@@ -419,14 +418,16 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
             # (Python's lock is free while it waits): the batch's planning waits for the
             # longer of the two, not for both. Both end before the batch's RDD is returned;
             # the ranges are made (and the position moved) whatever the JVM answers, as
-            # when they are made first, and their error, if any, is the batch's.
+            # when they are made first, and their error, if any, is the batch's. Grouped,
+            # the groups follow from the offsets alone, by the rule that groups ranges.
             leaders = self._leaders(partitions)
+            sizes = self._groupSizes(froms, untils)
             made = self._planner().submit(rest)
             rdd = kafka_rdd_beside(
                 self.ssc.sparkContext,
                 list(zip(layout.topics, layout.numbers, froms, untils, strict=True)),
                 partitions, self.settings, self.locationStrategy, leaders,
-                lambda: made.result()[0])
+                lambda: made.result()[0], sizes)
             info = made.result()[1]
         self.reportInfo(validTime, *info)
         return rdd
@@ -458,6 +459,19 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
         return group_ranges(ranges, settings.minOffsetsPerTask,
                             self.ssc.sparkContext.defaultParallelism,
                             settings.maxRangesPerTask, MIN_OFFSETS_PER_TASK_CONF)
+
+    def _groupSizes(self, froms: list[int], untils: list[int]) -> list[int] | None:
+        """How many of the batch's ranges each Spark task reads, from their offsets; or None.
+
+        The groups of :meth:`_groups` (the layout's partitions are unique, as grouping
+        needs), found before the ranges are made.
+        """
+        settings = self.streamSettings
+        if not self._grouping() or len(froms) < 2:
+            return None
+        return pack_counts(list(map(operator.sub, untils, froms)), settings.minOffsetsPerTask,
+                           self.ssc.sparkContext.defaultParallelism, None,
+                           settings.maxRangesPerTask)
 
     def _inputInfo(self, ranges: list[OffsetRange], partitions: list[TopicPartition]
                    ) -> tuple[int, dict[str, Any]]:

@@ -42,6 +42,7 @@ from kafka_direct.rdd.location_strategy import (
     PreferBrokers,
     preferred_locations,
 )
+from kafka_direct.rdd.range_groups import cut
 from kafka_direct.rdd.read_settings import ReadSettings
 from kafka_direct.rdd.spark_support import live_executors, located_rdd
 from kafka_direct.task_errors import carry_errors, typed_errors, typed_rdd_class
@@ -519,7 +520,8 @@ def kafka_rdd(sc: Any, ranges: list[OffsetRange], settings: ReadSettings,
 def kafka_rdd_beside(sc: Any, elements: list[tuple[str, int, int, int]],
                      partitions: Sequence[TopicPartition], settings: ReadSettings,
                      strategy: LocationStrategy, leaders: Mapping[Any, str] | None,
-                     ranges: Callable[[], list[OffsetRange]]) -> KafkaRDD:
+                     ranges: Callable[[], list[OffsetRange]],
+                     sizes: Sequence[int] | None = None) -> KafkaRDD:
     """A KafkaRDD whose ranges are made elsewhere while the JVM reads their elements.
 
     The JVM reads ``elements`` first; then ``ranges()`` gives the ranges (waiting for the
@@ -534,12 +536,30 @@ def kafka_rdd_beside(sc: Any, elements: list[tuple[str, int, int, int]],
         strategy: Where each range is preferably read.
         leaders: Partition leaders' hosts, for ``PreferBrokers``.
         ranges: The ranges, once made.
+        sizes: Grouped: how many consecutive ranges each Spark partition reads
+            (:func:`~kafka_direct.rdd.range_groups.pack_counts`), a group preferably read
+            where its first range is; None, or one range each: one partition per range.
     """
+    if sizes is not None and all(size == 1 for size in sizes):
+        sizes = None
     try:
-        parent = ranges_rdd(sc, elements, lambda: partitions, strategy, leaders)
+        if sizes is None:
+            parent = ranges_rdd(sc, elements, lambda: partitions, strategy, leaders)
+        else:
+            if sum(sizes) != len(elements) or not all(size > 0 for size in sizes):
+                raise ConfigurationError(
+                    f"a grouped KafkaRDD's group sizes must cut its {len(elements)} ranges "
+                    f"into non-empty groups; got {list(sizes)}")
+            locations = _locations(sc, lambda: partitions, strategy, leaders, len(elements))
+            firsts, groups, at = [], [], 0
+            for size in sizes:
+                firsts.append(locations[at])
+                groups.append(elements[at:at + size])  # a list: a group, not one range
+                at += size
+            parent = located_rdd(sc, groups, firsts)
     finally:
         made = ranges()
-    return KafkaRDD(parent, made, settings)
+    return KafkaRDD(parent, made, settings, None if sizes is None else cut(made, sizes))
 
 
 def ranges_rdd(sc: Any, elements: list[tuple[str, int, int, int]],

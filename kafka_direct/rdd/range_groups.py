@@ -18,11 +18,14 @@ the same order.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.offset_range import OffsetRange
 
-__all__ = ["group_ranges", "pack_ranges"]
+__all__ = ["cut", "group_ranges", "pack_counts", "pack_ranges"]
+
+_Item = TypeVar("_Item")
 
 
 def pack_ranges(ranges: Sequence[OffsetRange], minOffsetsPerTask: int, minTasks: int = 1,
@@ -51,43 +54,69 @@ def pack_ranges(ranges: Sequence[OffsetRange], minOffsetsPerTask: int, minTasks:
     Raises:
         ConfigurationError: ``maxRangesPerTask`` is below 1.
     """
+    sizes = pack_counts([r.untilOffset - r.fromOffset for r in ranges], minOffsetsPerTask,
+                        minTasks, maxRecordsPerPartition, maxRangesPerTask)
+    return cut(ranges, sizes)
+
+
+def pack_counts(counts: Sequence[int], minOffsetsPerTask: int, minTasks: int = 1,
+                maxRecordsPerPartition: int | None = None, maxRangesPerTask: int | None = None
+                ) -> list[int]:
+    """:func:`pack_ranges` on the ranges' offset counts alone: how many ranges each task holds.
+
+    The direct stream groups a batch's ranges from their offsets before the ranges are
+    made (the JVM reads the groups while they are). The same rule and arguments as
+    :func:`pack_ranges`, ``counts[i]`` being range ``i``'s ``untilOffset - fromOffset``.
+
+    Raises:
+        ConfigurationError: ``maxRangesPerTask`` is below 1.
+    """
     if maxRangesPerTask is not None and maxRangesPerTask < 1:
         raise ConfigurationError(f"option 'maxRangesPerTask' must be at least 1, not "
                                  f"{maxRangesPerTask}", setting="maxRangesPerTask")
-    floor = min(max(minTasks, 1), len(ranges))
+    floor = min(max(minTasks, 1), len(counts))
     target = minOffsetsPerTask
     if floor:
-        target = min(target, max(sum(r.untilOffset - r.fromOffset for r in ranges) // floor,
-                                 1))
+        target = min(target, max(sum(counts) // floor, 1))
     while target > 1:
-        tasks = _fill(ranges, target, maxRecordsPerPartition, maxRangesPerTask)
-        if len(tasks) >= floor:
-            return tasks
+        sizes = _fill(counts, target, maxRecordsPerPartition, maxRangesPerTask)
+        if len(sizes) >= floor:
+            return sizes
         # A tenth lower each time: halving could leave twice the tasks needed.
         target = min(target * 9 // 10, target - 1)
-    return [(r,) for r in ranges]
+    return [1] * len(counts)
 
 
-def _fill(ranges: Sequence[OffsetRange], target: int, limit: int | None,
-          most: int | None = None) -> list[tuple[OffsetRange, ...]]:
-    """Ranges in order, each task closed once it holds ``target`` offsets (see above)."""
-    tasks: list[tuple[OffsetRange, ...]] = []
-    open_task: list[OffsetRange] = []
-    held = 0
-    for r in ranges:
-        count = r.untilOffset - r.fromOffset
-        if open_task and (count >= target or (limit is not None and held + count > limit)
-                          or (most is not None and len(open_task) >= most)):
-            tasks.append(tuple(open_task))
-            open_task, held = [], 0
-        open_task.append(r)
+def cut(items: Sequence[_Item], sizes: Sequence[int]) -> list[tuple[_Item, ...]]:
+    """``items`` cut in order into groups of ``sizes[0]``, ``sizes[1]``, ... items."""
+    groups, at = [], 0
+    for size in sizes:
+        groups.append(tuple(items[at:at + size]))
+        at += size
+    return groups
+
+
+def _fill(counts: Sequence[int], target: int, limit: int | None,
+          most: int | None = None) -> list[int]:
+    """Each task's number of ranges, in order (see :func:`pack_ranges`).
+
+    A task is closed once it holds ``target`` offsets.
+    """
+    sizes: list[int] = []
+    ranges = held = 0
+    for count in counts:
+        if ranges and (count >= target or (limit is not None and held + count > limit)
+                       or (most is not None and ranges >= most)):
+            sizes.append(ranges)
+            ranges = held = 0
+        ranges += 1
         held += count
         if held >= target:
-            tasks.append(tuple(open_task))
-            open_task, held = [], 0
-    if open_task:
-        tasks.append(tuple(open_task))
-    return tasks
+            sizes.append(ranges)
+            ranges = held = 0
+    if ranges:
+        sizes.append(ranges)
+    return sizes
 
 
 def group_ranges(ranges: Sequence[OffsetRange], minOffsetsPerTask: int, minTasks: int = 1,

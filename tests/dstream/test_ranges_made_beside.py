@@ -17,6 +17,7 @@ from kafka_direct.dstream.direct_kafka_input_dstream import DirectKafkaInputDStr
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.rdd import kafka_rdd as kafka_rdd_module
 from kafka_direct.rdd.kafka_rdd import ReadSettings
+from kafka_direct.rdd.range_groups import group_ranges
 from kafka_direct.topic_partition import TopicPartition
 from tests.fakes.confluent_clients import CountingCluster
 from tests.fakes.fake_cluster import FakeSparkContext
@@ -38,10 +39,14 @@ class _Built:
 
         monkeypatch.setattr(OffsetRange, "many", classmethod(counted_many))
 
-        def beside(sc, elements, partitions, settings, strategy, leaders, ranges):
+        self.sizes = []
+
+        def beside(sc, elements, partitions, settings, strategy, leaders, ranges,
+                   sizes=None):
             # The JVM's part would read ``elements`` here, before the ranges are waited for.
             made = ranges()
             self.calls.append(("beside", threading.current_thread().name, elements, made))
+            self.sizes.append(sizes)
             return list(made)
 
         def plain(sc, ranges, *args):
@@ -52,13 +57,13 @@ class _Built:
         monkeypatch.setattr(direct_kafka_input_dstream, "kafka_rdd", plain)
 
 
-def _stream(counting):
+def _stream(counting, conf=None):
     consumer, admin = counting.clients()
     strategy = ConsumerStrategies.Assign(
         [TopicPartition(t, p) for t in counting.topics for p in range(counting.partitions)],
         PARAMS)
     stream = DirectKafkaInputDStream(
-        StreamingContext(FakeSparkContext(None), 1), LocationStrategies.PreferConsistent(),
+        StreamingContext(FakeSparkContext(conf), 1), LocationStrategies.PreferConsistent(),
         strategy, driverConsumerFactory=lambda params: DriverConsumer(
             params, consumerFactory=consumer, adminFactory=admin))
     stream.initialize(0)
@@ -101,6 +106,56 @@ def test_a_thousand_ranges_are_made_in_the_planner_thread_before_the_rdd_is_retu
     finally:
         stream.stop()
     assert _planner_threads() == []
+
+
+def test_a_grouped_batch_of_a_thousand_ranges_makes_them_beside_the_jvm_in_its_groups(
+        monkeypatch):
+    # Grouped (minOffsetsPerTask), the groups follow from the offsets: the JVM reads them
+    # while the planner thread makes the ranges, grouped as the ranges themselves group.
+    built = _Built(monkeypatch)
+    counting = CountingCluster()
+    stream = _stream(counting, {"spark.streaming.kafka.minOffsetsPerTask": "300",
+                                "spark.streaming.kafka.maxRangesPerTask": "70"})
+    monkeypatch.setattr(stream, "reportInfo", lambda *args: None)
+    try:
+        for batch, grown in enumerate((1, 2, 1), start=1):
+            counting.end += grown
+            ranges = stream.compute(batch * 1000)
+            assert built.calls[-1][0] == "beside"
+            assert built.ranges_made_in[-1].startswith("kafka-direct-planner")
+            sizes = built.sizes[-1]
+            assert sizes is not None and sum(sizes) == len(ranges) == 1000
+            expected = group_ranges(ranges, 300, FakeSparkContext.defaultParallelism, 70)
+            assert sizes == [len(group) for group in expected]
+            assert len(sizes) > 1 and max(sizes) <= 70
+    finally:
+        stream.stop()
+
+
+def test_the_jvm_reads_a_grouped_batch_as_its_groups(monkeypatch):
+    settings = ReadSettings(params={"bootstrap.servers": "fake:9092"})
+    ranges = [OffsetRange("t", p, 0, p + 1) for p in range(5)]
+    elements = [(r.topic, r.partition, r.fromOffset, r.untilOffset) for r in ranges]
+    read = []
+
+    def located(sc, parts, locations):
+        read.append((parts, locations))
+        return "parent"
+
+    monkeypatch.setattr(kafka_rdd_module, "located_rdd", located)
+    monkeypatch.setattr(kafka_rdd_module, "live_executors", lambda sc: [])
+    monkeypatch.setattr(kafka_rdd_module, "KafkaRDD",
+                        lambda parent, made, settings, groups: (parent, made, groups))
+    parent, made, groups = kafka_rdd_module.kafka_rdd_beside(
+        None, elements, [r.topicPartition() for r in ranges], settings,
+        LocationStrategies.PreferConsistent(), None, lambda: ranges, [2, 3])
+    assert read == [([elements[:2], elements[2:]], [[], []])]
+    assert parent == "parent" and made == ranges
+    assert groups == [tuple(ranges[:2]), tuple(ranges[2:])]
+    with pytest.raises(ConfigurationError, match="group sizes"):
+        kafka_rdd_module.kafka_rdd_beside(
+            None, elements, [r.topicPartition() for r in ranges], settings,
+            LocationStrategies.PreferConsistent(), None, lambda: ranges, [2, 2])
 
 
 def test_a_batch_of_few_partitions_is_made_in_the_calling_thread(monkeypatch):

@@ -184,8 +184,8 @@ def stub_rdds(monkeypatch):
                         lambda sc, ranges, *args: list(ranges))
     # A batch of many partitions: its ranges made beside the JVM's reading (see compute).
     monkeypatch.setattr(direct_kafka_input_dstream, "kafka_rdd_beside",
-                        lambda sc, elements, partitions, settings, strategy, leaders, ranges:
-                        list(ranges()))
+                        lambda sc, elements, partitions, settings, strategy, leaders, ranges,
+                        sizes=None: list(ranges()))
 
 
 def make_stream(cluster, strategy, conf=None, batch_seconds=1, **options):

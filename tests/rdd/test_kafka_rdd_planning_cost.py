@@ -74,3 +74,26 @@ def test_the_ranges_reach_the_jvm_in_memory_never_through_a_file(spark, monkeypa
     assert rdd.getNumPartitions() == 1000
     assert rdd._ranges_rdd.glom().collect() == [
         [(r.topic, r.partition, r.fromOffset, r.untilOffset)] for r in ranges]
+
+
+def test_a_grouped_rdd_made_beside_its_ranges_is_the_grouped_rdd_of_those_ranges(spark):
+    # The direct stream hands the JVM a grouped batch's groups while its ranges are made
+    # in another thread: the RDD is the one kafka_rdd makes of the same ranges and groups.
+    from kafka_direct.rdd.kafka_rdd import kafka_rdd_beside
+    from kafka_direct.rdd.range_groups import group_ranges, pack_counts
+
+    settings = ReadSettings(params={"bootstrap.servers": "127.0.0.1:9", "group.id": "g"})
+    ranges = [OffsetRange(f"cost-{i // 100}", i % 100, i, i + 1 + i % 7) for i in range(250)]
+    groups = group_ranges(ranges, 40, 2, 30)
+    sizes = pack_counts([r.count() for r in ranges], 40, 2, None, 30)
+    assert sizes == [len(group) for group in groups]
+    elements = [(r.topic, r.partition, r.fromOffset, r.untilOffset) for r in ranges]
+    beside = kafka_rdd_beside(spark, elements, [r.topicPartition() for r in ranges], settings,
+                              LocationStrategies.PreferConsistent(), None, lambda: ranges,
+                              sizes)
+    first = kafka_rdd(spark, ranges, settings, LocationStrategies.PreferConsistent(),
+                      groups=groups)
+    assert beside.getNumPartitions() == first.getNumPartitions() == len(groups)
+    assert beside.rangeGroups() == first.rangeGroups() == groups
+    assert beside.offsetRanges() == ranges
+    assert beside._ranges_rdd.glom().collect() == first._ranges_rdd.glom().collect()

@@ -9,15 +9,22 @@ librdkafka's default, a partition ends at its last stable offset) and, only with
 
 Every question is retried ``fetchOffset.numRetries`` times, ``fetchOffset.retryIntervalMs``
 apart (:class:`~kafka_direct.client.retry.Retrier`).
+
+From :data:`ASK_AHEAD_FROM` partitions, a trigger's end offsets are asked while its topic
+listing is, of the partitions whose ends the trigger before asked (:meth:`SourceMetadata.
+ask_ahead`): the answer stands only if the listing shows exactly those partitions, and
+otherwise the ends are asked again of what the listing shows, as without it. The end offsets
+are asked by up to three consumers at once (the direct stream's ``STREAM_ASKERS``).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from kafka_direct.client.driver_consumer import DriverConsumer, TopicListing
+from kafka_direct.client.driver_consumer import STREAM_ASKERS, DriverConsumer, TopicListing
 from kafka_direct.client.params import reads_committed
 from kafka_direct.client.retry import Retrier
 from kafka_direct.errors import ConfigurationError, DataLossError, UnknownTopicOrPartitionError
@@ -26,11 +33,15 @@ from kafka_direct.sql.source.offsets import EARLIEST, LATEST
 from kafka_direct.sql.source.options import OffsetSpec, SourceOptions
 from kafka_direct.topic_partition import TopicPartition, partition_order
 
-__all__ = ["DriverFactory", "SourceMetadata"]
+__all__ = ["ASK_AHEAD_FROM", "DriverFactory", "EndsAsked", "SourceMetadata"]
 
 logger = logging.getLogger(__name__)
 
 DriverFactory = Callable[[dict[str, Any]], DriverConsumer]
+
+#: Partitions from which a trigger asks its end offsets beside its topic listing: below, the
+#: listing's round trip is shorter than a thread's hand-over on a busy machine.
+ASK_AHEAD_FROM = 100
 
 
 class _RefreshingAdmin:
@@ -63,11 +74,18 @@ class _RefreshingAdmin:
 def _driver(params: dict[str, Any]) -> DriverConsumer:
     from confluent_kafka.admin import AdminClient
 
-    return DriverConsumer(params, adminFactory=lambda p: _RefreshingAdmin(AdminClient(p)))
+    # Three asking consumers: a broker answers one connection's requests one at a time, and
+    # a thousand partitions' ends are ten requests.
+    return DriverConsumer(params, adminFactory=lambda p: _RefreshingAdmin(AdminClient(p)),
+                          askers=STREAM_ASKERS)
 
 
 def _names(partitions: Iterable[TopicPartition]) -> str:
     return ", ".join(str(tp) for tp in sorted(partitions)) or "none"
+
+
+#: A question :meth:`SourceMetadata.ask_ahead` started: the partitions asked, the answer.
+EndsAsked = tuple[frozenset[TopicPartition], Future[dict[TopicPartition, int]]]
 
 
 class SourceMetadata:
@@ -91,6 +109,10 @@ class SourceMetadata:
         self._gaps: set[TopicPartition] = set()
         #: The last partition counts listed, and their partitions (see :meth:`present`).
         self._present: tuple[dict[str, int], frozenset[TopicPartition]] | None = None
+        #: The partitions whose end offsets were asked last (see :meth:`ask_ahead`).
+        self._asked: frozenset[TopicPartition] | None = None
+        #: The thread that asks end offsets beside a listing, made when first needed.
+        self._ahead: ThreadPoolExecutor | None = None
 
     @property
     def readCommitted(self) -> bool:
@@ -109,6 +131,10 @@ class SourceMetadata:
 
     def close(self) -> None:
         """Close the driver consumer, if one was created; a later question creates another."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            ahead.shutdown(wait=True)
+        self._asked = None
         driver, self._driver = self._driver, None
         if driver is not None:
             driver.close()
@@ -185,23 +211,79 @@ class SourceMetadata:
 
     def latest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """End offsets (the last stable offset under ``read_committed``)."""
-        wanted = sorted(set(partitions), key=partition_order)
+        return self._offsets("reading latest offsets", partitions,
+                             lambda driver, wanted: driver.latestOffsets(wanted))
+
+    def _offsets(self, what: str, partitions: Iterable[TopicPartition],
+                 ask: Callable[[DriverConsumer, frozenset[TopicPartition]],
+                               dict[TopicPartition, int]]) -> dict[TopicPartition, int]:
+        """``ask(driver, partitions)`` with retries (nothing asked of no partition)."""
+        wanted = frozenset(partitions)
         if not wanted:
             return {}
         driver = self.driver
-        found: dict[TopicPartition, int] = self._retrying("reading latest offsets",
-                                                          lambda: driver.latestOffsets(wanted))
+        # A set, not a list: the driver keeps its requests while the partitions stay.
+        found: dict[TopicPartition, int] = self._retrying(what, lambda: ask(driver, wanted))
         return found
+
+    def trigger_latest(self, partitions: Iterable[TopicPartition],
+                       ahead: EndsAsked | None = None) -> dict[TopicPartition, int]:
+        """A trigger's end offsets: :meth:`latest`, remembered for :meth:`ask_ahead`.
+
+        Args:
+            partitions: The partitions the trigger's listing shows.
+            ahead: The question :meth:`ask_ahead` started, if any: waited for, and its
+                answer taken if it asked exactly ``partitions`` and got an answer;
+                otherwise the ends are asked here (with retries), as without it.
+        """
+        wanted = frozenset(partitions)
+        answer = self.settle(ahead)
+        if answer is not None and answer[0] == wanted:
+            return answer[1]
+        found = self.latest(wanted)
+        self._asked = wanted
+        return found
+
+    def ask_ahead(self) -> EndsAsked | None:
+        """Start asking the end offsets the last trigger asked, in a thread; or None.
+
+        Asked beside the trigger's topic listing, the listing's round trip is no longer
+        before the end offsets' (when the listing shows the same partitions, as it does
+        but for a topic added, grown or deleted). The question is asked once, without
+        retries: a failure leaves the ends to :meth:`trigger_latest`. The caller hands
+        the result to :meth:`trigger_latest` or :meth:`settle`, so that no question runs
+        past the trigger. Nothing is started below :data:`ASK_AHEAD_FROM` partitions, before the
+        first :meth:`trigger_latest`, or once closed.
+        """
+        asked, driver = self._asked, self._driver
+        if asked is None or driver is None or len(asked) < ASK_AHEAD_FROM:
+            return None
+        if self._ahead is None:
+            self._ahead = ThreadPoolExecutor(1, thread_name_prefix="kafka-direct-source-ends")
+        return asked, self._ahead.submit(driver.latestOffsets, asked)
+
+    @staticmethod
+    def settle(ahead: EndsAsked | None
+               ) -> tuple[frozenset[TopicPartition], dict[TopicPartition, int]] | None:
+        """Wait for :meth:`ask_ahead`'s question: its partitions and answer, or None.
+
+        None when nothing was asked or the question failed (its error is not the
+        trigger's: the ends are asked again, and a lasting failure raises there).
+        """
+        if ahead is None:
+            return None
+        asked, future = ahead
+        try:
+            return asked, future.result()
+        except Exception as error:
+            logger.debug("kafka-direct source: end offsets asked beside the listing failed "
+                         "(asked again): %s", error)
+            return None
 
     def earliest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """Log start offsets."""
-        wanted = sorted(set(partitions), key=partition_order)
-        if not wanted:
-            return {}
-        driver = self.driver
-        found: dict[TopicPartition, int] = self._retrying("reading earliest offsets",
-                                                          lambda: driver.earliestOffsets(wanted))
-        return found
+        return self._offsets("reading earliest offsets", partitions,
+                             lambda driver, wanted: driver.earliestOffsets(wanted))
 
     def _high_watermarks(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         wanted = sorted(set(partitions), key=partition_order)

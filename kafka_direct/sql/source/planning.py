@@ -198,14 +198,23 @@ def plan_ranges(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition
     ``start`` missing from ``end`` has none either.
     """
     begin = start.get
-    ranges = []
+    topics: list[str] = []
+    numbers: list[int] = []
+    froms: list[int] = []
+    untils: list[int] = []
     # Sorted by (topic, partition) tuples, compared in C; partitions are unique, so the
     # ends and TopicPartitions after them are never compared.
     keyed = zip(map(partition_order, end), end.values(), end, strict=True)
     for (topic, partition), until, tp in sorted(keyed):
         first = begin(tp, NEW_PARTITION_START)
         if until > first:
-            ranges.append(OffsetRange(topic, partition, first, until))
+            topics.append(topic)
+            numbers.append(partition)
+            froms.append(first)
+            untils.append(until)
+    # Checked all at once, as the constructor checks each (a Python call a range was a
+    # millisecond of a trigger at a thousand partitions).
+    ranges = OffsetRange.many(topics, numbers, froms, untils)
     return split_ranges(ranges, minPartitions, maxRecordsPerPartition)
 
 

@@ -57,7 +57,7 @@ from kafka_direct.rdd.arrow_reader import PartitionReadSettings, driver_impl, re
 from kafka_direct.rdd.kafka_rdd import ReadSettings
 from kafka_direct.sql.link.source_side import SourceLink, bind_plan, catch_up, covered
 from kafka_direct.sql.source.admission import NEW_PARTITION_START, TriggerDelay, admit, start_of
-from kafka_direct.sql.source.metadata import SourceMetadata
+from kafka_direct.sql.source.metadata import EndsAsked, SourceMetadata
 from kafka_direct.sql.source.options import SourceOptions, parse_source_options
 from kafka_direct.sql.source.parsed_offsets import ParsedOffsets
 from kafka_direct.sql.source.planning import KafkaInputPartition, plan_tasks
@@ -275,6 +275,20 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         metadata = self.metadata
         known = start if self._target is None else {**self._target, **start}
         topics = {tp.topic for tp in known}
+        # The ends of the partitions the last trigger asked, asked while the topics are
+        # listed; taken only if the listing shows exactly those partitions. Waited for
+        # whatever happens: no question runs past the trigger.
+        ahead = metadata.ask_ahead() if self._target is None else None
+        try:
+            return self._latest_listed(start, known, topics, ahead)
+        except BaseException:
+            metadata.settle(ahead)
+            raise
+
+    def _latest_listed(self, start: Offsets, known: Offsets, topics: set[str],
+                       ahead: EndsAsked | None) -> tuple[Offsets, set[TopicPartition]]:
+        """:meth:`_latest_now` from the topic listing on (``ahead``: the ends asked beside)."""
+        metadata = self.metadata
         listing = metadata.listing(topics)
         present = metadata.present(listing)
         lost = metadata.lost(known, listing)
@@ -288,7 +302,7 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             latest = dict(self._target)
         else:
             try:
-                latest = metadata.latest(present)
+                latest = metadata.trigger_latest(present, ahead)
             except KafkaUnavailableError:
                 # A listing can lag a topic's deletion: its partitions are then unknown to
                 # every offsets question. A listing of now tells a deletion (data loss) from
@@ -300,7 +314,7 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                 lost |= gone
                 kept = {tp: offset for tp, offset in kept.items() if tp not in gone}
                 present = metadata.present(relisted)
-                latest = metadata.latest(present)
+                latest = metadata.trigger_latest(present)
         latest = metadata.behind(kept, latest)
         metadata.check_new(kept, latest)
         return latest, lost

@@ -280,6 +280,26 @@ def test_no_range_for_partitions_without_news_or_gone_back():
     assert plan_ranges({a: 5, b: 9, c: 2}, {a: 5, b: 4, c: 3}) == [OffsetRange("t", 2, 2, 3)]
 
 
+def test_a_thousand_ranges_are_checked_at_once_not_one_by_one(monkeypatch):
+    # The constructor's check is a Python call a range: a millisecond of a trigger.
+    checked = []
+    original = OffsetRange.__post_init__
+    monkeypatch.setattr(OffsetRange, "__post_init__",
+                        lambda self: (checked.append(self), original(self))[1])
+    start = {TopicPartition(f"t{t}", p): 3 for t in range(10) for p in range(100)}
+    end = {tp: 5 + tp.partition for tp in start}
+    ranges = plan_ranges(start, end)
+    assert [(r.topic, r.partition, r.fromOffset, r.untilOffset) for r in ranges] == sorted(
+        (tp.topic, tp.partition, 3, 5 + tp.partition) for tp in start)
+    assert checked == []
+
+
+def test_a_bad_offset_fails_as_the_constructor_fails():
+    tp = TopicPartition("t", 0)
+    with pytest.raises(ConfigurationError, match="fromOffset"):
+        plan_ranges({tp: -4}, {tp: 2})
+
+
 class FakeClock:
     def __init__(self):
         self.ms = 1_000_000.0

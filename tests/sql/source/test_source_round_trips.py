@@ -1,6 +1,7 @@
-"""What a trigger of the source asks Kafka at 1,000 partitions: one listing, four requests."""
+"""What a trigger of the source asks Kafka at 1,000 partitions: one listing, ten requests."""
 
 import json
+from collections import Counter
 
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
@@ -36,7 +37,9 @@ def test_a_trigger_at_a_thousand_partitions_lists_once_and_asks_ends_in_ten_requ
             end = json.loads(json.dumps(reader.latestOffset(start, ReadAllAvailable())))
             tasks = reader.partitions(start, end)
             reader.commit(end)
-            assert cluster.requests == [("metadata", None)] + [("offsets", 100)] * 10
+            # In any order: from the second trigger the ends are asked beside the listing.
+            assert Counter(cluster.requests) == Counter(
+                [("metadata", None)] + [("offsets", 100)] * 10)
             ranges = [r for task in tasks for r in task.offsetRanges]
             assert len(ranges) == 1000
             assert {(r.fromOffset, r.untilOffset) for r in ranges} == {
