@@ -170,7 +170,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     root = Path(__file__).parent
 
     def module(item: pytest.Item) -> str:
-        return Path(item.path).relative_to(root).as_posix()
+        path = Path(item.path)
+        return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
 
     counts: dict[str, int] = {}
     for item in items:
