@@ -20,12 +20,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 
 __all__ = ["COSTLY_SESSION_FIXTURES", "MODULE_SECONDS", "arrange",
-           "pytest_collection_modifyitems", "slice_sizes"]
+           "pytest_collection_modifyitems", "pytest_configure_node", "slice_sizes"]
 
 T = TypeVar("T")
 
@@ -161,11 +161,21 @@ COSTLY_SESSION_FIXTURES = frozenset({"job_host", "schema_registry", "kafka_clust
                                      "spark_connect"})
 
 
+#: The controller's ``--dist`` mode, as its workers learn it (a worker's own is "no").
+_DIST = "kafka_direct_dist"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """On the controller: tell each worker the run's ``--dist`` mode."""
+    node.workerinput[_DIST] = node.config.getoption("dist", "no")
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist's worksteal, the long tests first on each worker."""
     workerinput = getattr(config, "workerinput", None)
-    if workerinput is None or config.getoption("dist", None) != "worksteal":
+    if workerinput is None or workerinput.get(_DIST) != "worksteal":
         return
     root = Path(__file__).parent
 
