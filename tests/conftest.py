@@ -102,3 +102,12 @@ def spark_session(spark):
     session.conf.set("spark.sql.shuffle.partitions", "2")
     kafka_direct.sql.register(session)
     return session
+
+
+
+def pytest_configure(config):
+    # The order of the tests on xdist's workers: tests/schedule.py (a plugin of its own, as
+    # its hook must run after every other that selects or marks tests).
+    from tests import schedule
+
+    config.pluginmanager.register(schedule, "kafka-direct-test-order")
