@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from kafka_direct import OffsetRange, UnknownTopicOrPartitionError
-from kafka_direct.client import data_consumer
+from kafka_direct.client import absent_partitions
 from kafka_direct.client.columnar import ColumnarConsumerCache, native_status
 from kafka_direct.client.data_consumer import ConsumerCache
 from kafka_direct.client.fetch_session import FetchSession, SessionConsumers
@@ -43,9 +43,9 @@ DEFAULT_GRACE = frozenset({"test_a_topic_created_while_its_range_waits_is_read",
 
 @pytest.fixture(autouse=True)
 def _grace(request, monkeypatch):
-    assert SHORT_GRACE_S < data_consumer._ABSENT_GRACE_S
+    assert SHORT_GRACE_S < absent_partitions.ABSENT_GRACE_S
     if request.node.originalname not in DEFAULT_GRACE:
-        monkeypatch.setattr(data_consumer, "_ABSENT_GRACE_S", SHORT_GRACE_S)
+        monkeypatch.setattr(absent_partitions, "ABSENT_GRACE_S", SHORT_GRACE_S)
 
 
 def settings(kafka, group="missing", **extra):
