@@ -194,6 +194,10 @@ class GroupLock:
         self._connection: Any = None
         self._mutex = threading.Lock()
         self.released = False
+        #: Why this job stopped holding the group for good (another job held or took it
+        #: while this job's lock was lost), or None: asked again, the lock would give an
+        #: answer that depends on when the other job's session ended.
+        self.stopped: str | None = None
         #: Host, port and database of the lock's session: where the lock is (see
         #: :func:`database_of`), to find it from stores configured differently.
         self.database: tuple[tuple[str, str], ...] | None = None
@@ -212,6 +216,11 @@ class GroupLock:
             connection = lock_session(store.connect, LOCK_SPACE,
                                       f"{store.schema}.{store.table}/{group}")
             if connection is None:
+                if not first:
+                    self.stopped = (
+                        f"consumer group {group!r} was taken by another job while this job's "
+                        "lock was lost; this job stopped then: restart it to resume from "
+                        "the stored offsets")
                 raise GroupBusyError(
                     f"consumer group {group!r} is held by another running job (its lock "
                     f"in {store.schema}.{store.table}'s database)"
@@ -234,11 +243,11 @@ class GroupLock:
                     row = cursor.fetchone()
                     now = None if row is None else int(row[0])
                     if now != self.generation:
-                        raise GroupBusyError(
+                        self.stopped = (
                             f"consumer group {group!r} was taken by another job while this "
                             f"job's lock was lost (generation {self.generation}, now {now}); "
-                            "this job stops: restart it to resume from the stored offsets",
-                            group=group)
+                            "this job stops: restart it to resume from the stored offsets")
+                        raise GroupBusyError(self.stopped, group=group)
         except psycopg2.Error as error:
             if connection is not None:
                 connection.close()
@@ -273,6 +282,8 @@ class GroupLock:
                 raise GroupBusyError(f"the lock of consumer group {self.group!r} was "
                                      "released: this job no longer holds the group",
                                      group=self.group)
+            if self.stopped is not None:
+                raise GroupBusyError(self.stopped, group=self.group)
             try:
                 with self._connection.cursor() as cursor:
                     cursor.execute("SELECT 1")

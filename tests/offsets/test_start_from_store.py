@@ -218,6 +218,10 @@ def test_a_job_whose_lock_session_was_cut_stops_before_writing_once_another_job_
         with second.lockGroup("g"):  # the lock was free: a second job starts
             with pytest.raises(GroupBusyError, match="held by another running job"):
                 store.commit("g", [OffsetRange("events", 0, 2, 4)])
+            # Stopped for good: later commits say why without asking the lock again (the
+            # second job holding it or, once its session has ended, having held it).
+            with pytest.raises(GroupBusyError, match="taken by another job while this job"):
+                store.commit("g", [OffsetRange("events", 0, 2, 4)])
             # A write of the first job already past its check cannot commit either.
             with pytest.raises(GroupBusyError, match="taken by another job"), \
                     store.transaction() as cursor:
