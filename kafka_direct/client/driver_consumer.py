@@ -78,6 +78,13 @@ _ONE_LISTING_ABOVE = 3
 #: librdkafka's code for "the cluster has no such topic or partition" (the broker's answer).
 _UNKNOWN_TOPIC_OR_PART = 3
 
+#: A group's coordinator loading, unknown or moving (COORDINATOR_LOAD_IN_PROGRESS,
+#: COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR; librdkafka's own "waiting for the
+#: coordinator"): what a broker answers for a moment about a group it has just begun to own.
+_COORDINATOR_MOVING = frozenset({14, 15, 16, -180})
+#: The first pause before a group request is asked again; it doubles up to 1 s.
+_COORDINATOR_BACKOFF_S = 0.05
+
 
 @dataclass(frozen=True, slots=True)
 class TopicListing:
@@ -468,8 +475,8 @@ class DriverConsumer:
         request = [KafkaTopicPartition(tp.topic, tp.partition) for tp in partitions]
         if not request:
             return {}
-        with self._lock:
-            answers = self._consumer.committed(request, timeout=self.timeout)
+        answers = self._group_request(
+            lambda: self._consumer.committed(request, timeout=self.timeout))
         return {TopicPartition(a.topic, a.partition): int(a.offset) for a in answers
                 if a.offset is not None and a.offset >= 0}
 
@@ -480,8 +487,34 @@ class DriverConsumer:
         request = [KafkaTopicPartition(tp.topic, tp.partition, offset)
                    for tp, offset in sorted(offsets.items())]
         if request:
-            with self._lock:
-                self._consumer.commit(offsets=request, asynchronous=False)
+            self._group_request(lambda: self._consumer.commit(offsets=request,
+                                                              asynchronous=False))
+
+    def _group_request(self, action: Callable[[], Any]) -> Any:
+        """``action()``, a request to the group's coordinator, retried while it moves.
+
+        Asked again while the coordinator is loading or moving, up to the request timeout.
+        The Java consumer waits such answers out until its ``default.api.timeout.ms``: a
+        group Kafka has just begun to own answers "not the coordinator" for a moment, which
+        is no reason to fail an offset store's commit. Any other error is raised at once.
+        """
+        from confluent_kafka import KafkaException
+
+        deadline = time.monotonic() + self.timeout
+        pause = _COORDINATOR_BACKOFF_S
+        while True:
+            try:
+                with self._lock:
+                    return action()
+            except KafkaException as error:
+                kafkaError = error.args[0] if error.args else None
+                code = kafkaError.code() if hasattr(kafkaError, "code") else None
+                if code not in _COORDINATOR_MOVING or time.monotonic() + pause > deadline:
+                    raise
+                logger.debug("the coordinator of group %r is moving (%s): asking again",
+                             self.groupId, error)
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
 
     def close(self) -> None:
         """Leave the group and close the clients."""

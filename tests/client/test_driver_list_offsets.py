@@ -328,3 +328,54 @@ def test_answers_out_of_request_order_are_still_matched_by_partition():
 
     driver = _driver([0], factory=_Reversed)
     assert driver.latestOffsets(partitions) == {tp: 10 + tp.partition for tp in partitions}
+
+
+class _MovingCoordinator(_Consumer):
+    """A group whose coordinator is still loading or moving: the first ``failures`` group
+    requests fail with ``code`` (as a broker answers a group it has just begun to own)."""
+
+    failures = 0
+    code = KafkaError.NOT_COORDINATOR
+    committedOffsets: dict[tuple[str, int], int] = {}
+
+    def _group_request(self) -> None:
+        if _MovingCoordinator.failures > 0:
+            _MovingCoordinator.failures -= 1
+            raise KafkaException(KafkaError(_MovingCoordinator.code))
+
+    def committed(self, request: list[Any], timeout: float) -> list[Any]:
+        self._group_request()
+        return [SimpleNamespace(topic=tp.topic, partition=tp.partition,
+                                offset=self.committedOffsets.get((tp.topic, tp.partition), -1001))
+                for tp in request]
+
+    def commit(self, offsets: list[Any], asynchronous: bool) -> None:
+        self._group_request()
+        for tp in offsets:
+            self.committedOffsets[(tp.topic, tp.partition)] = tp.offset
+
+
+@pytest.mark.parametrize("code", [KafkaError.NOT_COORDINATOR,
+                                  KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                                  KafkaError.COORDINATOR_NOT_AVAILABLE])
+def test_a_moving_group_coordinator_is_waited_out_by_commits_and_committed(code):
+    # A group Kafka has just begun to own (or whose coordinator moved) answers "not the
+    # coordinator" or "loading" for a moment: the Java consumer retries those until its
+    # default.api.timeout.ms, and so do the driver's group requests (an offset store's seed,
+    # load and commit).
+    _MovingCoordinator.code, _MovingCoordinator.committedOffsets = code, {}
+    driver = _driver([0], factory=_MovingCoordinator)
+    _MovingCoordinator.failures = 2
+    driver.commit({T0: 5})
+    _MovingCoordinator.failures = 2
+    assert driver.committed([T0]) == {T0: 5}
+
+
+def test_a_group_error_that_is_no_coordinator_move_is_not_retried():
+    _MovingCoordinator.code, _MovingCoordinator.committedOffsets = (
+        KafkaError.GROUP_AUTHORIZATION_FAILED, {})
+    driver = _driver([0], factory=_MovingCoordinator)
+    _MovingCoordinator.failures = 1
+    with pytest.raises(KafkaException):
+        driver.committed([T0])
+    assert _MovingCoordinator.failures == 0
