@@ -507,8 +507,8 @@ class DriverConsumer:
                 with self._lock:
                     return action()
             except KafkaException as error:
-                kafkaError = error.args[0] if error.args else None
-                code = kafkaError.code() if hasattr(kafkaError, "code") else None
+                kafkaError: Any = error.args[0] if error.args else None
+                code = getattr(kafkaError, "code", lambda: None)()
                 if code not in _COORDINATOR_MOVING or time.monotonic() + pause > deadline:
                     raise
                 logger.debug("the coordinator of group %r is moving (%s): asking again",
