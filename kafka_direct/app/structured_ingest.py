@@ -371,6 +371,18 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
 #: How often the job looks at its query (seconds) when nothing woke it sooner.
 _POLL_S = 0.2
 
+#: How long an idle trigger's report is waited for once Spark said the trigger found no
+#: data (seconds), before the job looks anyway.
+_REPORT_WAIT_S = 0.5
+
+
+def _idle_report(query: Any) -> Any:
+    """When the query's last report was made, if it is an idle trigger's; else None."""
+    last = query.lastProgress
+    if last is None or "addBatch" in (last.get("durationMs") or {}):
+        return None
+    return last.get("timestamp")
+
 
 def _follow(query: Any, progress: _Progress, stopRequested: threading.Event) -> None:
     """Follow ``query`` until it ends, the job has been idle long enough, or a stop is asked.
@@ -408,7 +420,16 @@ def _wake_on_idle(query: Any, woken: threading.Event) -> threading.Thread:
     def wait_for_idle_triggers() -> None:
         try:
             while query.isActive:
+                before = _idle_report(query)
                 query.processAllAvailable()
+                # Spark wakes its waiters before it reports the trigger: the report follows
+                # within moments, and the job's look must find it.
+                deadline = time.monotonic() + _REPORT_WAIT_S
+                while query.isActive and time.monotonic() < deadline:
+                    at = _idle_report(query)
+                    if at is not None and at != before:
+                        break
+                    time.sleep(0.005)
                 woken.set()
         except Exception:  # the query failed, or the JVM is gone: the job finds out itself
             logger.debug("no more waiting for idle triggers", exc_info=True)

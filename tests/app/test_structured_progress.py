@@ -204,11 +204,13 @@ class RunningQuery(FakeQuery):
         return {"isDataAvailable": False, "isTriggerActive": False}
 
     def trigger(self, batch, rows, at):
-        with self.changed:
-            self.report(batch, rows, RAN if rows else IDLE, at=at)
-            if not rows:
+        if not rows:  # as Spark: its waiters are woken before the trigger is reported
+            with self.changed:
                 self.noNewData = True
                 self.changed.notify_all()
+            time.sleep(0.05)
+        with self.changed:
+            self.report(batch, rows, RAN if rows else IDLE, at=at)
 
     def processAllAvailable(self):
         with self.changed:
