@@ -360,25 +360,86 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
                      .start())
         progress = _Progress(result, options.stopAfterIdleBatches, options.batchInterval, out)
         try:
-            while query.isActive:
-                progress.poll(query)
-                if progress.done.is_set() or stopRequested.is_set():
-                    _stop_after_running_batch(query)
-                    break
-                try:
-                    # PySpark takes seconds as a float (its stub says int).
-                    query.awaitTermination(0.2)  # type: ignore[arg-type]
-                except Exception as failure:
-                    # A failed query raises here, before query.exception() is asked: the
-                    # typed error it carries is recovered from the same text either way.
-                    _raise_failure(query, failure)
-            progress.poll(query)
-            _raise_failure(query, query.exception())
+            _follow(query, progress, stopRequested)
         finally:
             if query.isActive:
                 query.stop()
         result.offsets = stored_offsets(dsn, options.schema, options.group)
     return result
+
+
+#: How often the job looks at its query (seconds) when nothing woke it sooner.
+_POLL_S = 0.2
+
+#: How long an idle trigger's report is waited for once Spark said the trigger found no
+#: data (seconds), before the job looks anyway.
+_REPORT_WAIT_S = 0.5
+
+
+def _idle_report(query: Any) -> Any:
+    """When the query's last report was made, if it is an idle trigger's; else None."""
+    last = query.lastProgress
+    if last is None or "addBatch" in (last.get("durationMs") or {}):
+        return None
+    return last.get("timestamp")
+
+
+def _follow(query: Any, progress: _Progress, stopRequested: threading.Event) -> None:
+    """Follow ``query`` until it ends, the job has been idle long enough, or a stop is asked.
+
+    The job looks at the query's progress every :data:`_POLL_S` seconds, and at once when
+    a trigger finds no new data (:func:`_wake_on_idle`): the job's stop after its last
+    batch comes right after the trigger that follows it, not at the next look (0.1 s later
+    on average). A stop, asked or idle, waits for the running batch.
+
+    Raises:
+        KafkaDirectError: What stopped the query (see :func:`_raise_failure`).
+    """
+    woken = threading.Event()
+    _wake_on_idle(query, woken)
+    while query.isActive:
+        progress.poll(query)
+        if progress.done.is_set() or stopRequested.is_set():
+            _stop_after_running_batch(query)
+            break
+        woken.wait(_POLL_S)
+        woken.clear()
+    progress.poll(query)
+    _raise_failure(query, query.exception())
+
+
+def _wake_on_idle(query: Any, woken: threading.Event) -> threading.Thread:
+    """Set ``woken`` each time a trigger of ``query`` finds no new data, and when it ends.
+
+    Spark's ``processAllAvailable`` returns once a trigger after its call found no new
+    offsets, or the query ended; a thread of its own waits in it, again and again. With
+    records arriving at every trigger it never returns: the job then looks at its query
+    at its own pace only. It changes nothing in the query (Spark's tests wait with it).
+    """
+
+    def wait_for_idle_triggers() -> None:
+        try:
+            while query.isActive:
+                before = _idle_report(query)
+                query.processAllAvailable()
+                # Spark wakes its waiters before it reports the trigger: the report follows
+                # within moments, and the job's look must find it.
+                deadline = time.monotonic() + _REPORT_WAIT_S
+                while query.isActive and time.monotonic() < deadline:
+                    at = _idle_report(query)
+                    if at is not None and at != before:
+                        break
+                    time.sleep(0.005)
+                woken.set()
+        except Exception:  # the query failed, or the JVM is gone: the job finds out itself
+            logger.debug("no more waiting for idle triggers", exc_info=True)
+        finally:
+            woken.set()
+
+    thread = threading.Thread(target=wait_for_idle_triggers, name="kafka-direct-idle-wait",
+                              daemon=True)
+    thread.start()
+    return thread
 
 
 def _typed_query(spark: Any, rows: Any, records: TypedOptions, options: IngestOptions,

@@ -30,7 +30,7 @@ from kafka_direct.runtime.spark_home import (
 from kafka_direct.runtime.warm_daemon import check_ahead, daemon_module
 
 __all__ = ["ENVIRONMENT_NOTES", "LOOPBACK_CONF", "QUICK_JVM_OPTIONS", "SPARK_TEST_CONF",
-           "STARTUP_NOISE", "driver_java_options", "launch_ahead", "spark_context",
+           "STARTUP_NOISE", "driver_java_options", "end_jvm", "launch_ahead", "spark_context",
            "warm_daemon_for"]
 
 logger = logging.getLogger(__name__)
@@ -388,22 +388,64 @@ class _EarlyLaunch:
             _stop_gateway(self.gateway, self.server)
 
 
+def _end_gateway(gateway: Any) -> Any:
+    """Have a launched JVM that no context uses exit; returns its process (None: not ours).
+
+    Py4J's gateway is shut first: its threads (the one accepting connections, those reading
+    them) block in native code, and a JDK 17 JVM's exit waits 0.3 s for threads in native
+    code to stop (measured: the JVM's exit took 0.5 s, 0.1 s with the gateway shut first).
+    Then the pipe the JVM reads closes: PySpark's gateway exits, running Spark's shutdown
+    hooks (its temporary folders removed).
+    """
+    with contextlib.suppress(Exception):
+        gateway.shutdown()
+    process = getattr(gateway, "proc", None)
+    if process is None:
+        return None
+    with contextlib.suppress(Exception):
+        process.stdin.close()
+    return process
+
+
 def _stop_gateway(gateway: Any, server: Any) -> None:
     """Stop a launched JVM that no context uses (PySpark's gateway exits with its pipe)."""
     if server is not None:
         server.stop()
     if gateway is None:
         return
-    with contextlib.suppress(Exception):
-        gateway.shutdown()
-    process = getattr(gateway, "proc", None)
+    process = _end_gateway(gateway)
     if process is None:
         return
     with contextlib.suppress(Exception):
-        process.stdin.close()
         process.wait(timeout=10)
     if process.poll() is None:
         process.kill()
+
+
+def end_jvm() -> Any:
+    """End the driver JVM this process launched, now that no context uses it.
+
+    For a process that is done with Spark (a command whose job has ended): the JVM would
+    otherwise exit only when this process does, and only then run Spark's shutdown hooks;
+    here it exits at once, beside what the caller does next (its summary, its own exit).
+    A later context launches a JVM of its own. Nothing happens while a context runs, where
+    no JVM was launched, or where the JVM is not this process's (spark-submit's).
+
+    Returns:
+        The JVM's process, exiting (the caller may wait for it), or None.
+    """
+    context = sys.modules.get("pyspark.core.context")
+    if context is None:  # PySpark never imported: no JVM
+        return None
+    made: Any = context.SparkContext
+    with made._lock:
+        gateway = made._gateway
+        if (made._active_spark_context is not None or gateway is None
+                or getattr(gateway, "proc", None) is None):
+            return None
+        made._gateway = None
+        made._jvm = None
+    return _end_gateway(gateway)
 
 
 _early_lock = threading.Lock()

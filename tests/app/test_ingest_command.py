@@ -6,6 +6,26 @@ import sys
 
 import pytest
 
+#: Runs a command as its child and, once it exited, names the processes it left running
+#: (orphans come to this process, their subreaper).
+LEFT_BEHIND = """
+import ctypes, os, subprocess, sys
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+code = subprocess.call(sys.argv[1:])
+left = []
+for entry in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        with open(f"/proc/{entry}/stat") as stat:
+            text = stat.read()
+    except OSError:
+        continue
+    state, parent = text[text.rindex(")") + 2:].split()[:2]
+    if int(parent) == os.getpid() and state != "Z":
+        left.append(text[text.index("(") + 1:text.rindex(")")])
+print("LEFT RUNNING", sorted(left), file=sys.stderr)
+sys.exit(code)
+"""
+
 
 def test_ingest_writes_a_topic_once_and_a_rerun_adds_only_new_records(kafka, kafka_topic,
                                                                       postgres, pg_schema,
@@ -15,8 +35,12 @@ def test_ingest_writes_a_topic_once_and_a_rerun_adds_only_new_records(kafka, kaf
             kafka.bootstrap_servers, "--dsn", postgres.dsn, "--topic", topic, "--schema",
             pg_schema, "--batch-interval", "0.5", "--stop-after-idle", "1", "--ui-port", "0",
             "--sample-events", "500"]
-    first = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    first = subprocess.run([sys.executable, "-c", LEFT_BEHIND, *argv], capture_output=True,
+                           text=True, timeout=300)
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    # Its JVM ended with its job, not after the command's exit.
+    left = next(line for line in first.stderr.splitlines() if line.startswith("LEFT RUNNING"))
+    assert "java" not in left, first.stderr[-2000:]
     assert "produced 500 sample events" in first.stdout
     assert "streaming statistics: http://127.0.0.1:" in first.stdout
     assert "batch " in first.stdout and "written 500" in first.stdout

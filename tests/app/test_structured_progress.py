@@ -6,6 +6,8 @@ no ``addBatch`` duration; that batch later reports again under the same id, with
 """
 
 import io
+import threading
+import time
 
 from kafka_direct.app.ingest_options import IngestResult
 from kafka_direct.app.structured_ingest import _Progress
@@ -180,3 +182,90 @@ def test_the_job_asks_spark_to_report_every_idle_trigger():
 
     assert job_settings("local[2]", "c")[
         "spark.sql.streaming.noDataProgressEventInterval"] == "0"
+
+
+class RunningQuery(FakeQuery):
+    """A query whose triggers a test runs: ``processAllAvailable`` as Spark's (it returns
+    once a trigger after the call found no new data, or the query ended)."""
+
+    def __init__(self):
+        super().__init__()
+        self.changed = threading.Condition()
+        self.active = True
+        self.noNewData = False
+        self.stoppedAt = None
+
+    @property
+    def isActive(self):
+        return self.active
+
+    @property
+    def status(self):
+        return {"isDataAvailable": False, "isTriggerActive": False}
+
+    def trigger(self, batch, rows, at):
+        if not rows:  # as Spark: its waiters are woken before the trigger is reported
+            with self.changed:
+                self.noNewData = True
+                self.changed.notify_all()
+            time.sleep(0.05)
+        with self.changed:
+            self.report(batch, rows, RAN if rows else IDLE, at=at)
+
+    def processAllAvailable(self):
+        with self.changed:
+            self.noNewData = False
+            while self.active and not self.noNewData:
+                self.changed.wait()
+
+    def awaitTermination(self, timeout):
+        time.sleep(timeout)
+
+    def stop(self):
+        with self.changed:
+            self.active = False
+            self.stoppedAt = time.monotonic()
+            self.changed.notify_all()
+
+    def exception(self):
+        return None
+
+
+def test_the_trigger_that_finds_no_data_after_the_last_batch_wakes_the_job(monkeypatch):
+    # Looked at only every 30 s here: the idle trigger itself must wake the job up.
+    from kafka_direct.app import structured_ingest
+
+    monkeypatch.setattr(structured_ingest, "_POLL_S", 30.0)
+    query, result = RunningQuery(), IngestResult()
+    progress = _Progress(result, idleLimit=1, batchInterval=1.0, out=None)
+
+    def stream():
+        time.sleep(0.3)  # the job waits for its first look's interval by now
+        query.trigger(0, 5, "t0")
+        time.sleep(0.3)
+        query.trigger(1, 0, "t1")
+        idleAt.append(time.monotonic())
+
+    idleAt = []
+    triggers = threading.Thread(target=stream, daemon=True)
+    started = time.monotonic()
+    triggers.start()
+    structured_ingest._follow(query, progress, threading.Event())
+    assert query.stoppedAt is not None and idleAt
+    assert query.stoppedAt - idleAt[0] < 5.0, "stopped at the next look, not at the trigger"
+    assert time.monotonic() - started < 10.0
+    assert (result.batches, result.records) == (1, 5)
+
+
+def test_a_stop_asked_while_batches_run_is_seen_at_the_next_look(monkeypatch):
+    from kafka_direct.app import structured_ingest
+
+    monkeypatch.setattr(structured_ingest, "_POLL_S", 0.05)
+    query, result = RunningQuery(), IngestResult()
+    progress = _Progress(result, idleLimit=0, batchInterval=1.0, out=None)
+    query.trigger(0, 5, "t0")
+    asked = threading.Event()
+    threading.Timer(0.2, asked.set).start()
+    structured_ingest._follow(query, progress, asked)
+    assert query.stoppedAt is not None and not query.active
+    assert (result.batches, result.records) == (1, 5)

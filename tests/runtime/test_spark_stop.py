@@ -70,21 +70,26 @@ print("ENDED", flush=True)
 """
 
 
-def test_a_jvm_that_ends_while_the_accumulator_server_stops_prints_nothing(tmp_path):
-    # The server's handler then reads the JVM's closed connection: an EOFError that
-    # socketserver would print as a traceback, though nothing was lost.
+def run_script(tmp_path, source, timeout=180):
+    """Run ``source`` as a script of its own with this checkout's package."""
     import os
     import subprocess
     import sys
     from pathlib import Path
 
-    script = tmp_path / "stop_then_end.py"
-    script.write_text(STOP_THEN_END_THE_JVM)
+    script = tmp_path / "script.py"
+    script.write_text(source)
     root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [root, *filter(None, [os.environ.get("PYTHONPATH")])])}
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=180, env=env, cwd=root)
+    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=root)
+
+
+def test_a_jvm_that_ends_while_the_accumulator_server_stops_prints_nothing(tmp_path):
+    # The server's handler then reads the JVM's closed connection: an EOFError that
+    # socketserver would print as a traceback, though nothing was lost.
+    done = run_script(tmp_path, STOP_THEN_END_THE_JVM)
     assert "ENDED" in done.stdout, done.stdout[-2000:] + done.stderr[-3000:]
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
 
@@ -108,3 +113,33 @@ def test_the_exit_does_not_wait_for_a_stopping_server_and_removes_its_socket_fil
     assert time.monotonic() - started < 0.5
     assert not path.exists()
     server.release.set()
+
+
+END_THE_IDLE_JVM = """
+import os
+from kafka_direct.runtime.spark import end_jvm, spark_context
+with spark_context(master="local[1]", own_session=True) as sc:
+    sc.parallelize(range(2), 1).map(lambda x: x).collect()
+    print("WHILE", end_jvm(), flush=True)  # a context runs: its JVM stays
+    folder = sc._temp_dir  # Spark's folder for the context: its shutdown hooks remove it
+    first = sc._gateway.proc
+process = end_jvm()
+print("ENDING", process is first, process.wait(60), os.path.exists(folder), flush=True)
+print("NONE LEFT", end_jvm(), flush=True)
+with spark_context(master="local[1]") as sc:  # a later context launches a JVM of its own
+    print("AGAIN", sc.parallelize(range(4), 1).sum(), sc._gateway.proc.pid != first.pid,
+          flush=True)
+"""
+
+
+def test_an_idle_jvm_ends_at_once_with_its_shutdown_hooks_and_a_later_context_gets_a_new_one(
+        tmp_path):
+    # The ingest command ends its JVM as soon as its job's context stopped: the JVM's exit
+    # (Spark's shutdown hooks) then runs beside the command's summary, not after its exit.
+    done = run_script(tmp_path, END_THE_IDLE_JVM, timeout=240)
+    output = done.stdout + done.stderr[-3000:]
+    assert "WHILE None" in done.stdout, output
+    assert "ENDING True 0 False" in done.stdout, output  # exited cleanly, its folder gone
+    assert "NONE LEFT None" in done.stdout, output
+    assert "AGAIN 6 True" in done.stdout, output
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
