@@ -112,6 +112,11 @@ class AskingConsumers:
         self._helpers: list[Any] = []
         self._pool: ThreadPoolExecutor | None = None
         self._closed = threading.Event()
+        # Set in a thread while it serves an asking consumer's events: a user's callback
+        # that asks a question then (an end-offsets hook in stats_cb) gets its answer
+        # without events served inside it, so callbacks never nest without end, and no
+        # consumer is asked from inside its own poll.
+        self._serving = threading.local()
 
     @property
     def consumers(self) -> list[Any]:
@@ -136,12 +141,19 @@ class AskingConsumers:
         Args:
             consumer: The asking consumer; None: every asking consumer.
         """
-        for asking in ([self._questions, *self._helpers] if consumer is None else [consumer]):
-            # It is never assigned a partition: what poll returns is an event, never a record.
-            event = asking.poll(0)
-            if event is not None and event.error() is not None:
-                logger.debug("driver consumer of group %s (questions): %s", self._name,
-                             event.error().str())
+        if getattr(self._serving, "now", False):
+            return  # a callback's question: its events wait for the serving under way
+        self._serving.now = True
+        try:
+            for asking in ([self._questions, *self._helpers] if consumer is None
+                           else [consumer]):
+                # Never assigned a partition: what poll returns is an event, never a record.
+                event = asking.poll(0)
+                if event is not None and event.error() is not None:
+                    logger.debug("driver consumer of group %s (questions): %s", self._name,
+                                 event.error().str())
+        finally:
+            self._serving.now = False
 
     def offsets(self, partitions: Iterable[TopicPartition], query: int
                 ) -> dict[TopicPartition, int]:
@@ -224,17 +236,24 @@ class AskingConsumers:
             raise AssertionError("the asking threads were not made")  # pragma: no cover
         count = len(askers)
         answers: list[dict[TopicPartition, int] | None] = [None] * len(requests)
+        # The helpers' threads ask only: their consumers' events (the user's callbacks) are
+        # served here, by the calling thread, once every share has ended. Served in the
+        # helpers' threads, a callback would wait for the user's callback lock, which the
+        # calling thread may hold (a callback that asks end offsets), while the calling
+        # thread waits for the helpers' answers: a deadlock.
         futures: list[Future[tuple[int, BaseException] | None]] = [
-            pool.submit(self._askShare, requests, answers, first, count, askers[first])
+            pool.submit(self._askShare, requests, answers, first, count, askers[first], False)
             for first in range(1, count)]
         failures = []
-        own = self._askShare(requests, answers, 0, count, askers[0])
+        own = self._askShare(requests, answers, 0, count, askers[0], True)
         if own is not None:
             failures.append(own)
         # Every share ended before the answer (or the failure) is given: none is still
         # asking when the caller asks again or closes the consumers.
         failures.extend(failure for failure in (future.result() for future in futures)
                         if failure is not None)
+        for helper in askers[1:]:
+            self._serve(helper)
         if failures:
             raise min(failures, key=lambda failure: failure[0])[1]
         found: dict[TopicPartition, int] = {}
@@ -243,15 +262,18 @@ class AskingConsumers:
         return found
 
     def _askShare(self, requests: list[_Request], answers: list[dict[TopicPartition, int] | None],
-                  first: int, step: int, consumer: Any) -> tuple[int, BaseException] | None:
+                  first: int, step: int, consumer: Any, serve: bool
+                  ) -> tuple[int, BaseException] | None:
         """Ask ``requests[first::step]`` with ``consumer``, one after the other.
 
         Each answer goes to its place in ``answers``. Returns None, or the index of the
         request that failed and its error (the share's later requests are not asked).
+        ``serve``: whether ``consumer``'s events are served after each request (only in the
+        thread that asked the question).
         """
         for index in range(first, len(requests), step):
             try:
-                answers[index] = self._askRefreshing(requests[index], consumer)
+                answers[index] = self._askRefreshing(requests[index], consumer, serve)
             except Exception as error:
                 return index, error
         return None
@@ -283,7 +305,8 @@ class AskingConsumers:
             self._kept[query] = (frozenset(partitions), requests)
         return requests
 
-    def _askRefreshing(self, request: _Request, consumer: Any) -> dict[TopicPartition, int]:
+    def _askRefreshing(self, request: _Request, consumer: Any, serve: bool = True
+                       ) -> dict[TopicPartition, int]:
         """One request; on stale metadata, its topics refreshed and the request asked again.
 
         Called with ``_asking`` held (by the calling thread, for all of its askers).
@@ -293,7 +316,7 @@ class AskingConsumers:
         wanted = request.partitions
         for attempt in (1, 2):
             try:
-                return self._askConsumer(request, consumer)
+                return self._askConsumer(request, consumer, serve)
             except (UnansweredError, KafkaException) as error:
                 if attempt == 2 or not stale_metadata(error):
                     raise
@@ -301,7 +324,8 @@ class AskingConsumers:
                     consumer.list_topics(topic, timeout=self.timeout)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _askConsumer(self, asked: _Request, consumer: Any) -> dict[TopicPartition, int]:
+    def _askConsumer(self, asked: _Request, consumer: Any, serve: bool = True
+                     ) -> dict[TopicPartition, int]:
         from confluent_kafka import KafkaError, KafkaException
 
         request = asked.request
@@ -309,7 +333,8 @@ class AskingConsumers:
             try:
                 answers = consumer.offsets_for_times(request, timeout=self.timeout)
             finally:
-                self._serve(consumer)
+                if serve:
+                    self._serve(consumer)
         except KafkaException as error:
             code = error.args[0].code() if error.args else None
             if code != KafkaError._TIMED_OUT:

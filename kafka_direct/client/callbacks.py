@@ -82,6 +82,9 @@ class _LoggerOneAtATime:
             return self.logger.log(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
+        # Only once the slots are set (a copy asks before): else no recursion without end.
+        if name in self.__slots__ or name.startswith("__"):
+            raise AttributeError(name)
         return getattr(self.logger, name)
 
     def __repr__(self) -> str:
@@ -115,7 +118,9 @@ def one_at_a_time(params: Mapping[str, Any], lock: Any) -> dict[str, Any]:
     """
     guarded = resolve_callbacks({key: _unwrapped(value) for key, value in params.items()})
     for key, value in guarded.items():
-        if key == _LOGGER_KEY and value is not None and not callable(value):
+        # The logger first: an object with a ``log`` may be callable as well (a mock, a
+        # logging proxy), and librdkafka calls its ``log``, never the object.
+        if key == _LOGGER_KEY and value is not None and hasattr(value, "log"):
             guarded[key] = _LoggerOneAtATime(value, lock)
         elif callable(value):
             guarded[key] = _OneAtATime(value, lock)

@@ -113,9 +113,11 @@ def validate_params(params: Any, *, require_group: bool = False) -> dict[str, An
                 f"{_JAVA_ONLY[key]}"
             )
         if value is None or not isinstance(value, str | int | float | bool):
-            shown = redact({key: value})[key]
+            # The type only: an object's repr may hold a secret (a callback bound to its
+            # client credentials), which redaction, made for strings, cannot see.
             raise ConfigurationError(
-                f"kafkaParams[{key!r}] must be a string, number or bool, got {shown!r}"
+                f"kafkaParams[{key!r}] must be a string, number or bool, got "
+                f"{'None' if value is None else type(value).__name__}"
             )
         checked[key] = value
     servers = checked.get("bootstrap.servers", checked.get("metadata.broker.list"))
@@ -169,7 +171,9 @@ def _import_function(key: str, path: str) -> Any:
            "executor (installed, or shipped with --py-files)")
     if not module_name or not name or not all(p.isidentifier()
                                               for p in (*module_name.split("."), name)):
-        raise ConfigurationError(f"kafkaParams {key}={path!r} names no function; {fix}",
+        # Not echoed: what is no dotted name may be a token or a secret pasted in its place.
+        raise ConfigurationError(f"kafkaParams {key} names no function (its value, "
+                                 f"{len(path)} characters, is no dotted name); {fix}",
                                  key=key)
     try:
         module = importlib.import_module(module_name)

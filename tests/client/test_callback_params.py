@@ -49,3 +49,33 @@ def test_librdkafka_checks_the_resolved_callback(tmp_path):
     assert calls.read_text().split() == [str(__import__("os").getpid())]
     with pytest.raises(ConfigurationError, match="oauth_cb"):
         check_with_librdkafka({"oauth_cb": "no.such:thing"})
+
+
+def _get_token(config, client_secret):
+    return "token", 0.0
+
+
+def test_a_refused_callback_object_never_shows_what_it_is_bound_to():
+    # confluent-kafka's own OAuth example hands oauth_cb a functools.partial of the token
+    # function and its client credentials: refused at the boundary (a callback crosses to
+    # executors by name), the error names the type only.
+    import functools
+
+    from kafka_direct.dstream.consumer_strategy import Subscribe
+
+    params = {"bootstrap.servers": "h:9092", "group.id": "g",
+              "oauth_cb": functools.partial(_get_token, client_secret="TOPSECRET-42")}
+    with pytest.raises(ConfigurationError) as refused:
+        Subscribe(["t"], params)
+    assert "oauth_cb" in str(refused.value) and "partial" in str(refused.value)
+    assert "TOPSECRET-42" not in str(refused.value)
+
+
+def test_a_token_given_where_a_callback_name_goes_is_never_echoed():
+    from kafka_direct.client.driver_consumer import DriverConsumer
+
+    token = "eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0.SIGNATURE-SECRET"
+    with pytest.raises(ConfigurationError, match="names no function") as refused:
+        DriverConsumer({"bootstrap.servers": "h:9092", "group.id": "g", "oauth_cb": token})
+    assert "oauth_cb" in str(refused.value)
+    assert "SIGNATURE-SECRET" not in str(refused.value)

@@ -164,3 +164,84 @@ def test_an_executors_cached_consumers_token_refreshes_never_overlap(kafka, kafk
     assert tokens.calls >= 6  # each consumer's first token and its refreshes
     assert len(tokens.threads) > 1
     assert tokens.most == 1
+
+
+
+class _CallableLogger:
+    """A logger object that is also callable (a mock, a logging proxy)."""
+
+    def __init__(self) -> None:
+        self.logged: list[tuple[Any, ...]] = []
+
+    def __call__(self, *args: Any) -> None:
+        pass
+
+    def log(self, *args: Any) -> None:
+        self.logged.append(args)
+
+
+def test_a_callable_logger_object_still_gets_its_log_calls(kafka, kafka_topic):
+    topic = kafka_topic(partitions=1)
+    mine = _CallableLogger()
+    params = {**kafka.params(), "group.id": f"callable-logger-{time.monotonic_ns()}",
+              "logger": mine, "debug": "metadata"}
+    driver = DriverConsumer(params, 10_000)
+    try:
+        driver.subscribe([topic])
+        _ASK("ends", lambda: driver.latestOffsets({TopicPartition(topic, 0)}))
+        time.sleep(1)
+    finally:
+        driver.close()
+    assert mine.logged, "the logger's log was never called"
+
+
+# Run in a process of its own: a deadlock would leave threads and clients that never end.
+_ASKS_FROM_A_CALLBACK = r"""
+import os, sys, threading, time
+from kafka_direct.client import asking_consumers
+from kafka_direct.client.driver_consumer import DriverConsumer
+from kafka_direct.client.retry import Retrier
+from kafka_direct.topic_partition import TopicPartition
+
+asking_consumers._REQUEST_PARTITIONS = 3
+topic = sys.argv[2]
+parts = {TopicPartition(topic, p) for p in range(30)}
+holder, answered, finished = {}, [], threading.Event()
+
+def stats(text):
+    # A metrics hook that also records the lag: it asks the ends once, from the keeper.
+    if threading.current_thread().name.startswith("driver-consumer") and not answered \
+            and "driver" in holder:
+        answered.append(len(holder["driver"].latestOffsets(parts)))
+        finished.set()
+
+driver = DriverConsumer({"bootstrap.servers": sys.argv[1], "group.id": f"rv-{time.monotonic_ns()}",
+                         "statistics.interval.ms": 100, "stats_cb": stats}, 10_000, askers=3)
+holder["driver"] = driver
+Retrier(maxRetries=5, backoffMs=200)("ends", lambda: driver.latestOffsets(parts))
+driver.subscribe([topic])
+print("ANSWERED" if finished.wait(30) else "HUNG", answered, flush=True)
+os._exit(0)
+"""
+
+
+
+def test_a_callback_that_asks_end_offsets_through_its_driver_consumer_gets_its_answer(
+        kafka, kafka_topic, tmp_path):
+    # The keeper thread holds the callback lock in stats_cb, which asks end offsets: the
+    # asking consumers' threads must not serve their own callbacks meanwhile (they would
+    # wait for that lock while the keeper waits for their answers).
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    topic = kafka_topic(partitions=30)
+    script = tmp_path / "asks.py"
+    script.write_text(_ASKS_FROM_A_CALLBACK)
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    done = subprocess.run([sys.executable, str(script), kafka.bootstrap_servers, topic],
+                          capture_output=True, text=True, timeout=90, env=env, cwd=root)
+    assert "ANSWERED [30]" in done.stdout, done.stdout + done.stderr[-1500:]
