@@ -31,7 +31,7 @@ from kafka_direct.errors import ConfigurationError, DataLossError, UnknownTopicO
 from kafka_direct.sql.source.admission import NEW_PARTITION_START
 from kafka_direct.sql.source.offsets import EARLIEST, LATEST
 from kafka_direct.sql.source.options import OffsetSpec, SourceOptions
-from kafka_direct.topic_partition import TopicPartition, partition_order
+from kafka_direct.topic_partition import TopicPartition
 
 __all__ = ["ASK_AHEAD_FROM", "DriverFactory", "EndsAsked", "SourceMetadata"]
 
@@ -286,11 +286,8 @@ class SourceMetadata:
                              lambda driver, wanted: driver.earliestOffsets(wanted))
 
     def _high_watermarks(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        wanted = sorted(set(partitions), key=partition_order)
-        driver = self.driver
-        found: dict[TopicPartition, int] = self._retrying("reading high watermarks",
-                                                          lambda: driver.highWatermarks(wanted))
-        return found
+        return self._offsets("reading high watermarks", partitions,
+                             lambda driver, wanted: driver.highWatermarks(wanted))
 
     def for_times(self, timestamps: Mapping[TopicPartition, int]
                   ) -> dict[TopicPartition, int | None]:
