@@ -24,6 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from kafka_direct.client.absent_partitions import error_code
 from kafka_direct.client.offset_answers import UnansweredError, answered_list, stale_metadata
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.topic_partition import TopicPartition, partition_order
@@ -336,8 +337,7 @@ class AskingConsumers:
                 if serve:
                     self._serve(consumer)
         except KafkaException as error:
-            code = error.args[0].code() if error.args else None
-            if code != KafkaError._TIMED_OUT:
+            if error_code(error) != KafkaError._TIMED_OUT:
                 raise
             first = request[0]
             raise UnansweredError(

@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafka_direct.client.absent_partitions import error_code
 from kafka_direct.client.asking_consumers import STREAM_ASKERS, AskingConsumers, check_askers
 from kafka_direct.client.callbacks import one_at_a_time
 from kafka_direct.client.offset_answers import (
@@ -507,9 +508,8 @@ class DriverConsumer:
                 with self._lock:
                     return action()
             except KafkaException as error:
-                kafkaError: Any = error.args[0] if error.args else None
-                code = getattr(kafkaError, "code", lambda: None)()
-                if code not in _COORDINATOR_MOVING or time.monotonic() + pause > deadline:
+                if (error_code(error) not in _COORDINATOR_MOVING
+                        or time.monotonic() + pause > deadline):
                     raise
                 logger.debug("the coordinator of group %r is moving (%s): asking again",
                              self.groupId, error)
