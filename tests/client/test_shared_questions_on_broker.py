@@ -67,6 +67,10 @@ def test_a_partition_the_cluster_lacks_fails_as_when_asked_by_one(kafka, kafka_t
     for askers in (1, 3):
         driver = _driver(kafka, askers)
         try:
+            # A topic just made can answer "not leader" for a moment after its metadata
+            # shows leaders (the broker has yet to take them on): every partition it has
+            # answers before the one it lacks is asked, so that both ask the same cluster.
+            _ASK("ends", lambda d=driver: d.latestOffsets(partitions[:-1]))
             with pytest.raises(Exception) as info:  # the type is compared below
                 driver.latestOffsets(partitions)
             failures.append((type(info.value), str(info.value)))
