@@ -24,8 +24,7 @@ from typing import Any
 
 from kafka_direct.errors import UnknownTopicOrPartitionError
 
-__all__ = ["ABSENT_CODES", "ABSENT_GRACE_S", "AbsenceCheck", "error_code", "missing_partition",
-           "partition_count"]
+__all__ = ["ABSENT_CODES", "ABSENT_GRACE_S", "AbsenceCheck", "missing_partition", "partition_count"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,18 +63,6 @@ def partition_count(consumer: Any, topic: str, timeout: float) -> int:
     if error is not None and not described.partitions:
         raise RuntimeError(f"the metadata of topic {topic} says: {error.str()}")
     return len(described.partitions)
-
-
-def error_code(error: BaseException) -> int | None:
-    """The librdkafka error code of a failed client call (confluent-kafka's or the native one)."""
-    first = error.args[0] if error.args else None
-    if isinstance(first, int):  # the native reader's NativeError(code, text)
-        return first
-    code = getattr(first, "code", None)  # confluent-kafka's KafkaException(KafkaError)
-    if callable(code):
-        value = code()
-        return value if isinstance(value, int) else None
-    return None
 
 
 def missing_partition(topic: str, partition: int, fromOffset: int, untilOffset: int,

@@ -24,7 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_direct.client.absent_partitions import error_code
+from kafka_direct.client.error_codes import error_code
 from kafka_direct.client.offset_answers import UnansweredError, answered_list, stale_metadata
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.topic_partition import TopicPartition, partition_order

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_direct.client.absent_partitions import ABSENT_CODES, error_code, partition_count
+from kafka_direct.client.absent_partitions import ABSENT_CODES, partition_count
 from kafka_direct.client.data_consumer import (
     _POLL_SLICE_S,
     MAX_BATCH,
@@ -33,6 +33,7 @@ from kafka_direct.client.data_consumer import (
     KafkaDataConsumer,
     _confluent_consumer,
 )
+from kafka_direct.client.error_codes import error_code
 from kafka_direct.errors import ConfigurationError
 
 __all__ = ["IMPL_ENV", "WANT_HEADERS", "WANT_KEY", "WANT_VALUE", "Chunk",

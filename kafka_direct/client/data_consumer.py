@@ -37,11 +37,11 @@ from typing import Any
 from kafka_direct.client.absent_partitions import (
     ABSENT_CODES,
     AbsenceCheck,
-    error_code,
     missing_partition,
     partition_count,
 )
 from kafka_direct.client.callbacks import WORKER_CALLBACKS, one_at_a_time
+from kafka_direct.client.error_codes import error_code
 from kafka_direct.client.params import redact
 from kafka_direct.errors import (
     DataLossError,

@@ -41,9 +41,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka_direct.client.absent_partitions import error_code
 from kafka_direct.client.asking_consumers import STREAM_ASKERS, AskingConsumers, check_askers
 from kafka_direct.client.callbacks import one_at_a_time
+from kafka_direct.client.error_codes import error_code
 from kafka_direct.client.offset_answers import (
     EARLIEST_TIME,
     LATEST_TIME,

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from itertools import repeat
 from typing import Any
 
+from kafka_direct.client.error_codes import error_code
 from kafka_direct.topic_partition import TopicPartition
 
 __all__ = ["EARLIEST_TIME", "LATEST_TIME", "UnansweredError", "answered_future",
@@ -138,8 +139,8 @@ def stale_metadata(error: Exception) -> bool:
     code: Any = None
     if isinstance(error, UnansweredError):
         code = error.code
-    elif isinstance(error, KafkaException) and error.args:
-        code = getattr(error.args[0], "code", lambda: None)()
+    elif isinstance(error, KafkaException):
+        code = error_code(error)
     return code in (KafkaError._UNKNOWN_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
                     KafkaError.NOT_LEADER_FOR_PARTITION,
                     KafkaError.UNKNOWN_TOPIC_OR_PART) or "leader" in str(error).lower()
