@@ -409,7 +409,7 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
         def rest() -> tuple[list[OffsetRange], tuple[int, dict[str, Any]]]:
             made = self._rangesOf(validTime, froms, untils, ends)
             self._commits.queue.addBatch(validTime, made, self._hasJobs(validTime), partitions)
-            return made, self._inputInfo(made, partitions)
+            return made, self._inputInfo(made, partitions, (froms, untils))
 
         offsets = None if self._grouping() else pack_offsets(froms, untils)
         if offsets is not None and partitions:
@@ -495,11 +495,20 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
                            self.ssc.sparkContext.defaultParallelism, None,
                            settings.maxRangesPerTask)
 
-    def _inputInfo(self, ranges: list[OffsetRange], partitions: list[TopicPartition]
+    def _inputInfo(self, ranges: list[OffsetRange], partitions: list[TopicPartition],
+                   offsets: tuple[list[int], list[int]] | None = None
                    ) -> tuple[int, dict[str, Any]]:
-        """The batch's record count and metadata for its input info (read in C loops)."""
-        topics, numbers, froms, untils = (list(map(_get, ranges)) for _get in _FIELDS)
+        """The batch's record count and metadata for its input info (read in C loops).
+
+        ``offsets``: the ranges' from and until offsets when the ranges are the layout's
+        (not read from the ranges again).
+        """
         layout = self._layout
+        if offsets is not None and partitions is layout.partitions:
+            topics, numbers = layout.topics, layout.numbers
+            froms, untils = offsets
+        else:
+            topics, numbers, froms, untils = (list(map(_get, ranges)) for _get in _FIELDS)
         description = (layout.describe(froms, untils) if partitions is layout.partitions
                        else describe_ranges(ranges))  # a recovered batch's own ranges
         return sum(untils) - sum(froms), {
