@@ -20,12 +20,13 @@ parent.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from kafka_direct.errors import KafkaDirectError
 from kafka_direct.offset_range import OffsetRange
 from kafka_direct.rdd.kafka_rdd import KafkaRDD, range_locations
+from kafka_direct.rdd.location_strategy import LocationStrategy
 from kafka_direct.rdd.read_settings import ReadSettings
 from kafka_direct.rdd.spark_support import located_rdd
 from kafka_direct.topic_partition import TopicPartition
@@ -157,8 +158,8 @@ class KeptParent:
         return KafkaRDD(parent.mapPartitionsWithIndex(at, True), made, settings)
 
     @staticmethod
-    def locations(sc: Any, partitions: Sequence[TopicPartition], strategy: Any,
-                  leaders: Any) -> list[list[str]]:
+    def locations(sc: Any, partitions: Sequence[TopicPartition], strategy: LocationStrategy,
+                  leaders: Mapping[Any, str] | None) -> list[list[str]]:
         """Each partition's preferred hosts now (see :func:`range_locations`)."""
         return range_locations(sc, lambda: partitions, strategy, leaders, len(partitions))
 
