@@ -54,6 +54,7 @@ from kafka_direct.dstream.stream_settings import MIN_OFFSETS_PER_TASK_CONF, Stre
 from kafka_direct.errors import CheckpointError, ConfigurationError, KafkaDirectError
 from kafka_direct.offset_range import CanCommitOffsets, OffsetRange
 from kafka_direct.rdd.kafka_rdd import KafkaRDD, ReadSettings, kafka_rdd, kafka_rdd_beside
+from kafka_direct.rdd.kept_parent import KeptParent, pack_offsets
 from kafka_direct.rdd.location_strategy import LocationStrategy, PreferBrokers
 from kafka_direct.rdd.range_groups import group_ranges, pack_counts
 from kafka_direct.streaming.input_dstream import InputDStream
@@ -175,6 +176,8 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
         self._layout = PartitionLayout()
         # The thread that makes a batch's ranges while the JVM reads them (see compute).
         self._plannerThread: ThreadPoolExecutor | None = None
+        # The JVM parent of the batches' RDDs, kept while their partitions stay the same.
+        self._keptParent = KeptParent()
         self._commits = StreamCommits(self.name, consumerStrategy.groupId, self._driver)
         #: Offsets committed to the group by this stream, per partition.
         self.committedOffsets = self._commits.committedOffsets
@@ -250,6 +253,7 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
         planner, self._plannerThread = self._plannerThread, None
         if planner is not None:
             planner.shutdown(wait=True)
+        self._keptParent.forget()
         driver, self.driver = self.driver, None
         if driver is not None:
             driver.close()
@@ -405,9 +409,27 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
         def rest() -> tuple[list[OffsetRange], tuple[int, dict[str, Any]]]:
             made = self._rangesOf(validTime, froms, untils, ends)
             self._commits.queue.addBatch(validTime, made, self._hasJobs(validTime), partitions)
-            return made, self._inputInfo(made, partitions)
+            return made, self._inputInfo(made, partitions, (froms, untils))
 
-        if len(partitions) < _PLANNED_BESIDE:
+        offsets = None if self._grouping() else pack_offsets(froms, untils)
+        if offsets is not None and partitions:
+            # The batch's RDD over the stream's kept JVM parent, its offsets in its own
+            # function: no call to the JVM while the parent is kept (the same partitions,
+            # in order, at the same locations). A new parent is made while the planner
+            # thread makes the ranges, as below.
+            sc, kept = self.ssc.sparkContext, self._keptParent
+            locations = kept.locations(sc, partitions, self.locationStrategy,
+                                       self._leaders(partitions))
+            if kept.holds(partitions, locations) or len(partitions) < _PLANNED_BESIDE:
+                planned, info = rest()
+                rdd = kept.kafka_rdd(sc, partitions, offsets, self.settings, locations,
+                                     lambda: planned)
+            else:
+                made = self._planner().submit(rest)
+                rdd = kept.kafka_rdd(sc, partitions, offsets, self.settings, locations,
+                                     lambda: made.result()[0])
+                info = made.result()[1]
+        elif len(partitions) < _PLANNED_BESIDE:
             ranges, info = rest()
             rdd = kafka_rdd(self.ssc.sparkContext, ranges, self.settings,
                             self.locationStrategy, self._leaders(partitions),
@@ -473,11 +495,20 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
                            self.ssc.sparkContext.defaultParallelism, None,
                            settings.maxRangesPerTask)
 
-    def _inputInfo(self, ranges: list[OffsetRange], partitions: list[TopicPartition]
+    def _inputInfo(self, ranges: list[OffsetRange], partitions: list[TopicPartition],
+                   offsets: tuple[list[int], list[int]] | None = None
                    ) -> tuple[int, dict[str, Any]]:
-        """The batch's record count and metadata for its input info (read in C loops)."""
-        topics, numbers, froms, untils = (list(map(_get, ranges)) for _get in _FIELDS)
+        """The batch's record count and metadata for its input info (read in C loops).
+
+        ``offsets``: the ranges' from and until offsets when the ranges are the layout's
+        (not read from the ranges again).
+        """
         layout = self._layout
+        if offsets is not None and partitions is layout.partitions:
+            topics, numbers = layout.topics, layout.numbers
+            froms, untils = offsets
+        else:
+            topics, numbers, froms, untils = (list(map(_get, ranges)) for _get in _FIELDS)
         description = (layout.describe(froms, untils) if partitions is layout.partitions
                        else describe_ranges(ranges))  # a recovered batch's own ranges
         return sum(untils) - sum(froms), {

@@ -49,8 +49,8 @@ from kafka_direct.task_errors import carry_errors, typed_errors, typed_rdd_class
 from kafka_direct.topic_partition import TopicPartition
 
 __all__ = ["GroupedOffsetRanges", "KafkaRDD", "ReadSettings", "count_range", "group_element",
-           "kafka_rdd", "kafka_rdd_beside", "range_element", "ranges_rdd", "read_range",
-           "read_ranges"]
+           "kafka_rdd", "kafka_rdd_beside", "range_element", "range_locations", "ranges_rdd",
+           "read_range", "read_ranges"]
 
 logger = logging.getLogger(__name__)
 
@@ -507,8 +507,8 @@ def kafka_rdd(sc: Any, ranges: list[OffsetRange], settings: ReadSettings,
         parent = ranges_rdd(sc, [range_element(r) for r in ranges],
                             lambda: [r.topicPartition() for r in ranges], strategy, leaders)
         return KafkaRDD(parent, ranges, settings)
-    locations = _locations(sc, lambda: [r.topicPartition() for r in ranges], strategy,
-                           leaders, len(ranges))
+    locations = range_locations(sc, lambda: [r.topicPartition() for r in ranges], strategy,
+                                leaders, len(ranges))
     firsts, at = [], 0
     for group in groups:
         firsts.append(locations[at] if at < len(locations) else [])
@@ -550,7 +550,8 @@ def kafka_rdd_beside(sc: Any, elements: list[tuple[str, int, int, int]],
                 raise ConfigurationError(
                     f"a grouped KafkaRDD's group sizes must cut its {len(elements)} ranges "
                     f"into non-empty groups; got {list(sizes)}")
-            locations = _locations(sc, lambda: partitions, strategy, leaders, len(elements))
+            locations = range_locations(sc, lambda: partitions, strategy, leaders,
+                                        len(elements))
             firsts, groups, at = [], [], 0
             for size in sizes:
                 firsts.append(locations[at])
@@ -578,13 +579,13 @@ def ranges_rdd(sc: Any, elements: list[tuple[str, int, int, int]],
         strategy: Where each range is preferably read.
         leaders: Partition leaders' hosts, for ``PreferBrokers``.
     """
-    return located_rdd(sc, elements, _locations(sc, partitions, strategy, leaders,
-                                                len(elements)))
+    return located_rdd(sc, elements, range_locations(sc, partitions, strategy, leaders,
+                                                     len(elements)))
 
 
-def _locations(sc: Any, partitions: Callable[[], Sequence[TopicPartition]],
-               strategy: LocationStrategy, leaders: Mapping[Any, str] | None,
-               count: int) -> list[list[str]]:
+def range_locations(sc: Any, partitions: Callable[[], Sequence[TopicPartition]],
+                    strategy: LocationStrategy, leaders: Mapping[Any, str] | None,
+                    count: int) -> list[list[str]]:
     """Each of ``count`` ranges' preferred hosts (``partitions()`` asked only if placed)."""
     executors = live_executors(sc)
     if executors or isinstance(strategy, PreferBrokers):

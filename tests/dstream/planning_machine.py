@@ -5,7 +5,29 @@ import logging
 from hypothesis.stateful import RuleBasedStateMachine
 
 from kafka_direct.dstream import direct_kafka_input_dstream
+from kafka_direct.rdd import kept_parent
+from kafka_direct.rdd.kept_parent import KeptParent
 from tests.fakes.fake_cluster import FakeCluster
+
+
+class _Parent:
+    """A kept parent without Spark: its elements, and a batch's function over them."""
+
+    def __init__(self, elements):
+        self.elements = list(elements)
+
+    def mapPartitionsWithIndex(self, at, preservesPartitioning):
+        return self, at
+
+
+def _over_kept_parent(ranges_rdd, made, settings):
+    """A batch's RDD over a kept parent: its ranges, once each task's range is checked."""
+    parent, at = ranges_rdd
+    # Task i reads the range its function gives for the parent's element i: exactly
+    # range i of the batch, whichever batch made the parent.
+    assert [next(at(i, iter([element]))) for i, element in enumerate(parent.elements)] == [
+        (r.topic, r.partition, r.fromOffset, r.untilOffset) for r in made]
+    return list(made)
 
 
 class PlanningMachine(RuleBasedStateMachine):
@@ -18,6 +40,12 @@ class PlanningMachine(RuleBasedStateMachine):
         super().__init__()
         self._saved_rdd = direct_kafka_input_dstream.kafka_rdd
         direct_kafka_input_dstream.kafka_rdd = self._rdd
+        self._saved_kept = (kept_parent.located_rdd, kept_parent.KafkaRDD,
+                            KeptParent.__dict__["locations"])
+        kept_parent.located_rdd = lambda sc, elements, locations: _Parent(elements)
+        kept_parent.KafkaRDD = _over_kept_parent
+        KeptParent.locations = staticmethod(
+            lambda sc, partitions, strategy, leaders: [[]] * len(partitions))
         #: The groups of each grouped batch's KafkaRDD (a stream with minOffsetsPerTask).
         self.groups = []
         logging.getLogger("kafka_direct").setLevel(logging.ERROR)
@@ -36,4 +64,5 @@ class PlanningMachine(RuleBasedStateMachine):
 
     def teardown(self):
         direct_kafka_input_dstream.kafka_rdd = self._saved_rdd
+        kept_parent.located_rdd, kept_parent.KafkaRDD, KeptParent.locations = self._saved_kept
         logging.getLogger("kafka_direct").setLevel(logging.NOTSET)

@@ -220,12 +220,10 @@ def test_a_stream_read_only_through_a_window_commits_next_to_a_per_batch_output(
     # 1 s batch. B's odd batches are computed by the next window job, after their own batch
     # time completed; they must not hold B's commits back forever.
     from kafka_direct import LocationStrategies, StreamingContext
-    from kafka_direct.dstream import direct_kafka_input_dstream
     from kafka_direct.dstream.direct_kafka_input_dstream import DirectKafkaInputDStream
     from tests.fakes.fake_cluster import FakeDriverConsumer, FakeSparkContext
 
-    monkeypatch.setattr(direct_kafka_input_dstream, "kafka_rdd",
-                        lambda sc, ranges, *args: Ranges(ranges))
+    stub_rdds(monkeypatch, Ranges)
     cluster.create("b", 1)
     B0 = TopicPartition("b", 0)
     sc = FakeSparkContext()

@@ -1,9 +1,11 @@
-"""A batch of many partitions makes its ranges in the planner thread while the JVM reads them.
+"""A batch of many partitions makes its ranges in the planner thread while the JVM works.
 
 The batch's ranges, its place in the commit queue and its input info are made in the
-stream's planner thread while the generating thread waits for Spark's JVM; all of it is
-done before the batch's RDD is returned, the RDD holds exactly those ranges, and an error
-on either side is the batch's. Below 100 partitions nothing changes thread.
+stream's planner thread while the generating thread waits for Spark's JVM (a grouped
+batch's parent, or the first parent an ungrouped stream keeps); all of it is done before
+the batch's RDD is returned, the RDD holds exactly those ranges, and an error on either
+side is the batch's. A batch over a kept parent, and below 100 partitions any batch, makes
+its ranges in the generating thread: there is no JVM call to wait for.
 """
 
 import threading
@@ -16,7 +18,9 @@ from kafka_direct.dstream import direct_kafka_input_dstream
 from kafka_direct.dstream.direct_kafka_input_dstream import DirectKafkaInputDStream
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.rdd import kafka_rdd as kafka_rdd_module
+from kafka_direct.rdd import kept_parent
 from kafka_direct.rdd.kafka_rdd import ReadSettings
+from kafka_direct.rdd.kept_parent import KeptParent
 from kafka_direct.rdd.range_groups import group_ranges
 from kafka_direct.topic_partition import TopicPartition
 from tests.fakes.confluent_clients import CountingCluster
@@ -56,6 +60,34 @@ class _Built:
         monkeypatch.setattr(direct_kafka_input_dstream, "kafka_rdd_beside", beside)
         monkeypatch.setattr(direct_kafka_input_dstream, "kafka_rdd", plain)
 
+        #: The kept parents made (their elements), and the kept path's calls.
+        self.parents = []
+
+        class Parent:
+            def mapPartitionsWithIndex(parent, at, preserves):
+                return parent, at
+
+        def located(sc, elements, locations):
+            self.parents.append(elements)
+            return Parent()
+
+        def over(ranges_rdd, made, settings):
+            _parent, at = ranges_rdd
+            self.calls.append(("kept", threading.current_thread().name,
+                               [(*element, *self.offsets(at, index))
+                                for index, element in enumerate(self.parents[-1])], made))
+            return list(made)
+
+        monkeypatch.setattr(kept_parent, "located_rdd", located)
+        monkeypatch.setattr(kept_parent, "KafkaRDD", over)
+        monkeypatch.setattr(KeptParent, "locations", staticmethod(
+            lambda sc, partitions, strategy, leaders: [[]] * len(partitions)))
+
+    @staticmethod
+    def offsets(at, index):
+        """Range ``index``'s offsets as its task reads them from the batch's function."""
+        return next(at(index, iter([("?", -1)])))[2:]
+
 
 def _stream(counting, conf=None):
     consumer, admin = counting.clients()
@@ -75,8 +107,11 @@ def _planner_threads():
     return [t for t in threading.enumerate() if t.name.startswith("kafka-direct-planner")]
 
 
-def test_a_thousand_ranges_are_made_in_the_planner_thread_before_the_rdd_is_returned(
+def test_a_thousand_ranges_are_made_beside_the_jvm_while_it_makes_the_kept_parent(
         monkeypatch):
+    # The first batch makes the stream's kept parent (a JVM call) while the planner thread
+    # makes its ranges; the next batches keep that parent, call no JVM, and make their
+    # ranges in the generating thread. Every batch's RDD reads exactly its ranges.
     built = _Built(monkeypatch)
     counting = CountingCluster()  # 10 topics of 100 partitions
     stream = _stream(counting)
@@ -88,9 +123,14 @@ def test_a_thousand_ranges_are_made_in_the_planner_thread_before_the_rdd_is_retu
             counting.end += 2
             rdd = stream.compute(batch * 1000)
             kind, thread, elements, ranges = built.calls[-1]
-            assert kind == "beside" and thread == caller
-            assert built.ranges_made_in[-1].startswith("kafka-direct-planner")
-            # The JVM reads exactly the ranges the RDD holds, in their order.
+            assert kind == "kept" and thread == caller
+            assert len(built.parents) == 1  # made by the first batch only
+            assert built.parents[0] == [(r.topic, r.partition) for r in ranges]
+            if batch == 1:
+                assert built.ranges_made_in[-1].startswith("kafka-direct-planner")
+            else:
+                assert built.ranges_made_in[-1] == caller
+            # Partition i's task reads exactly range i.
             assert elements == [(r.topic, r.partition, r.fromOffset, r.untilOffset)
                                 for r in ranges]
             assert rdd == ranges == stream.batchRanges[batch * 1000]
@@ -166,7 +206,7 @@ def test_a_batch_of_few_partitions_is_made_in_the_calling_thread(monkeypatch):
         counting.end += 1
         assert len(stream.compute(1000)) == 8
         assert [call[:2] for call in built.calls] == [
-            ("plain", threading.current_thread().name)]
+            ("kept", threading.current_thread().name)]
         assert built.ranges_made_in == [threading.current_thread().name]
         assert _planner_threads() == []
     finally:

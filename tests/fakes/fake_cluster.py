@@ -176,16 +176,24 @@ class FakeSparkContext:
         return self._local.__dict__.get("props", {}).get(key)
 
 
-def stub_rdds(monkeypatch):
-    """The stream's KafkaRDDs are the ranges themselves: compute() without Spark."""
+def stub_rdds(monkeypatch, wrap=list):
+    """The stream's KafkaRDDs are the ranges themselves (``wrap(ranges)``): compute()
+    without Spark."""
     from kafka_direct.dstream import direct_kafka_input_dstream
+    from kafka_direct.rdd.kept_parent import KeptParent
 
     monkeypatch.setattr(direct_kafka_input_dstream, "kafka_rdd",
-                        lambda sc, ranges, *args: list(ranges))
-    # A batch of many partitions: its ranges made beside the JVM's reading (see compute).
+                        lambda sc, ranges, *args: wrap(ranges))
+    # A grouped batch of many partitions: its ranges made beside the JVM's reading.
     monkeypatch.setattr(direct_kafka_input_dstream, "kafka_rdd_beside",
                         lambda sc, elements, partitions, settings, strategy, leaders, ranges,
-                        sizes=None: list(ranges()))
+                        sizes=None: wrap(ranges()))
+    # An ungrouped batch: its RDD over the stream's kept parent (see compute).
+    monkeypatch.setattr(KeptParent, "locations", staticmethod(
+        lambda sc, partitions, strategy, leaders: [[]] * len(partitions)))
+    monkeypatch.setattr(KeptParent, "kafka_rdd",
+                        lambda self, sc, partitions, offsets, settings, locations, ranges:
+                        wrap(ranges()))
 
 
 def make_stream(cluster, strategy, conf=None, batch_seconds=1, **options):

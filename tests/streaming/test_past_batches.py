@@ -15,7 +15,12 @@ import pytest
 from kafka_direct import ConsumerStrategies, LocationStrategies, TopicPartition
 from kafka_direct.streaming import StreamingContext
 from kafka_direct.streaming.input_dstream import InputDStream
-from tests.fakes.fake_cluster import FakeCluster, FakeDriverConsumer, FakeSparkContext
+from tests.fakes.fake_cluster import (
+    FakeCluster,
+    FakeDriverConsumer,
+    FakeSparkContext,
+    stub_rdds,
+)
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -37,10 +42,7 @@ class TimeStream(InputDStream):
 
 @pytest.fixture
 def cluster(monkeypatch):
-    from kafka_direct.dstream import direct_kafka_input_dstream
-
-    monkeypatch.setattr(direct_kafka_input_dstream, "kafka_rdd",
-                        lambda sc, ranges, *args: Ranges(ranges))
+    stub_rdds(monkeypatch, Ranges)
     cluster = FakeCluster()
     cluster.create("t", 2)
     return cluster
