@@ -1,10 +1,12 @@
 """Offset stores on a real PostgreSQL server and a real broker."""
 
+import pickle
 import threading
 
 import pytest
 
 from kafka_direct import ConfigurationError, OffsetMismatchError, OffsetRange, TopicPartition
+from kafka_direct.postgres import connection as connections
 from offsets import KafkaOffsetStore, PostgresOffsetStore
 
 T0, T1 = TopicPartition("events", 0), TopicPartition("events", 1)
@@ -99,6 +101,49 @@ def test_concurrent_writers_of_one_partition_wait_and_only_one_applies(store, po
         holder.close()
     assert sorted(outcomes) == ["committed", "refused at 10"]  # the duplicate was a no-op
     assert store.load("g") == {T0: 10}
+
+
+def _session(store):
+    with store.transaction() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+
+def test_a_store_keeps_one_connection_and_connects_again_after_the_session_ended(
+        postgres, pg_schema, monkeypatch):
+    opened = []
+    real = connections.connect
+    monkeypatch.setattr(connections, "connect", lambda dsn: opened.append(1) or real(dsn))
+    store = PostgresOffsetStore(postgres.dsn, table="kept", schema=pg_schema)
+    store.seed("g", {T0: 0})
+    for n in range(3):
+        store.commit("g", [OffsetRange("events", 0, n, n + 1)])
+        assert store.load("g") == {T0: n + 1}
+    first = _session(store)
+    assert len(opened) == 1
+    # PostgreSQL ended the idle session (restarted, or an administrator terminated it): the
+    # next transaction runs on a new one.
+    admin = postgres.connect()
+    try:
+        with admin, admin.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(%s, 10000)", (first,))
+            assert cursor.fetchone() == (True,)
+    finally:
+        admin.close()
+    assert store.load("g") == {T0: 3}
+    assert len(opened) == 2 and _session(store) != first
+    # A failed transaction leaves the session usable, rolled back.
+    with pytest.raises(OffsetMismatchError):
+        store.commit("g", [OffsetRange("events", 0, 0, 1), OffsetRange("events", 0, 5, 6)])
+    assert store.load("g") == {T0: 3} and len(opened) == 2
+    # A copy (a pickled sink or store) connects on its own; the original keeps its session.
+    copy = pickle.loads(pickle.dumps(store))
+    assert copy.load("g") == {T0: 3} and len(opened) == 3
+    assert _session(copy) != _session(store)
+    store.close()
+    assert store.load("g") == {T0: 3} and len(opened) == 4  # closed: a new one on next use
+    store.close()
+    copy.close()
 
 
 def test_bad_configuration_and_no_credentials_in_repr(postgres):
