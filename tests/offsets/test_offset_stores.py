@@ -168,3 +168,38 @@ def test_kafka_offset_store_commits_to_the_group(kafka, kafka_topic):
                                           TopicPartition(topic, 1): 0}
     with pytest.raises(OffsetMismatchError):
         store.commit(group, [OffsetRange(topic, 0, 2, 4)])  # committed is 5: an overlap
+
+
+def test_a_kafka_store_keeps_one_client_for_its_group(kafka, kafka_topic, monkeypatch):
+    import offsets.kafka_offset_store as kafka_store
+
+    made = []
+
+    class Counted(kafka_store.DriverConsumer):
+        def __init__(self, params, *args, **kwargs):
+            made.append(params["group.id"])
+            super().__init__(params, *args, **kwargs)
+
+    monkeypatch.setattr(kafka_store, "DriverConsumer", Counted)
+    topic = kafka_topic(partitions=1)
+    kafka.produce(topic, [b"x"] * 5)
+    store = KafkaOffsetStore(kafka.params())
+    group, tp = f"kept-{topic}", TopicPartition(topic, 0)
+    store.seed(group, {tp: 0})
+    for n in range(3):
+        store.commit(group, [OffsetRange(topic, 0, n, n + 1)])
+        assert store.load(group, [topic]) == {tp: n + 1}
+    with pytest.raises(OffsetMismatchError):
+        store.commit(group, [OffsetRange(topic, 0, 0, 1)])
+    assert made == [group]
+    # Another group: its own client (the first one's closed).
+    assert store.load(f"{group}-other", [topic]) == {}
+    assert made == [group, f"{group}-other"]
+    # A copy (a pickled store) connects on its own.
+    copy = pickle.loads(pickle.dumps(store))
+    assert copy.load(group, [topic]) == {tp: 3} and len(made) == 3
+    store.close()
+    copy.close()
+    assert store.load(group, [topic]) == {tp: 3} and len(made) == 4  # a new one after close
+    store.close()
+
