@@ -177,10 +177,13 @@ class KafkaService:
 
         Without ``config``, on this process's kept producer; with it, on one of its own.
         """
-        from confluent_kafka import Producer
+        from confluent_kafka import KafkaError, KafkaException, Producer
 
-        producer = (Producer(self.params(linger_ms=5, **config)) if config else
-                    self._shared("producer", lambda: Producer(self.params(linger_ms=5))))
+        def kept() -> Any:
+            return self._shared("producer", lambda: Producer(self.params(linger_ms=5)))
+
+        producer = Producer(self.params(linger_ms=5, **config)) if config else kept()
+        renewed = bool(config)
         count = 0
         errors: list[Any] = []
 
@@ -202,6 +205,16 @@ class KafkaService:
                     break
                 except BufferError:
                     producer.poll(0.05)
+                except KafkaException as error:
+                    # The kept producer's metadata may predate the partition (added since,
+                    # or the topic made again): a new producer asks afresh. Only ever the
+                    # first record (they all go to the one partition): nothing was sent.
+                    if renewed or count or error.args[0].code() not in (
+                            KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC):
+                        raise
+                    renewed = True
+                    self.__dict__["_clients"][1].pop("producer", None)
+                    producer = kept()
             count += 1
         remaining = producer.flush(60)
         if remaining or errors:
