@@ -156,12 +156,14 @@ class PostgresOffsetStore(OffsetStore):
         if kept.get_transaction_status() != TRANSACTION_STATUS_IDLE:
             return False
         # An idle session is sent nothing unasked: something to read is the server ending
-        # it (its last message, or the connection's end).
+        # it (its last message, or the connection's end). (poll, not select: a busy
+        # process's descriptor may be past select's limit.)
         try:
-            readable, _, _ = select.select([kept.fileno()], [], [], 0)
+            poller = select.poll()
+            poller.register(kept.fileno(), select.POLLIN)
+            return not poller.poll(0)
         except (OSError, ValueError):
             return False
-        return not readable
 
     def __repr__(self) -> str:
         return f"PostgresOffsetStore(table={self.schema}.{self.table})"  # no credentials
