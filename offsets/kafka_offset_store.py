@@ -5,14 +5,23 @@ store gives at-least-once delivery: commit after the results are durable, and ma
 results idempotent (see ``IdempotentPostgresSink``). ``commit`` checks that each range
 continues from the committed offset, but the check and the commit are two requests: a
 concurrent writer of the same group can slip in between.
+
+A store keeps the client of the group it last served between calls (a new client connects
+to the cluster and asks where the group's coordinator is first: tens of milliseconds, against
+a few for the question itself). A call that finds it in use (another thread's) makes one of
+its own, closed after the call; a client that failed is replaced; a pickled copy, or a
+forked child, makes its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import contextlib
+import os
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from kafka_direct import OffsetRange, TopicPartition
+from kafka_direct import OffsetMismatchError, OffsetRange, TopicPartition
 from kafka_direct.client.driver_consumer import DriverConsumer
 from kafka_direct.client.params import validate_params
 from offsets.offset_store import OffsetStore, chain_ranges, check_commit
@@ -30,33 +39,79 @@ class KafkaOffsetStore(OffsetStore):
 
     def __init__(self, kafkaParams: Mapping[str, Any]) -> None:
         self.kafkaParams = validate_params(kafkaParams)
+        # The client kept between calls (its group's), the process that made it, and who
+        # uses it now (see ``_client``).
+        self._kept: tuple[str, DriverConsumer] | None = None
+        self._keptBy = 0
+        self._using = threading.Lock()
 
-    def _client(self, group: str) -> DriverConsumer:
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.update(_kept=None, _keptBy=0, _using=None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._using = threading.Lock()
+
+    def close(self) -> None:
+        """Close the client kept between calls (the next call makes another)."""
+        with self._using:
+            self._drop()
+
+    def _drop(self) -> None:
+        kept, self._kept = self._kept, None
+        # A forked child has its parent's client without the threads it runs on.
+        if kept is not None and self._keptBy == os.getpid():
+            kept[1].close()
+
+    def _new(self, group: str) -> DriverConsumer:
         return DriverConsumer({**self.kafkaParams, "group.id": group,
                                "enable.auto.commit": False})
+
+    @contextlib.contextmanager
+    def _client(self, group: str) -> Iterator[DriverConsumer]:
+        """The kept client of ``group`` when no other call uses it; else one for this call."""
+        if not self._using.acquire(blocking=False):
+            client = self._new(group)
+            try:
+                yield client
+            finally:
+                client.close()
+            return
+        try:
+            if self._keptBy != os.getpid():
+                self._kept = None
+            if self._kept is not None and self._kept[0] != group:
+                self._drop()
+            if self._kept is None:
+                self._kept, self._keptBy = (group, self._new(group)), os.getpid()
+            try:
+                yield self._kept[1]
+            except OffsetMismatchError:
+                raise  # the offsets' answer, not the client's failure
+            except BaseException:
+                self._drop()
+                raise
+        finally:
+            self._using.release()
 
     def load(self, group: str, topics: Iterable[str] | None = None
              ) -> dict[TopicPartition, int]:
         """The group's committed offsets of ``topics`` (required: Kafka lists by topic)."""
         if topics is None:
             raise ValueError("KafkaOffsetStore.load needs the topics to look up")
-        client = self._client(group)
-        try:
+        with self._client(group) as client:
             counts = client.partitionsOf(topics)
             partitions = [TopicPartition(t, p) for t, n in counts.items() for p in range(n)]
             return client.committed(partitions)
-        finally:
-            client.close()
 
     def seed(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
         """Commit starting offsets for partitions the group has none for."""
-        client = self._client(group)
-        try:
+        with self._client(group) as client:
             existing = client.committed(offsets)
             missing = {tp: o for tp, o in offsets.items() if tp not in existing}
             client.commit(missing)
-        finally:
-            client.close()
 
     def commit(self, group: str, offsetRanges: Sequence[OffsetRange]) -> None:
         """Commit the ranges' ends after checking they continue the committed offsets.
@@ -69,11 +124,8 @@ class KafkaOffsetStore(OffsetStore):
                 or ranges of a partition do not chain; nothing is committed then.
         """
         ranges = chain_ranges(group, offsetRanges)  # before any request: bad input fails fast
-        client = self._client(group)
-        try:
+        with self._client(group) as client:
             committed = client.committed(r.topicPartition() for r in ranges)
             pending = check_commit(group, ranges, committed)
             if pending:
                 client.commit({r.topicPartition(): r.untilOffset for r in pending})
-        finally:
-            client.close()

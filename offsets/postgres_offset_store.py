@@ -19,6 +19,15 @@ once a second job holds the group, no transaction of the first one commits. The 
 :class:`~offsets.group_lock.GroupLock` (re-exported here), and how stores configured
 differently find it live in :mod:`offsets.group_lock`.
 
+A store made from a DSN keeps one connection between its own transactions (a connection
+costs PostgreSQL a new backend process, and the client and server an authentication:
+milliseconds, against a fraction of one for a transaction). A transaction that finds it in
+use (another thread's) opens one of its own, closed after it. The kept connection is
+checked before each use: a session the server ended while it was idle (a restart, a
+terminated backend) is replaced, so the next transaction runs as on a new connection; one
+that broke or failed to roll back in a transaction is dropped. A store made with a
+``connect`` function opens one per transaction, as that function decides.
+
 A COMMIT that fails because the connection broke has an unknown outcome (the server may
 have committed before the answer was lost): :class:`CommitOutcomeUnknownError` says so, and the
 callers report it as such, never as "rolled back". A retry is exactly-once either way: the
@@ -32,6 +41,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import select
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -105,6 +117,53 @@ class PostgresOffsetStore(OffsetStore):
         self._normalisedDsn: DatabaseIdentity | None = None
         self._database: DatabaseIdentity | None = None
         self._warned: set[str] = set()
+        # The connection kept between transactions, the process that opened it, and who
+        # uses it now (see ``transaction``).
+        self._kept: Any = None
+        self._keptBy = 0
+        self._using = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A copy (a pickled sink or store) opens its own connection: a socket cannot travel.
+        state = dict(self.__dict__)
+        state.update(_kept=None, _keptBy=0, _using=None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._using = threading.Lock()
+
+    def close(self) -> None:
+        """Close the connection kept between transactions (the next one opens another)."""
+        with self._using:
+            self._drop()
+
+    def _drop(self) -> None:
+        kept, self._kept = self._kept, None
+        # A forked child shares its parent's socket: closing it there would end the
+        # parent's session.
+        if kept is not None and self._keptBy == os.getpid():
+            with contextlib.suppress(Exception):
+                kept.close()
+
+    def _reusable(self) -> bool:
+        """Whether the kept connection can run the next transaction (with ``_using`` held)."""
+        kept = self._kept
+        if kept is None or kept.closed or self._keptBy != os.getpid():
+            return False
+        from psycopg2.extensions import TRANSACTION_STATUS_IDLE
+
+        if kept.get_transaction_status() != TRANSACTION_STATUS_IDLE:
+            return False
+        # An idle session is sent nothing unasked: something to read is the server ending
+        # it (its last message, or the connection's end). (poll, not select: a busy
+        # process's descriptor may be past select's limit.)
+        try:
+            poller = select.poll()
+            poller.register(kept.fileno(), select.POLLIN)
+            return not poller.poll(0)
+        except (OSError, ValueError):
+            return False
 
     def __repr__(self) -> str:
         return f"PostgresOffsetStore(table={self.schema}.{self.table})"  # no credentials
@@ -211,7 +270,19 @@ class PostgresOffsetStore(OffsetStore):
             CommitOutcomeUnknownError: The COMMIT failed with the connection: it may have
                 committed.
         """
-        connection = self.connect()
+        # The kept connection when no other transaction uses it (and the store owns its
+        # connections); else one for this transaction only.
+        kept = self._connect is None and self._using.acquire(blocking=False)
+        try:
+            if kept and not self._reusable():
+                self._drop()
+                self._kept, self._keptBy = self.connect(), os.getpid()
+            connection = self._kept if kept else self.connect()
+        except BaseException:
+            if kept:
+                self._using.release()
+            raise
+        healthy = False
         try:
             try:
                 with connection.cursor() as cursor:
@@ -222,10 +293,17 @@ class PostgresOffsetStore(OffsetStore):
             except BaseException:
                 with contextlib.suppress(Exception):
                     connection.rollback()
+                    healthy = True
                 raise
             commit_or_unknown(connection)
+            healthy = True
         finally:
-            connection.close()
+            if not kept:
+                connection.close()
+            else:
+                if not healthy:  # broke, or its COMMIT's outcome is unknown
+                    self._drop()
+                self._using.release()
 
     @contextlib.contextmanager
     def _own(self, what: str) -> Iterator[Any]:

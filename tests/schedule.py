@@ -36,13 +36,12 @@ MODULE_SECONDS = {
     "conformance/test_kafka_microbatch_source.py": 99,
     "app/test_ingest_typed.py": 94,
     "app/test_cluster_faults.py": 80,  # its set-up starts three brokers
-    "offsets/test_offset_store_contract.py": 48,
+    "offsets/test_offset_store_contract.py": 31,  # stores keep their connection
     "runtime/test_jvm_archive.py": 36,
     "testing/test_services.py": 30,
     "streaming/test_windows_and_state.py": 29,
     "sql/source/test_source_batch.py": 29,
     "app/test_ingest_tables.py": 27,
-    "sql/link/test_structured_link_model.py": 25,
     "app/test_ingest_signals.py": 22,
     "app/test_clean_stops.py": 22,
     "app/test_ingest_debezium.py": 21,
@@ -53,7 +52,6 @@ MODULE_SECONDS = {
     "runtime/test_numpy_converters.py": 16,
     "runtime/test_driver_launch.py": 15,
     "dstream/test_checkpoint_code_changes.py": 15,
-    "sql/sink/test_sink_model.py": 14,
     "sql/test_connect.py": 14,
     "sql/sink/test_sink_direct.py": 13,
     "examples/test_examples.py": 12,
@@ -64,6 +62,8 @@ MODULE_SECONDS = {
     "dstream/test_direct_stream.py": 10,
     "client/test_missing_topic_on_broker.py": 10,
     "streaming/test_stop_lifecycle.py": 10,
+    "sql/link/test_structured_link_model.py": 8,  # one session for the model's statements
+    "sql/sink/test_sink_model.py": 6,  # the same
 }
 #: The default cost of a test of a module not in the table: one that uses services, one
 #: that does not.

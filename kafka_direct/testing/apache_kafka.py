@@ -284,6 +284,7 @@ class ApacheKafka(KafkaService):
 
     def stop(self) -> None:
         """Stop every node gracefully (controlled shutdown); the data stays."""
+        self.forget_clients()
         # Followers first, the first node (usually the controller quorum's leader) last,
         # all signalled before any is waited for: a node waits on its peers while stopping.
         for node in reversed(self.nodes):
@@ -316,6 +317,7 @@ class ApacheKafka(KafkaService):
 
     def kill(self) -> None:
         """SIGKILL every node (a crash of the whole cluster)."""
+        self.forget_clients()
         for node in self.nodes:
             node.kill()
 

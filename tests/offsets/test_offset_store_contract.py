@@ -43,23 +43,31 @@ class Backing:
         """Run ``store.commit`` with a failure after the write, before the commit."""
         raise NotImplementedError
 
+    def close(self):
+        """End what the backing holds open."""
+
 
 class PostgresBacking(Backing):
     def __init__(self, dsn, schema):
         self.dsn, self.schema = dsn, schema
+        self._writer = None  # the failing commits' session: rolled back after each
 
     def store(self):
         return PostgresOffsetStore(self.dsn, table="contract", schema=self.schema)
 
     def failing_commit(self, store, group, ranges):
-        connection = psycopg2.connect(self.dsn)
+        if self._writer is None or self._writer.closed:
+            self._writer = psycopg2.connect(self.dsn)
         try:
-            with connection.cursor() as cursor:
+            with self._writer.cursor() as cursor:
                 store.commit(group, ranges, cursor=cursor)
             raise Injected("the process died before COMMIT")
         finally:
-            connection.rollback()
-            connection.close()
+            self._writer.rollback()
+
+    def close(self):
+        if self._writer is not None:
+            self._writer.close()
 
 
 class CheckpointBacking(Backing):
@@ -281,7 +289,10 @@ def test_the_offset_store_model(request, kind, tmp_path):
                                              request.getfixturevalue("contract_topic")),
                "checkpoint": lambda: CheckpointBacking(tmp_path)}[kind]()
     examples = int(os.environ.get("KAFKA_DIRECT_MODEL_EXAMPLES", DEFAULT_EXAMPLES[kind]))
-    run_model(backing, examples, steps=12)
+    try:
+        run_model(backing, examples, steps=12)
+    finally:
+        backing.close()
 
 
 @pytest.mark.slow
@@ -294,4 +305,7 @@ def test_the_offset_store_model_at_length(request, kind, tmp_path):
                "kafka": lambda: KafkaBacking(request.getfixturevalue("kafka"),
                                              request.getfixturevalue("contract_topic")),
                "checkpoint": lambda: CheckpointBacking(tmp_path)}[kind]()
-    run_model(backing, 10 * DEFAULT_EXAMPLES[kind], steps=30)
+    try:
+        run_model(backing, 10 * DEFAULT_EXAMPLES[kind], steps=30)
+    finally:
+        backing.close()

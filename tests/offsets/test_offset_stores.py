@@ -1,10 +1,12 @@
 """Offset stores on a real PostgreSQL server and a real broker."""
 
+import pickle
 import threading
 
 import pytest
 
 from kafka_direct import ConfigurationError, OffsetMismatchError, OffsetRange, TopicPartition
+from kafka_direct.postgres import connection as connections
 from offsets import KafkaOffsetStore, PostgresOffsetStore
 
 T0, T1 = TopicPartition("events", 0), TopicPartition("events", 1)
@@ -101,6 +103,49 @@ def test_concurrent_writers_of_one_partition_wait_and_only_one_applies(store, po
     assert store.load("g") == {T0: 10}
 
 
+def _session(store):
+    with store.transaction() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+
+def test_a_store_keeps_one_connection_and_connects_again_after_the_session_ended(
+        postgres, pg_schema, monkeypatch):
+    opened = []
+    real = connections.connect
+    monkeypatch.setattr(connections, "connect", lambda dsn: opened.append(1) or real(dsn))
+    store = PostgresOffsetStore(postgres.dsn, table="kept", schema=pg_schema)
+    store.seed("g", {T0: 0})
+    for n in range(3):
+        store.commit("g", [OffsetRange("events", 0, n, n + 1)])
+        assert store.load("g") == {T0: n + 1}
+    first = _session(store)
+    assert len(opened) == 1
+    # PostgreSQL ended the idle session (restarted, or an administrator terminated it): the
+    # next transaction runs on a new one.
+    admin = postgres.connect()
+    try:
+        with admin, admin.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(%s, 10000)", (first,))
+            assert cursor.fetchone() == (True,)
+    finally:
+        admin.close()
+    assert store.load("g") == {T0: 3}
+    assert len(opened) == 2 and _session(store) != first
+    # A failed transaction leaves the session usable, rolled back.
+    with pytest.raises(OffsetMismatchError):
+        store.commit("g", [OffsetRange("events", 0, 0, 1), OffsetRange("events", 0, 5, 6)])
+    assert store.load("g") == {T0: 3} and len(opened) == 2
+    # A copy (a pickled sink or store) connects on its own; the original keeps its session.
+    copy = pickle.loads(pickle.dumps(store))
+    assert copy.load("g") == {T0: 3} and len(opened) == 3
+    assert _session(copy) != _session(store)
+    store.close()
+    assert store.load("g") == {T0: 3} and len(opened) == 4  # closed: a new one on next use
+    store.close()
+    copy.close()
+
+
 def test_bad_configuration_and_no_credentials_in_repr(postgres):
     with pytest.raises(ConfigurationError, match="dsn or a connect function"):
         PostgresOffsetStore()
@@ -123,3 +168,38 @@ def test_kafka_offset_store_commits_to_the_group(kafka, kafka_topic):
                                           TopicPartition(topic, 1): 0}
     with pytest.raises(OffsetMismatchError):
         store.commit(group, [OffsetRange(topic, 0, 2, 4)])  # committed is 5: an overlap
+
+
+def test_a_kafka_store_keeps_one_client_for_its_group(kafka, kafka_topic, monkeypatch):
+    import offsets.kafka_offset_store as kafka_store
+
+    made = []
+
+    class Counted(kafka_store.DriverConsumer):
+        def __init__(self, params, *args, **kwargs):
+            made.append(params["group.id"])
+            super().__init__(params, *args, **kwargs)
+
+    monkeypatch.setattr(kafka_store, "DriverConsumer", Counted)
+    topic = kafka_topic(partitions=1)
+    kafka.produce(topic, [b"x"] * 5)
+    store = KafkaOffsetStore(kafka.params())
+    group, tp = f"kept-{topic}", TopicPartition(topic, 0)
+    store.seed(group, {tp: 0})
+    for n in range(3):
+        store.commit(group, [OffsetRange(topic, 0, n, n + 1)])
+        assert store.load(group, [topic]) == {tp: n + 1}
+    with pytest.raises(OffsetMismatchError):
+        store.commit(group, [OffsetRange(topic, 0, 0, 1)])
+    assert made == [group]
+    # Another group: its own client (the first one's closed).
+    assert store.load(f"{group}-other", [topic]) == {}
+    assert made == [group, f"{group}-other"]
+    # A copy (a pickled store) connects on its own.
+    copy = pickle.loads(pickle.dumps(store))
+    assert copy.load(group, [topic]) == {tp: 3} and len(made) == 3
+    store.close()
+    copy.close()
+    assert store.load(group, [topic]) == {tp: 3} and len(made) == 4  # a new one after close
+    store.close()
+

@@ -13,7 +13,7 @@ from psycopg2.extensions import make_dsn, parse_dsn
 
 from kafka_direct import ServiceError
 from kafka_direct.testing import EmbeddedPostgres
-from kafka_direct.testing.postgres import _bin_dir
+from kafka_direct.testing.postgres import SCRAM_ITERATIONS, _bin_dir
 
 pytestmark = pytest.mark.services  # every test here starts PostgreSQL servers of its own
 
@@ -59,7 +59,10 @@ def test_connections_need_the_password():
         # Passwords are stored as SCRAM verifiers, not in clear or as md5.
         with pg.connect() as connection, connection.cursor() as cursor:
             cursor.execute("SELECT rolpassword FROM pg_authid WHERE rolname = 'postgres'")
-            assert cursor.fetchone()[0].startswith("SCRAM-SHA-256$")
+            verifier = cursor.fetchone()[0]
+            assert verifier.startswith("SCRAM-SHA-256$")
+            # Its rounds, which every connecting client runs: few for a random password.
+            assert int(verifier.split("$")[1].split(":")[0]) == SCRAM_ITERATIONS
             cursor.execute("SELECT DISTINCT auth_method FROM pg_hba_file_rules")
             assert {row[0] for row in cursor.fetchall()} == {"scram-sha-256"}
         connection.close()

@@ -188,16 +188,21 @@ def model_for(postgres):
             self.guard(lambda: self.engine.start(self.query))
 
         def sql(self, statement, *params):
-            with postgres.connect() as connection, connection.cursor() as cursor:
+            # One session for the model's own statements, each committed on its own (a
+            # connection each cost more than the statement).
+            connection = getattr(self, "_session", None)
+            if connection is None or connection.closed:
+                connection = self._session = postgres.connect()
+                connection.autocommit = True
+            with connection.cursor() as cursor:
                 cursor.execute(statement, params)
-                rows = cursor.fetchall() if cursor.description else None
-            connection.close()
-            return rows
+                return cursor.fetchall() if cursor.description else None
 
         def teardown(self):
             logging.getLogger("kafka_direct").setLevel(logging.NOTSET)
             self.link.release()
             self.sql(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
+            self._session.close()
 
         # -- the query's life ----------------------------------------------------------
 

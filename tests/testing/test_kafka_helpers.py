@@ -1,0 +1,35 @@
+"""The broker's test helpers (topics, records) keep their clients between calls."""
+
+import confluent_kafka
+
+
+def test_the_helpers_keep_one_producer_and_one_admin_client(kafka, monkeypatch):
+    made = []
+    producer, admin = confluent_kafka.Producer, type(kafka).admin
+    monkeypatch.setattr(confluent_kafka, "Producer",
+                        lambda conf: made.append("producer") or producer(conf))
+    monkeypatch.setattr(type(kafka), "admin",
+                        lambda self: made.append("admin") or admin(self))
+    consumer = confluent_kafka.Consumer
+    monkeypatch.setattr(confluent_kafka, "Consumer",
+                        lambda conf: made.append(conf["isolation.level"]) or consumer(conf))
+    kafka.forget_clients()
+    topic = kafka.create_topic("kept-clients", 2)
+    kafka.produce(topic, [b"x"], partition=0)
+    # A partition added since the producer last asked: it asks again (one new producer).
+    kafka.add_partitions(topic, 3)
+    for partition in (1, 2):
+        kafka.produce(topic, [b"x"] * (partition + 1), partition=partition)
+    assert kafka.end_offsets(topic, range(3)) == {0: (0, 1), 1: (0, 2), 2: (0, 3)}
+    kafka.delete_records(topic, 2, 1)
+    assert kafka.end_offsets(topic, [2]) == {2: (1, 3)}
+    kafka.await_stable(topic, range(3))  # read_committed ends asked too
+    assert sorted(made) == ["admin", "producer", "producer", "read_committed",
+                            "read_uncommitted"]
+    # Settings of its own: a producer of its own.
+    kafka.produce(topic, [b"y"], partition=0, acks="all")
+    assert made.count("producer") == 3
+    # A public admin() is the caller's own.
+    kafka.admin()
+    kafka.delete_topic(topic)
+    assert made.count("admin") == 2
