@@ -32,10 +32,11 @@ set (:func:`gateway_argv`): each setting as a system property, and those it adds
 ``spark.submit.pyFiles``, ``spark.app.submitTime``, ``spark.ui.showConsoleProgress``,
 ``SPARK_SUBMIT``), where not given. For a local master and the settings handled
 here ``SparkSubmit`` does nothing else but load its own classes (its arguments' parser,
-Ivy for packages, Hadoop's configuration): 0.4 s of the JVM's CPU and of its start to the
-gateway, measured. The one thing it leaves different: the thread that starts the gateway
-has the application class loader as its context class loader, not ``SparkSubmit``'s empty
-child of it (no jars are added at start here: ``spark.jars`` keeps Spark's launch).
+Ivy for packages, Hadoop's configuration): 0.2-0.4 s of the JVM's CPU to its gateway, in
+paired launches (docs/benchmarks.md). The one thing it leaves different: the thread that
+starts the gateway has the application class loader as its context class loader, not
+``SparkSubmit``'s empty child of it (no jars are added at start here: ``spark.jars`` keeps
+Spark's launch).
 """
 
 from __future__ import annotations
