@@ -343,9 +343,8 @@ def launch_gateway(command: DriverCommand, popen_kwargs: Mapping[str, Any] | Non
                "_PYSPARK_DRIVER_CONN_INFO_PATH": info_file}
         started = time.monotonic()
         argv = gateway_argv(command.argv, int(time.time() * 1000))
-        process = Popen(list(argv), **{**(popen_kwargs or {}), "stdin": PIPE,
-                                                "env": env,
-                                                "preexec_fn": _ignore_interrupts})
+        process = Popen(list(argv), **{**(popen_kwargs or {}), "stdin": PIPE, "env": env,
+                                       "preexec_fn": _ignore_interrupts})
         # The JVM writes the file whole under another name and renames it.
         while process.poll() is None and not os.path.isfile(info_file):
             time.sleep(_POLL_SECONDS)
