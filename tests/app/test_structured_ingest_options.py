@@ -137,3 +137,25 @@ def test_spark_submits_parallelism_wins_over_the_jobs(tmp_path):
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT")]
     assert lines, done.stdout[-2000:] + done.stderr[-3000:]
     assert lines[0].split()[1:] == ["7", "7", "9"]
+
+
+@pytest.mark.parametrize("extra", [(), ("timestamp", "headers")])
+def test_the_sources_columns_get_the_tables_names_and_keep_their_values(spark_session, extra):
+    # Named columns, not SQL expressions: the job never starts Spark's SQL parser.
+    from datetime import datetime
+
+    from kafka_direct.app.structured_ingest import _ingest_selection
+
+    row = {"topic": "t", "partition": 3, "offset": 17, "key": b"k", "value": b"v",
+           "timestamp": datetime(2026, 1, 2, 3, 4, 5), "headers": [("h", b"1")]}
+    schema = ("topic string, partition int, offset long, key binary, value binary, "
+              "timestamp timestamp, headers array<struct<key: string, value: binary>>")
+    source = spark_session.createDataFrame([tuple(row.values())], schema)
+    selected = _ingest_selection(source, extra)
+    assert selected.columns == ["topic", "kafka_partition", "kafka_offset", "key", "value",
+                                *extra]
+    [written] = selected.collect()
+    assert tuple(written) == (
+        "t", 3, 17, b"k", b"v", *(row[column] if column != "headers"
+                                  else [tuple(header) for header in row[column]]
+                                  for column in extra))

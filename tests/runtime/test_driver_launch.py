@@ -357,3 +357,57 @@ def test_a_jvm_that_dies_at_start_raises_as_pysparks_launch_and_shows_its_words(
                           capture_output=True, text=True, timeout=120)
     assert "RAISED PySparkRuntimeError" in done.stdout, done.stdout + done.stderr
     assert "Could not create the Java Virtual Machine" in done.stderr
+
+
+def _jvm_facts(command):
+    """The launched JVM's system properties, and the main class it runs."""
+    gateway = driver_launch.launch_gateway(command)
+    try:
+        properties = gateway.jvm.System.getProperties()
+        facts = {str(key): str(properties.get(key)) for key in properties.keySet()}
+    finally:
+        gateway.shutdown()
+        gateway.proc.stdin.close()
+        gateway.proc.wait(timeout=30)
+    return facts
+
+
+@pytest.mark.services
+@pytest.mark.parametrize("case", SETTINGS)
+def test_the_gateway_runs_without_sparksubmit_with_the_properties_it_would_set(
+        home, monkeypatch, case):
+    # SparkSubmit only sets system properties before it runs PySpark's gateway for a local
+    # pyspark-shell: the JVM runs the gateway itself with the same ones, and starts sooner.
+    pairs = SETTINGS[case]
+    command = built(pairs, home, clean_environment())
+    direct = _jvm_facts(command)
+    monkeypatch.setattr(driver_launch, "gateway_argv", lambda argv, _: tuple(argv))
+    submitted = _jvm_facts(command)
+    assert submitted["sun.java.command"].startswith("org.apache.spark.deploy.SparkSubmit ")
+    assert direct["sun.java.command"] == driver_launch.GATEWAY_CLASS
+    for facts in (direct, submitted):
+        del facts["sun.java.command"]
+        assert abs(int(facts.pop("spark.app.submitTime")) - time.time() * 1000) < 120_000
+    assert direct == submitted
+    assert all(direct[key] == value for key, value in pairs
+               if key != "spark.driver.extraJavaOptions")
+
+
+@pytest.mark.parametrize("argv", [
+    ("java", "org.apache.spark.deploy.SparkSubmit", "--conf", "a=b"),
+    ("java", "org.apache.spark.deploy.SparkSubmit", "--jars", "x.jar", "pyspark-shell"),
+    ("java", "Other", "pyspark-shell"),
+])
+def test_only_a_command_of_conf_settings_becomes_the_gateways(argv):
+    with pytest.raises(ValueError):
+        driver_launch.gateway_argv(argv, 0)
+
+
+def test_what_is_given_wins_over_what_sparksubmit_adds():
+    argv = driver_launch.gateway_argv(
+        ("java", "-Xmx1g", "org.apache.spark.deploy.SparkSubmit", "--conf",
+         "spark.app.submitTime=5", "--conf", "k=a=b", "pyspark-shell"), 7)
+    assert argv == ("java", "-Xmx1g", "-Dspark.app.submitTime=5", "-Dk=a=b",
+                    "-Dspark.app.name=pyspark-shell", "-Dspark.submit.deployMode=client",
+                    "-Dspark.submit.pyFiles=", "-Dspark.ui.showConsoleProgress=true",
+                    "-DSPARK_SUBMIT=true", driver_launch.GATEWAY_CLASS)

@@ -113,6 +113,22 @@ def test_what_a_fork_cannot_be_runs_the_interpreter_itself(server, tmp_path, arg
     assert ppid is not None and ppid != server[0].process.pid, done.stdout + done.stderr
 
 
+def test_sparks_version_question_is_answered_without_a_new_interpreter(server, tmp_path):
+    # Spark's JVM asks the interpreter's version before it looks up the Python data sources:
+    # the launcher is that interpreter, so it answers (a new one, run with the import-time
+    # report asked for, would write the report).
+    done = run(server, ["-c", fork_server.VERSION_QUESTION], tmp_path,
+               PYTHONPROFILEIMPORTTIME="1")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{sys.version_info[0]}.{sys.version_info[1]}\n"
+    assert done.stderr == ""
+    # Any other code still runs in the interpreter itself.
+    other = run(server, ["-c", fork_server.VERSION_QUESTION + " "], tmp_path,
+                PYTHONPROFILEIMPORTTIME="1")
+    assert other.stdout == f"{sys.version_info[0]}.{sys.version_info[1]}\n"
+    assert "import time:" in other.stderr
+
+
 def test_no_server_runs_the_interpreter_itself(server, tmp_path):
     done = run(server, ["-m", "fork_probe"], tmp_path,
                **{fork_server.SOCKET_ENV: str(tmp_path / "none")})
