@@ -29,6 +29,10 @@ from offsets.offset_store import OffsetStore, chain_ranges, check_commit
 __all__ = ["KafkaOffsetStore"]
 
 
+#: Clients a forked child found kept by its parent's stores (see ``KafkaOffsetStore._drop``).
+_INHERITED: list[DriverConsumer] = []
+
+
 class KafkaOffsetStore(OffsetStore):
     """Offsets committed to Kafka consumer groups.
 
@@ -61,9 +65,15 @@ class KafkaOffsetStore(OffsetStore):
 
     def _drop(self) -> None:
         kept, self._kept = self._kept, None
-        # A forked child has its parent's client without the threads it runs on.
-        if kept is not None and self._keptBy == os.getpid():
+        if kept is None:
+            return
+        if self._keptBy == os.getpid():
             kept[1].close()
+        else:
+            # A forked child has its parent's client without the threads librdkafka runs
+            # it on: closing it, or freeing it (its destructor), would tear down what is
+            # not there (the child crashes). It is kept, unused, until the child exits.
+            _INHERITED.append(kept[1])
 
     def _new(self, group: str) -> DriverConsumer:
         return DriverConsumer({**self.kafkaParams, "group.id": group,
@@ -80,9 +90,8 @@ class KafkaOffsetStore(OffsetStore):
                 client.close()
             return
         try:
-            if self._keptBy != os.getpid():
-                self._kept = None
-            if self._kept is not None and self._kept[0] != group:
+            if self._keptBy != os.getpid() or (self._kept is not None
+                                                and self._kept[0] != group):
                 self._drop()
             if self._kept is None:
                 self._kept, self._keptBy = (group, self._new(group)), os.getpid()

@@ -21,12 +21,17 @@ differently find it live in :mod:`offsets.group_lock`.
 
 A store made from a DSN keeps one connection between its own transactions (a connection
 costs PostgreSQL a new backend process, and the client and server an authentication:
-milliseconds, against a fraction of one for a transaction). A transaction that finds it in
-use (another thread's) opens one of its own, closed after it. The kept connection is
-checked before each use: a session the server ended while it was idle (a restart, a
-terminated backend) is replaced, so the next transaction runs as on a new connection; one
-that broke or failed to roll back in a transaction is dropped. A store made with a
-``connect`` function opens one per transaction, as that function decides.
+milliseconds, against a fraction of one for a transaction): those that run only the
+store's statements (``load``, ``seed``, ``commit``), which leave nothing in the session.
+A transaction handed to other code (a sink's batch, with the user's ``write`` function or
+the target table's triggers; :meth:`PostgresOffsetStore.transaction`'s callers) gets a
+connection of its own, closed after it: a ``SET``, a temporary table or a session lock of
+one transaction never reaches the next. A transaction that finds the kept one in use
+(another thread's) opens one of its own too. The kept connection is checked before each
+use: a session the server ended while it was idle (a restart, a terminated backend) is
+replaced, so the next transaction runs as on a new connection; one that broke or failed
+to roll back in a transaction is dropped. A store made with a ``connect`` function opens
+one per transaction, as that function decides.
 
 A COMMIT that fails because the connection broke has an unknown outcome (the server may
 have committed before the answer was lost): :class:`CommitOutcomeUnknownError` says so, and the
@@ -263,16 +268,23 @@ class PostgresOffsetStore(OffsetStore):
         return first
 
     @contextlib.contextmanager
-    def transaction(self, statementTimeoutMs: int | None = None) -> Iterator[Any]:
+    def transaction(self, statementTimeoutMs: int | None = None, *, kept: bool = False
+                    ) -> Iterator[Any]:
         """A cursor in a transaction of its own: committed on success, else rolled back.
+
+        Args:
+            statementTimeoutMs: The transaction's ``statement_timeout`` (``SET LOCAL``).
+            kept: Run it on the connection the store keeps between transactions (when no
+                other transaction uses it). Only for statements that leave nothing in the
+                session (no ``SET`` other than ``SET LOCAL``, no temporary table, no
+                session lock or prepared statement): the next transaction gets the same
+                session. Otherwise the transaction gets a connection of its own.
 
         Raises:
             CommitOutcomeUnknownError: The COMMIT failed with the connection: it may have
                 committed.
         """
-        # The kept connection when no other transaction uses it (and the store owns its
-        # connections); else one for this transaction only.
-        kept = self._connect is None and self._using.acquire(blocking=False)
+        kept = kept and self._connect is None and self._using.acquire(blocking=False)
         try:
             if kept and not self._reusable():
                 self._drop()
@@ -311,7 +323,7 @@ class PostgresOffsetStore(OffsetStore):
         import psycopg2
 
         try:
-            with self.transaction() as cursor:
+            with self.transaction(kept=True) as cursor:  # only the store's statements
                 yield cursor
         except CommitOutcomeUnknownError as unknown:
             raise OffsetStoreError(

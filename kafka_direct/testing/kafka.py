@@ -44,6 +44,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+#: Kept clients a forked child found its parent's helpers holding (see ``_shared``).
+_INHERITED: list[dict[str, Any]] = []
+
 BOOTSTRAP_ENV = "KAFKA_DIRECT_BOOTSTRAP"
 
 #: Topic settings under which Kafka takes a record of any timestamp: since 4.0 a broker
@@ -110,6 +113,10 @@ class KafkaService:
         """
         kept: tuple[int, dict[str, Any]] | None = self.__dict__.get("_clients")
         if kept is None or kept[0] != os.getpid():
+            if kept is not None:
+                # The parent's, never freed here: a librdkafka client's destructor in a
+                # forked child tears down threads the child does not have (it crashes).
+                _INHERITED.append(kept[1])
             kept = self.__dict__["_clients"] = (os.getpid(), {})
         clients = kept[1]
         if kind not in clients:
@@ -118,7 +125,9 @@ class KafkaService:
 
     def forget_clients(self) -> None:
         """Let go of the helpers' kept clients (before the broker stops: they would retry)."""
-        self.__dict__.pop("_clients", None)
+        kept = self.__dict__.pop("_clients", None)
+        if kept is not None and kept[0] != os.getpid():
+            _INHERITED.append(kept[1])  # a parent's, never freed in a forked child
 
     def params(self, **extra: Any) -> dict[str, Any]:
         """Client properties for this broker, plus ``extra`` (underscores become dots)."""
@@ -155,6 +164,9 @@ class KafkaService:
         admin = self._shared("admin", self.admin)
         admin.create_partitions([NewPartitions(name, total)])[name].result(30)
         self._await_partitions(admin, name, total)
+        # The kept producer would spread keyed records over the partitions it knew (until
+        # its metadata's refresh, minutes away): the next produce makes a new one.
+        self.__dict__.get("_clients", (0, {}))[1].pop("producer", None)
 
     @staticmethod
     def _await_partitions(admin: Any, name: str, partitions: int) -> None:

@@ -257,6 +257,10 @@ class EmbeddedPostgres(LocalService, PostgresService):
         self.dsn = self._dsn()
         if not initialised:
             self._initdb(bin_dir, password_file)
+            # The superuser's verifier again, of SCRAM_ITERATIONS rounds: that number only
+            # for this random password (initdb's -c would write it into postgresql.conf, for
+            # every role a user makes on this server).
+            self._set_password(bin_dir, password)
         _write_private(self.data_dir / "pg_hba.conf", _HBA + (_REPLICATION_HBA if self.logical
                                                                else ""), self._uid, self._gid)
 
@@ -265,8 +269,7 @@ class EmbeddedPostgres(LocalService, PostgresService):
         initdb = ServiceProcess("initdb", [
             str(bin_dir / "initdb"), "-D", str(self.data_dir), "-U", SUPERUSER,
             f"--pwfile={password_file}", "--auth=scram-sha-256", "--encoding=UTF8",
-            "--locale=C", "--no-sync", "-c", f"scram_iterations={SCRAM_ITERATIONS}"], log,
-            uid=self._uid, gid=self._gid)
+            "--locale=C", "--no-sync"], log, uid=self._uid, gid=self._gid)
         initdb.start()
         process = initdb.process
         code = process.wait(120) if process is not None else 1
@@ -277,7 +280,9 @@ class EmbeddedPostgres(LocalService, PostgresService):
                                service="postgres", log_tail=tail)
 
     def _set_password(self, bin_dir: Path, password: str) -> None:
-        """Give a cluster made without a password (an older version's) one.
+        """Set the superuser's password, its SCRAM verifier of SCRAM_ITERATIONS rounds.
+
+        For a cluster just made, and one made without a password (an older version's).
 
         Single-user mode takes no connections, so the cluster is never open meanwhile; the
         statement goes through stdin, never the command line.
@@ -311,7 +316,6 @@ class EmbeddedPostgres(LocalService, PostgresService):
                 "-h", "127.0.0.1", "-p", str(self.port), "-k", str(self.base_dir),
                 "-c", "unix_socket_permissions=0700",
                 "-c", "password_encryption=scram-sha-256",
-                "-c", f"scram_iterations={SCRAM_ITERATIONS}",
                 "-c", "fsync=off", "-c", "full_page_writes=off",
                 "-c", "max_connections=200", "-c", "shared_buffers=64MB"]
         if self.logical:

@@ -1,8 +1,6 @@
-"""The stores' kept connections and clients: defects found in review (failing on purpose).
-
-Each test shows one defect of keeping a connection or a client between calls, on the real
-services: a session's state reaching the next transaction, a forked child ending its
-parent's session, a forked child hanging on its parent's Kafka client.
+"""The stores' kept connections and clients, attacked: what one transaction leaves in its
+session never reaches the next, a forked child neither ends its parent's session nor
+crashes on its parent's Kafka client.
 """
 
 import os
@@ -18,8 +16,8 @@ from sinks.transactional_postgres_sink import TransactionalPostgresSink
 T0 = TopicPartition("events", 0)
 
 
-def _pid(store):
-    with store.transaction() as cursor:
+def _pid(store):  # the kept session's backend
+    with store.transaction(kept=True) as cursor:
         cursor.execute("SELECT pg_backend_pid()")
         return cursor.fetchone()[0]
 

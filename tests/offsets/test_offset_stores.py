@@ -103,8 +103,8 @@ def test_concurrent_writers_of_one_partition_wait_and_only_one_applies(store, po
     assert store.load("g") == {T0: 10}
 
 
-def _session(store):
-    with store.transaction() as cursor:
+def _session(store):  # the kept session's backend
+    with store.transaction(kept=True) as cursor:
         cursor.execute("SELECT pg_backend_pid()")
         return cursor.fetchone()[0]
 

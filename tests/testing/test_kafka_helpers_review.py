@@ -1,8 +1,8 @@
-"""The broker helpers' kept clients and the embedded PostgreSQL's SCRAM rounds: review.
+"""The broker helpers' kept clients and the embedded PostgreSQL's SCRAM rounds, attacked.
 
-Each test shows a defect found in review on the real services (failing on purpose until
-fixed): a kept producer's metadata older than the topic, a user's password hashed with
-the embedded server's few rounds.
+On the real services: keyed records after partitions were added spread as a new
+producer's would, and a user's password gets PostgreSQL's default rounds (only the
+embedded superuser's random one has few).
 """
 
 from confluent_kafka import Producer
