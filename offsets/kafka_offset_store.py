@@ -10,27 +10,26 @@ A store keeps the client of the group it last served between calls (a new client
 to the cluster and asks where the group's coordinator is first: tens of milliseconds, against
 a few for the question itself). A call that finds it in use (another thread's) makes one of
 its own, closed after the call; a client that failed is replaced; a pickled copy, or a
-forked child, makes its own.
+forked child, makes its own (the rules: :mod:`offsets.kept`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from kafka_direct import OffsetMismatchError, OffsetRange, TopicPartition
 from kafka_direct.client.driver_consumer import DriverConsumer
 from kafka_direct.client.params import validate_params
+from offsets.kept import Kept
 from offsets.offset_store import OffsetStore, chain_ranges, check_commit
 
 __all__ = ["KafkaOffsetStore"]
 
 
-#: Clients a forked child found kept by its parent's stores (see ``KafkaOffsetStore._drop``).
-_INHERITED: list[DriverConsumer] = []
+def _close_client(kept: tuple[str, DriverConsumer]) -> None:
+    kept[1].close()
 
 
 class KafkaOffsetStore(OffsetStore):
@@ -43,37 +42,12 @@ class KafkaOffsetStore(OffsetStore):
 
     def __init__(self, kafkaParams: Mapping[str, Any]) -> None:
         self.kafkaParams = validate_params(kafkaParams)
-        # The client kept between calls (its group's), the process that made it, and who
-        # uses it now (see ``_client``).
-        self._kept: tuple[str, DriverConsumer] | None = None
-        self._keptBy = 0
-        self._using = threading.Lock()
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state.update(_kept=None, _keptBy=0, _using=None)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._using = threading.Lock()
+        # The client kept between calls, with its group (see ``_client``).
+        self._kept: Kept[tuple[str, DriverConsumer]] = Kept(_close_client)
 
     def close(self) -> None:
         """Close the client kept between calls (the next call makes another)."""
-        with self._using:
-            self._drop()
-
-    def _drop(self) -> None:
-        kept, self._kept = self._kept, None
-        if kept is None:
-            return
-        if self._keptBy == os.getpid():
-            kept[1].close()
-        else:
-            # A forked child has its parent's client without the threads librdkafka runs
-            # it on: closing it, or freeing it (its destructor), would tear down what is
-            # not there (the child crashes). It is kept, unused, until the child exits.
-            _INHERITED.append(kept[1])
+        self._kept.close()
 
     def _new(self, group: str) -> DriverConsumer:
         return DriverConsumer({**self.kafkaParams, "group.id": group,
@@ -82,7 +56,7 @@ class KafkaOffsetStore(OffsetStore):
     @contextlib.contextmanager
     def _client(self, group: str) -> Iterator[DriverConsumer]:
         """The kept client of ``group`` when no other call uses it; else one for this call."""
-        if not self._using.acquire(blocking=False):
+        if not self._kept.claim():
             client = self._new(group)
             try:
                 yield client
@@ -90,20 +64,18 @@ class KafkaOffsetStore(OffsetStore):
                 client.close()
             return
         try:
-            if self._keptBy != os.getpid() or (self._kept is not None
-                                                and self._kept[0] != group):
-                self._drop()
-            if self._kept is None:
-                self._kept, self._keptBy = (group, self._new(group)), os.getpid()
+            kept = self._kept.value
+            if kept is None or kept[0] != group:
+                kept = self._kept.keep((group, self._new(group)))
             try:
-                yield self._kept[1]
+                yield kept[1]
             except OffsetMismatchError:
                 raise  # the offsets' answer, not the client's failure
             except BaseException:
-                self._drop()
+                self._kept.drop()
                 raise
         finally:
-            self._using.release()
+            self._kept.release()
 
     def load(self, group: str, topics: Iterable[str] | None = None
              ) -> dict[TopicPartition, int]:

@@ -46,9 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import select
-import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -76,6 +74,7 @@ from offsets.group_lock import (
     register,
     unregister,
 )
+from offsets.kept import Kept
 from offsets.offset_store import OffsetStore, chain_ranges, check_range
 
 # The PostgreSQL helpers below the store (kafka_direct.postgres) stay importable from here,
@@ -91,6 +90,11 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+def _close_connection(connection: Any) -> None:
+    with contextlib.suppress(Exception):
+        connection.close()
+
 
 class PostgresOffsetStore(OffsetStore):
     """Offsets in ``schema.table`` of a PostgreSQL database.
@@ -122,39 +126,17 @@ class PostgresOffsetStore(OffsetStore):
         self._normalisedDsn: DatabaseIdentity | None = None
         self._database: DatabaseIdentity | None = None
         self._warned: set[str] = set()
-        # The connection kept between transactions, the process that opened it, and who
-        # uses it now (see ``transaction``).
-        self._kept: Any = None
-        self._keptBy = 0
-        self._using = threading.Lock()
-
-    def __getstate__(self) -> dict[str, Any]:
-        # A copy (a pickled sink or store) opens its own connection: a socket cannot travel.
-        state = dict(self.__dict__)
-        state.update(_kept=None, _keptBy=0, _using=None)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._using = threading.Lock()
+        # The connection kept between the store's own transactions (see ``transaction``).
+        self._kept: Kept[Any] = Kept(_close_connection)
 
     def close(self) -> None:
         """Close the connection kept between transactions (the next one opens another)."""
-        with self._using:
-            self._drop()
-
-    def _drop(self) -> None:
-        kept, self._kept = self._kept, None
-        # A forked child shares its parent's socket: closing it there would end the
-        # parent's session.
-        if kept is not None and self._keptBy == os.getpid():
-            with contextlib.suppress(Exception):
-                kept.close()
+        self._kept.close()
 
     def _reusable(self) -> bool:
-        """Whether the kept connection can run the next transaction (with ``_using`` held)."""
-        kept = self._kept
-        if kept is None or kept.closed or self._keptBy != os.getpid():
+        """Whether the kept connection can run the next transaction (claimed by the caller)."""
+        kept = self._kept.value
+        if kept is None or kept.closed:
             return False
         from psycopg2.extensions import TRANSACTION_STATUS_IDLE
 
@@ -284,15 +266,17 @@ class PostgresOffsetStore(OffsetStore):
             CommitOutcomeUnknownError: The COMMIT failed with the connection: it may have
                 committed.
         """
-        kept = kept and self._connect is None and self._using.acquire(blocking=False)
+        kept = kept and self._connect is None and self._kept.claim()
         try:
-            if kept and not self._reusable():
-                self._drop()
-                self._kept, self._keptBy = self.connect(), os.getpid()
-            connection = self._kept if kept else self.connect()
+            if not kept:
+                connection = self.connect()
+            elif self._reusable():
+                connection = self._kept.value
+            else:
+                connection = self._kept.keep(self.connect())
         except BaseException:
             if kept:
-                self._using.release()
+                self._kept.release()
             raise
         healthy = False
         try:
@@ -314,8 +298,8 @@ class PostgresOffsetStore(OffsetStore):
                 connection.close()
             else:
                 if not healthy:  # broke, or its COMMIT's outcome is unknown
-                    self._drop()
-                self._using.release()
+                    self._kept.drop()
+                self._kept.release()
 
     @contextlib.contextmanager
     def _own(self, what: str) -> Iterator[Any]:
