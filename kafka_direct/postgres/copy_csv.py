@@ -6,7 +6,9 @@ gives a KafkaRDD's records as Arrow batches too; :class:`CsvStream` turns them i
 common types (:func:`copy_batches` runs that COPY). What PostgreSQL's CSV input needs and
 Arrow's writer does not give is converted column by column first:
 
-* binary -> ``\x``-hex text (bytea's input), vectorised with numpy;
+* binary -> the value as it is when every byte of the column is printable ASCII other
+  than the backslash (bytea's escape input reads such a text back byte for byte), else
+  ``\x``-hex text (bytea's hex input), vectorised with numpy;
 * timestamps with a time zone -> UTC (written with ``+0000``: an instant stays that
   instant in a ``timestamptz`` column, and is its UTC wall time in a ``timestamp`` one);
 * arrays, structs and maps -> JSON text (for ``json``/``jsonb`` columns), with non-finite
@@ -41,6 +43,35 @@ def _hex_table() -> Any:
 
 
 _table: Any = None
+
+
+def _as_text(array: Any) -> Any:
+    r"""A binary Arrow array as its own text, when bytea's input reads that text back.
+
+    PostgreSQL's bytea input takes a text without a backslash as its bytes, one for one
+    (its escape format: only a backslash starts an escape, and ``\x`` the hex format). A
+    column whose every byte is printable ASCII other than the backslash (text payloads:
+    JSON, CSV, logs) is then sent as it is: half the bytes of its hex form, for Arrow's
+    writer to write and for PostgreSQL to parse, and no hex pass. None for any other
+    column (it goes hex).
+    """
+    import numpy as np
+    import pyarrow as pa
+
+    large = pa.types.is_large_binary(array.type)
+    count = len(array)
+    if array.buffers()[1] is None:  # no offsets: no value
+        return array.cast(pa.large_string() if large else pa.string())
+    offsets = np.frombuffer(array.buffers()[1], dtype=np.int64 if large else np.int32)[
+        array.offset:array.offset + count + 1]
+    data = array.buffers()[2]
+    first, last = (int(offsets[0]), int(offsets[-1])) if count else (0, 0)
+    if data is not None and last > first:
+        body = np.frombuffer(data, dtype=np.uint8)[first:last]
+        # Printable ASCII is 0x20-0x7e: below 0x20 wraps past 0x7e once 0x20 is taken off.
+        if int((body - np.uint8(0x20)).max()) > 0x7e - 0x20 or bool((body == 0x5c).any()):
+            return None
+    return array.cast(pa.large_string() if large else pa.string())
 
 
 def _hex_binary(array: Any) -> Any:
@@ -130,9 +161,11 @@ def _column(array: Any) -> Any:
     import pyarrow as pa
 
     kind = array.type
-    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind) \
-            or pa.types.is_fixed_size_binary(kind):
-        return _hex_binary(array)
+    if pa.types.is_fixed_size_binary(kind):
+        return _column(array.cast(pa.binary()))
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        text = _as_text(array)
+        return _hex_binary(array) if text is None else text
     if pa.types.is_timestamp(kind) and kind.tz is not None and kind.tz != "UTC":
         return array.cast(pa.timestamp(kind.unit, tz="UTC"))
     if pa.types.is_nested(kind):

@@ -88,6 +88,30 @@ def test_an_empty_string_and_null_stay_apart():
     assert encode_batch(batch) == b'""\n\n'
 
 
+PRINTABLE = st.binary(max_size=12).map(lambda b: bytes(32 + x % 95 for x in b))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(values=st.lists(st.none() | PRINTABLE | st.binary(max_size=6), max_size=10),
+       offset=st.integers(0, 10), large=st.booleans())
+def test_bytes_survive_whether_sent_as_text_or_hex(pg, values, offset, large):
+    # Printable ASCII columns go as their own text (bytea's escape input), others as hex;
+    # a backslash, a "\x" prefix, quotes, commas, empty values and slices included.
+    array = pa.array(values, pa.large_binary() if large else pa.binary())
+    array = array.slice(min(offset, len(values)))
+    _, back = round_trip(pg, "b bytea", [pa.record_batch({"b": array})])
+    assert [None if b is None else bytes(b) for (b,) in back] == array.to_pylist()
+
+
+def test_a_printable_bytes_column_is_sent_as_its_own_text():
+    # Half the bytes of hex for the writer and PostgreSQL, and no hex pass.
+    batch = pa.record_batch({"b": pa.array([b'a,b "c"', b"", None, b"~ "], pa.binary())})
+    assert encode_batch(batch) == b'"a,b ""c"""\n""\n\n"~ "\n'
+    for odd in (b"back\\slash", b"\\x41", b"tab\t", b"del\x7f", b"\xc3\xa9"):
+        mixed = pa.record_batch({"b": pa.array([b"plain", odd], pa.binary())})
+        assert encode_batch(mixed) == f'"\\x{b"plain".hex()}"\n"\\x{odd.hex()}"\n'.encode()
+
+
 @given(st.lists(st.none() | st.binary(max_size=8), max_size=10), st.integers(0, 10))
 def test_hex_matches_python_on_slices(values, offset):
     array = pa.array(values, pa.binary()).slice(min(offset, len(values)))
