@@ -40,19 +40,24 @@ def test_a_constant_of_another_type_or_out_of_range_is_refused(value, arrow_type
 
 
 def test_the_tasks_constants_import_no_pandas():
-    # A task of the source builds its constant columns, one of the sink hexes bytea: both
-    # in a fresh interpreter, as in a Spark worker, without importing pandas.
+    # A task of the source builds its constant columns, one of the sink hexes bytea (or
+    # sends printable bytes as text): all in a fresh interpreter, as in a Spark worker,
+    # without importing pandas.
     code = (
         "import sys\n"
         "import pyarrow as pa\n"
         "from kafka_direct.postgres.copy_csv import encode_batch\n"
         "from kafka_direct.rdd.arrow_rows import RecordBatchBuilder\n"
         "RecordBatchBuilder('t', 0, False)\n"
-        "values = pa.Array.from_buffers(pa.binary(), 2, [pa.py_buffer(b'\\x01'),\n"
-        "    pa.py_buffer(bytes([0, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0])), pa.py_buffer(b'ab')],\n"
-        "    null_count=1)\n"
-        "csv = encode_batch(pa.RecordBatch.from_arrays([values], names=['v']))\n"
-        "assert csv == b'\"\\\\x6162\"\\n\\n', csv\n"
+        "def encoded(data):\n"
+        "    values = pa.Array.from_buffers(pa.binary(), 2, [pa.py_buffer(b'\\x01'),\n"
+        "        pa.py_buffer(bytes([0, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0])),\n"
+        "        pa.py_buffer(data)], null_count=1)\n"
+        "    return encode_batch(pa.RecordBatch.from_arrays([values], names=['v']))\n"
+        "csv = encoded(b'\\x01b')\n"
+        "assert csv == b'\"\\\\x0162\"\\n\\n', csv\n"
+        "csv = encoded(b'ab')\n"
+        "assert csv == b'\"ab\"\\n\\n', csv\n"
         "print('pandas' in sys.modules)\n")
     path = os.pathsep.join(p for p in (_SOURCE_ROOT, os.environ.get("PYTHONPATH")) if p)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
