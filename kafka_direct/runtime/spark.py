@@ -189,11 +189,17 @@ def warm_daemon_for(master: str, spark_conf: Any) -> str | None:
 
 def _context_conf(master: str, app_name: str, conf: Mapping[str, str] | None,
                   test_conf: bool, loopback: bool, defaults: Mapping[str, str] | None,
-                  archive: bool) -> Any:
-    """The settings of a context (see :func:`spark_context`); the environment set already."""
+                  archive: bool, imported: threading.Event | None = None) -> Any:
+    """The settings of a context (see :func:`spark_context`); the environment set already.
+
+    ``imported`` is set once PySpark is imported (an early launch's caller waits for it).
+    """
     if test_conf:  # the warm daemon's check runs while PySpark is imported
         check_ahead()
     from pyspark import SparkConf, SparkContext
+
+    if imported is not None:
+        imported.set()
 
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         # Under spark-submit its JVM runs already: connected first, SparkConf() holds
@@ -344,6 +350,12 @@ class _EarlyLaunch:
     Its settings are worked out in the thread too (PySpark's import, the warm daemon's
     check); what fails there is raised to the context that takes it, as at a start without
     it. A launch nobody takes is stopped when it is done (the caller does not wait for it).
+
+    The caller goes on once PySpark is imported (``make_conf`` sets the event it is given;
+    0.13-0.2 s on a quiet core, while the JVM's launch has not begun anyway): a PySpark
+    import of the caller's own beside the thread's (``pyspark.sql`` while ``pyspark`` was
+    half imported) met the package's import cycle from both ends, and one of them failed
+    with "cannot import name ... from partially initialized module".
     """
 
     def __init__(self, key: tuple[Any, ...], make_conf: Any, own_session: bool,
@@ -359,14 +371,21 @@ class _EarlyLaunch:
         self._thread = threading.Thread(target=self._run,
                                         args=(make_conf, own_session, fork_server),
                                         name="spark-jvm-early-launch", daemon=True)
+        self._imported = threading.Event()
         self._thread.start()
+
+    def wait_for_import(self) -> None:
+        """Return once the thread has imported PySpark (or failed before)."""
+        self._imported.wait()
 
     def _run(self, make_conf: Any, own_session: bool, fork_server: bool) -> None:
         try:
-            self.conf = make_conf()
+            self.conf = make_conf(self._imported)
             self.gateway, self.server = _launch(self.conf, own_session, fork_server)
         except BaseException as error:  # raised again where the context is made
             self.error = error
+        finally:
+            self._imported.set()  # a failure before the import: the caller finds it later
         with self._lock:
             abandoned = self._abandoned
         if abandoned:
@@ -473,7 +492,8 @@ def launch_ahead(master: str = "local[2,2]", app_name: str = "kafka-direct-test"
     A JVM takes seconds to start; the caller meanwhile checks its services, starts embedded
     ones or prepares its tables. The :func:`spark_context` entered in the block with the same
     arguments uses this JVM (what the launch raised, it raises); a JVM no context took is
-    stopped once launched (the block's end does not wait for it). Nothing is launched where
+    stopped once launched (the block's end does not wait for it). The block begins once the
+    launch's thread has imported PySpark (see :class:`_EarlyLaunch`). Nothing is launched where
     a context runs already or under spark-submit (its JVM runs), nor while another launch
     is pending.
 
@@ -487,9 +507,11 @@ def launch_ahead(master: str = "local[2,2]", app_name: str = "kafka-direct-test"
                                own_session, archive, fork_server)
             chosen = _prepare_environment(test_conf, loopback)
             launch = _early = _EarlyLaunch(
-                key, lambda: _context_conf(master, app_name, conf, test_conf, chosen,
-                                           defaults, archive), own_session,
+                key, lambda imported: _context_conf(master, app_name, conf, test_conf, chosen,
+                                                    defaults, archive, imported), own_session,
                 fork_server and test_conf)
+    if launch is not None:
+        launch.wait_for_import()
     try:
         yield
     finally:
