@@ -36,6 +36,7 @@ import operator
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain, compress, islice, repeat
 from typing import Any
 
 from pyspark.sql.datasource import InputPartition
@@ -45,13 +46,19 @@ from kafka_direct.offset_range import OffsetRange
 from kafka_direct.rdd.range_groups import pack_ranges
 from kafka_direct.sql.source.admission import NEW_PARTITION_START
 from kafka_direct.sql.source.options import SourceOptions
-from kafka_direct.topic_partition import TopicPartition, partition_order
+from kafka_direct.topic_partition import TopicPartition, partition_order, same_partitions
 
 __all__ = ["KafkaInputPartition", "default_parallelism", "pack_ranges", "plan_ranges",
            "plan_tasks", "restore_input_partition", "split_ranges"]
 
 #: Numbers a range takes in a pickled input partition: topic index, partition, from, length.
 _FIELDS = 4
+
+# A range's fields, each read in C over a task's ranges.
+_topic = operator.attrgetter("topic")
+_partition = operator.attrgetter("partition")
+_from = operator.attrgetter("fromOffset")
+_until = operator.attrgetter("untilOffset")
 
 
 @dataclass(frozen=True)
@@ -70,7 +77,7 @@ class KafkaInputPartition(InputPartition):
 
     def __post_init__(self) -> None:
         if not isinstance(self.offsetRanges, tuple) or not self.offsetRanges or not all(
-                isinstance(r, OffsetRange) for r in self.offsetRanges):
+                map(isinstance, self.offsetRanges, repeat(OffsetRange))):
             raise TypeError("KafkaInputPartition needs a tuple of one or more OffsetRanges")
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -79,13 +86,15 @@ class KafkaInputPartition(InputPartition):
         # than its end: small numbers pickle short) are written by the C pickler alone;
         # an OffsetRange each went through cloudpickle's Python hook per range (about 4 ms
         # and 36 KB a trigger at 1,000 ranges).
-        topics: dict[str, int] = {}
-        flat: list[int] = []
-        index = topics.setdefault
-        for r in self.offsetRanges:
-            flat += (index(r.topic, len(topics)), r.partition, r.fromOffset,
-                     r.untilOffset - r.fromOffset)
-        return (restore_input_partition, (tuple(topics), tuple(flat), self.planId))
+        # Each field read in C over all the ranges (a Python loop a range was most of it).
+        ranges = self.offsetRanges
+        names = list(map(_topic, ranges))
+        topics = {topic: index for index, topic in enumerate(dict.fromkeys(names))}
+        froms = list(map(_from, ranges))
+        flat = tuple(chain.from_iterable(zip(
+            map(topics.__getitem__, names), map(_partition, ranges), froms,
+            map(operator.sub, map(_until, ranges), froms), strict=True)))
+        return (restore_input_partition, (tuple(topics), flat, self.planId))
 
     def __repr__(self) -> str:
         text = ", ".join(f"{r.topic}-{r.partition} [{r.fromOffset}, {r.untilOffset})"
@@ -197,11 +206,16 @@ def plan_ranges(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition
     end is not after its start (nothing new, or the log went back) has no range; one of
     ``start`` missing from ``end`` has none either.
     """
+    ordered = _in_order(start, end)
+    if ordered is not None:
+        topics, numbers, froms, untils = ordered
+        ranges = OffsetRange.many(topics, numbers, froms, untils)
+        return split_ranges(ranges, minPartitions, maxRecordsPerPartition)
     begin = start.get
-    topics: list[str] = []
-    numbers: list[int] = []
-    froms: list[int] = []
-    untils: list[int] = []
+    topics = []
+    numbers = []
+    froms = []
+    untils = []
     # Sorted by (topic, partition) tuples, compared in C; partitions are unique, so the
     # ends and TopicPartitions after them are never compared.
     keyed = zip(map(partition_order, end), end.values(), end, strict=True)
@@ -216,6 +230,26 @@ def plan_ranges(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition
     # millisecond of a trigger at a thousand partitions).
     ranges = OffsetRange.many(topics, numbers, froms, untils)
     return split_ranges(ranges, minPartitions, maxRecordsPerPartition)
+
+
+def _in_order(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int]
+              ) -> tuple[list[str], list[int], list[int], list[int]] | None:
+    """The fields of the ranges of :func:`plan_ranges` read in C, or None.
+
+    Only when ``start`` and ``end`` hold the same partitions in the same order, and that
+    order is (topic, partition) order (the usual trigger: the end of one is the start of
+    the next, both in the listing's order); otherwise None, and the general path decides.
+    """
+    if not same_partitions(start, end):
+        return None
+    orders = list(map(partition_order, end))
+    if not all(map(operator.lt, orders, islice(orders, 1, None))):
+        return None
+    froms, untils = list(start.values()), list(end.values())
+    moved = list(map(operator.lt, froms, untils))
+    return (list(compress(map(operator.itemgetter(0), orders), moved)),
+            list(compress(map(operator.itemgetter(1), orders), moved)),
+            list(compress(froms, moved)), list(compress(untils, moved)))
 
 
 def plan_tasks(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int],
