@@ -20,15 +20,12 @@ of ``t-0`` were read.
 from __future__ import annotations
 
 import json
-import operator
-from collections import Counter
 from collections.abc import Mapping
-from itertools import islice
 from typing import Any
 
 from kafka_direct.conf_values import MAX_OFFSET
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.topic_partition import TopicPartition, partition_order
+from kafka_direct.topic_partition import TopicPartition
 
 __all__ = [
     "MAX_PARTITION",
@@ -58,19 +55,6 @@ def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> SourceOffsets:
     Returns:
         A new dict whose insertion order ``json.dumps`` keeps.
     """
-    orders = list(map(partition_order, offsets))
-    if all(map(operator.lt, orders, islice(orders, 1, None))):
-        # Already in that order (a source's offsets mostly are): each topic's partitions
-        # follow each other, cut by the topics' counts and read in C loops.
-        names = [order[0] for order in orders]
-        numbers = list(map(str, map(operator.itemgetter(1), orders)))
-        values = list(map(int, offsets.values()))
-        counted, at, data = Counter(names), 0, {}
-        for topic in dict.fromkeys(names):
-            end = at + counted[topic]
-            data[topic] = dict(zip(numbers[at:end], values[at:end], strict=True))
-            at = end
-        return data
     by_topic: dict[str, dict[int, int]] = {}
     for tp, offset in offsets.items():
         by_topic.setdefault(tp.topic, {})[tp.partition] = int(offset)

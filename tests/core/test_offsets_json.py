@@ -1,8 +1,6 @@
 """One codec for offsets as JSON: the source's offset log and the offset link share its rules."""
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from kafka_direct import ConfigurationError, TopicPartition
 from kafka_direct.offsets_json import (
@@ -50,18 +48,3 @@ def test_the_link_refuses_what_the_source_refuses_before_touching_the_database()
     link = SourceLink("host=nowhere.invalid connect_timeout=1", "store")
     with pytest.raises(ConfigurationError, match="not a partition number"):
         link.record_plan({"t": {"007": 1}}, {"t": {"007": 2}})
-
-
-@given(st.dictionaries(st.tuples(st.sampled_from(["a", "b", "b2", "c"]), st.integers(0, 30)),
-                       st.integers(0, 2**63 - 1)), st.randoms(use_true_random=False))
-def test_offsets_in_partition_order_write_as_offsets_in_any_order(offsets, rnd):
-    # Offsets already in (topic, partition) order are written by cutting them by topic;
-    # any other order sorts them: the same JSON, in the same key order.
-    ordered = {TopicPartition(t, p): o for (t, p), o in sorted(offsets.items())}
-    shuffled = list(ordered.items())
-    rnd.shuffle(shuffled)
-    written, expected = offsets_to_json(ordered), offsets_to_json(dict(shuffled))
-    assert written == expected
-    assert [(t, list(parts.items())) for t, parts in written.items()] == [
-        (t, list(parts.items())) for t, parts in expected.items()]
-    assert offsets_from_json(written) == ordered

@@ -18,7 +18,6 @@ from scratch; the check at the boundary is unchanged for anything new.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,7 +36,6 @@ __all__ = ["ParsedOffsets"]
 _REMEMBERED = 4
 
 _INT = frozenset({int})
-_partition = operator.attrgetter("partition")
 
 
 def _exact_ints(data: SourceOffsets) -> bool:
@@ -74,11 +72,8 @@ class ParsedOffsets:
     def written(self, offsets: Mapping[TopicPartition, int]) -> SourceOffsets:
         """``offsets_to_json(offsets)``; remembered when the codec would read it back."""
         data = offsets_to_json(offsets)
-        # Each test a C loop over the offsets (no Python step per partition).
-        if not offsets or (_INT.issuperset(map(type, offsets.values()))
-                           and min(offsets.values()) >= 0
-                           and max(offsets.values()) <= MAX_OFFSET
-                           and max(map(_partition, offsets)) <= MAX_PARTITION):
+        if all(type(o) is int and 0 <= o <= MAX_OFFSET for o in offsets.values()) and all(
+                tp.partition <= MAX_PARTITION for tp in offsets):
             self._remember({topic: dict(partitions) for topic, partitions in data.items()},
                            dict(offsets))
         return data

@@ -36,7 +36,7 @@ import operator
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import chain, compress, islice, repeat
+from itertools import compress, islice, repeat
 from typing import Any
 
 from pyspark.sql.datasource import InputPartition
@@ -53,12 +53,6 @@ __all__ = ["KafkaInputPartition", "default_parallelism", "pack_ranges", "plan_ra
 
 #: Numbers a range takes in a pickled input partition: topic index, partition, from, length.
 _FIELDS = 4
-
-# A range's fields, each read in C over a task's ranges.
-_topic = operator.attrgetter("topic")
-_partition = operator.attrgetter("partition")
-_from = operator.attrgetter("fromOffset")
-_until = operator.attrgetter("untilOffset")
 
 
 @dataclass(frozen=True)
@@ -86,15 +80,13 @@ class KafkaInputPartition(InputPartition):
         # than its end: small numbers pickle short) are written by the C pickler alone;
         # an OffsetRange each went through cloudpickle's Python hook per range (about 4 ms
         # and 36 KB a trigger at 1,000 ranges).
-        # Each field read in C over all the ranges (a Python loop a range was most of it).
-        ranges = self.offsetRanges
-        names = list(map(_topic, ranges))
-        topics = {topic: index for index, topic in enumerate(dict.fromkeys(names))}
-        froms = list(map(_from, ranges))
-        flat = tuple(chain.from_iterable(zip(
-            map(topics.__getitem__, names), map(_partition, ranges), froms,
-            map(operator.sub, map(_until, ranges), froms), strict=True)))
-        return (restore_input_partition, (tuple(topics), flat, self.planId))
+        topics: dict[str, int] = {}
+        flat: list[int] = []
+        index = topics.setdefault
+        for r in self.offsetRanges:
+            flat += (index(r.topic, len(topics)), r.partition, r.fromOffset,
+                     r.untilOffset - r.fromOffset)
+        return (restore_input_partition, (tuple(topics), tuple(flat), self.planId))
 
     def __repr__(self) -> str:
         text = ", ".join(f"{r.topic}-{r.partition} [{r.fromOffset}, {r.untilOffset})"
