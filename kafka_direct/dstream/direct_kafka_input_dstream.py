@@ -54,7 +54,7 @@ from kafka_direct.dstream.stream_settings import MIN_OFFSETS_PER_TASK_CONF, Stre
 from kafka_direct.errors import CheckpointError, ConfigurationError, KafkaDirectError
 from kafka_direct.offset_range import CanCommitOffsets, OffsetRange
 from kafka_direct.rdd.kafka_rdd import KafkaRDD, ReadSettings, kafka_rdd, kafka_rdd_beside
-from kafka_direct.rdd.kept_parent import KeptParent, pack_offsets
+from kafka_direct.rdd.kept_parent import KeptGroups, KeptParent, pack_offsets
 from kafka_direct.rdd.location_strategy import LocationStrategy, PreferBrokers
 from kafka_direct.rdd.range_groups import group_ranges, pack_counts
 from kafka_direct.streaming.input_dstream import InputDStream
@@ -178,6 +178,8 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
         self._plannerThread: ThreadPoolExecutor | None = None
         # The JVM parent of the batches' RDDs, kept while their partitions stay the same.
         self._keptParent = KeptParent()
+        # A grouped stream's parents, one per number of groups (see compute).
+        self._keptGroups = KeptGroups()
         self._commits = StreamCommits(self.name, consumerStrategy.groupId, self._driver)
         #: Offsets committed to the group by this stream, per partition.
         self.committedOffsets = self._commits.committedOffsets
@@ -254,6 +256,7 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
         if planner is not None:
             planner.shutdown(wait=True)
         self._keptParent.forget()
+        self._keptGroups.forget()
         driver, self.driver = self.driver, None
         if driver is not None:
             driver.close()
@@ -397,9 +400,20 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
             self._commits.queue.addBatch(validTime, ranges, self._hasJobs(validTime),
                                          partitions)
             # Not regrouped: it may have run grouped before, with the cores registered
-            # then; a range a task, each is written or passed over alone by a sink.
-            rdd = kafka_rdd(self.ssc.sparkContext, ranges, self.settings,
-                            self.locationStrategy, self._leaders(partitions))
+            # then; a range a task, each is written or passed over alone by a sink. Over
+            # the kept parent of its partitions (a stream's recovered batches mostly read
+            # the same ones, in the same order, as the batches after them).
+            sc, leaders = self.ssc.sparkContext, self._leaders(partitions)
+            offsets = pack_offsets([r.fromOffset for r in ranges],
+                                   [r.untilOffset for r in ranges])
+            if offsets is not None and ranges:
+                recovered: list[OffsetRange] = ranges
+                rdd = self._keptParent.kafka_rdd(
+                    sc, partitions, offsets, self.settings,
+                    KeptParent.locations(sc, partitions, self.locationStrategy, leaders),
+                    lambda: recovered)
+            else:
+                rdd = kafka_rdd(sc, ranges, self.settings, self.locationStrategy, leaders)
             self.reportInfo(validTime, *self._inputInfo(ranges, partitions))
             return rdd
         froms, untils, ends = self._nextOffsets()
@@ -411,23 +425,36 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
             self._commits.queue.addBatch(validTime, made, self._hasJobs(validTime), partitions)
             return made, self._inputInfo(made, partitions, (froms, untils))
 
-        offsets = None if self._grouping() else pack_offsets(froms, untils)
-        if offsets is not None and partitions:
-            # The batch's RDD over the stream's kept JVM parent, its offsets in its own
-            # function: no call to the JVM while the parent is kept (the same partitions,
-            # in order, at the same locations). A new parent is made while the planner
-            # thread makes the ranges, as below.
-            sc, kept = self.ssc.sparkContext, self._keptParent
-            locations = kept.locations(sc, partitions, self.locationStrategy,
-                                       self._leaders(partitions))
-            if kept.holds(partitions, locations) or len(partitions) < _PLANNED_BESIDE:
+        offsets = pack_offsets(froms, untils)
+        sizes = self._groupSizes(froms, untils)
+        if sizes is not None and all(size == 1 for size in sizes):
+            sizes = None  # a task per range: the ungrouped RDD
+        if offsets is not None and partitions and (
+                sizes is None or self._keptGroups.places(partitions) is not None):
+            # The batch's RDD over one of the stream's kept JVM parents, its offsets (and,
+            # grouped, its groups' ranges) in its own function: no call to the JVM while
+            # the parent is kept (ungrouped: the same partitions, in order, at the same
+            # locations; grouped: as many groups, at the same locations). A new parent is
+            # made while the planner thread makes the ranges, as below.
+            sc, packed, grouped = self.ssc.sparkContext, offsets, sizes
+            locations = KeptParent.locations(sc, partitions, self.locationStrategy,
+                                             self._leaders(partitions))
+            holds = (self._keptParent.holds(partitions, locations) if grouped is None
+                     else self._keptGroups.holds(grouped, locations))
+
+            def over(ranges: Callable[[], list[OffsetRange]]) -> KafkaRDD:
+                if grouped is None:
+                    return self._keptParent.kafka_rdd(sc, partitions, packed, self.settings,
+                                                      locations, ranges)
+                return self._keptGroups.kafka_rdd(sc, partitions, packed, grouped,
+                                                  self.settings, locations, ranges)
+
+            if holds or len(partitions) < _PLANNED_BESIDE:
                 planned, info = rest()
-                rdd = kept.kafka_rdd(sc, partitions, offsets, self.settings, locations,
-                                     lambda: planned)
+                rdd = over(lambda: planned)
             else:
                 made = self._planner().submit(rest)
-                rdd = kept.kafka_rdd(sc, partitions, offsets, self.settings, locations,
-                                     lambda: made.result()[0])
+                rdd = over(lambda: made.result()[0])
                 info = made.result()[1]
         elif len(partitions) < _PLANNED_BESIDE:
             ranges, info = rest()
@@ -443,7 +470,6 @@ class DirectKafkaInputDStream(InputDStream, CanCommitOffsets):
             # when they are made first, and their error, if any, is the batch's. Grouped,
             # the groups follow from the offsets alone, by the rule that groups ranges.
             leaders = self._leaders(partitions)
-            sizes = self._groupSizes(froms, untils)
             made = self._planner().submit(rest)
             rdd = kafka_rdd_beside(
                 self.ssc.sparkContext,

@@ -20,13 +20,17 @@ class _Parent:
         return self, at
 
 
-def _over_kept_parent(ranges_rdd, made, settings):
+def _over_kept_parent(ranges_rdd, made, settings, groups=None):
     """A batch's RDD over a kept parent: its ranges, once each task's range is checked."""
     parent, at = ranges_rdd
-    # Task i reads the range its function gives for the parent's element i: exactly
-    # range i of the batch, whichever batch made the parent.
-    assert [next(at(i, iter([element]))) for i, element in enumerate(parent.elements)] == [
-        (r.topic, r.partition, r.fromOffset, r.untilOffset) for r in made]
+    # Task i reads the range (grouped: the group) its function gives for the parent's
+    # element i: exactly range (group) i of the batch, whichever batch made the parent.
+    read = [next(at(i, iter([element]))) for i, element in enumerate(parent.elements)]
+    if groups is None:
+        assert read == [(r.topic, r.partition, r.fromOffset, r.untilOffset) for r in made]
+        return list(made)
+    assert read == [[(r.topic, r.partition, r.fromOffset, r.untilOffset) for r in group]
+                    for group in groups]
     return list(made)
 
 
@@ -43,13 +47,19 @@ class PlanningMachine(RuleBasedStateMachine):
         self._saved_kept = (kept_parent.located_rdd, kept_parent.KafkaRDD,
                             KeptParent.__dict__["locations"])
         kept_parent.located_rdd = lambda sc, elements, locations: _Parent(elements)
-        kept_parent.KafkaRDD = _over_kept_parent
+        kept_parent.KafkaRDD = self._over_kept_parent
         KeptParent.locations = staticmethod(
             lambda sc, partitions, strategy, leaders: [[]] * len(partitions))
         #: The groups of each grouped batch's KafkaRDD (a stream with minOffsetsPerTask).
         self.groups = []
         logging.getLogger("kafka_direct").setLevel(logging.ERROR)
         self.cluster = FakeCluster()
+
+    def _over_kept_parent(self, ranges_rdd, made, settings, groups=None):
+        """A batch's RDD over a kept parent; a grouped one's groups checked as in _rdd."""
+        if groups is not None:
+            self._rdd(None, made, groups=groups)
+        return _over_kept_parent(ranges_rdd, made, settings, groups)
 
     def _rdd(self, sc, ranges, settings=None, strategy=None, leaders=None, groups=None):
         """A batch's ranges; its groups, when grouped, checked as a KafkaRDD takes them."""

@@ -1,8 +1,9 @@
 """A batch of many partitions makes its ranges in the planner thread while the JVM works.
 
 The batch's ranges, its place in the commit queue and its input info are made in the
-stream's planner thread while the generating thread waits for Spark's JVM (a grouped
-batch's parent, or the first parent an ungrouped stream keeps); all of it is done before
+stream's planner thread while the generating thread waits for Spark's JVM (a parent the
+stream keeps, made by the first batch of its partitions or, grouped, of its number of
+groups); all of it is done before
 the batch's RDD is returned, the RDD holds exactly those ranges, and an error on either
 side is the batch's. A batch over a kept parent, and below 100 partitions any batch, makes
 its ranges in the generating thread: there is no JVM call to wait for.
@@ -64,18 +65,27 @@ class _Built:
         self.parents = []
 
         class Parent:
+            def __init__(parent, elements):
+                parent.elements = elements
+
             def mapPartitionsWithIndex(parent, at, preserves):
                 return parent, at
 
         def located(sc, elements, locations):
             self.parents.append(elements)
-            return Parent()
+            return Parent(elements)
 
-        def over(ranges_rdd, made, settings):
-            _parent, at = ranges_rdd
+        def over(ranges_rdd, made, settings, groups=None):
+            parent, at = ranges_rdd
+            if groups is not None:  # a grouped batch: task i reads group i of its parent
+                self.calls.append(("kept groups", threading.current_thread().name,
+                                   [next(at(index, iter([element])))
+                                    for index, element in enumerate(parent.elements)], made))
+                assert [r for group in groups for r in group] == list(made)
+                return list(made)
             self.calls.append(("kept", threading.current_thread().name,
                                [(*element, *self.offsets(at, index))
-                                for index, element in enumerate(self.parents[-1])], made))
+                                for index, element in enumerate(parent.elements)], made))
             return list(made)
 
         monkeypatch.setattr(kept_parent, "located_rdd", located)
@@ -150,24 +160,34 @@ def test_a_thousand_ranges_are_made_beside_the_jvm_while_it_makes_the_kept_paren
 
 def test_a_grouped_batch_of_a_thousand_ranges_makes_them_beside_the_jvm_in_its_groups(
         monkeypatch):
-    # Grouped (minOffsetsPerTask), the groups follow from the offsets: the JVM reads them
-    # while the planner thread makes the ranges, grouped as the ranges themselves group.
+    # Grouped (minOffsetsPerTask), the groups follow from the offsets: a batch of a number
+    # of groups not seen yet has the JVM make a parent of that many partitions while the
+    # planner thread makes the ranges, grouped as the ranges themselves group; a later
+    # batch of as many groups keeps that parent, calls no JVM and makes its ranges in the
+    # generating thread. Task i reads exactly group i.
     built = _Built(monkeypatch)
     counting = CountingCluster()
     stream = _stream(counting, {"spark.streaming.kafka.minOffsetsPerTask": "300",
-                                "spark.streaming.kafka.maxRangesPerTask": "70"})
+                                "spark.streaming.kafka.maxRangesPerTask": "200"})
     monkeypatch.setattr(stream, "reportInfo", lambda *args: None)
+    caller = threading.current_thread().name
     try:
-        for batch, grown in enumerate((1, 2, 1), start=1):
+        for batch, grown in enumerate((1, 1, 2, 1), start=1):
             counting.end += grown
             ranges = stream.compute(batch * 1000)
-            assert built.calls[-1][0] == "beside"
-            assert built.ranges_made_in[-1].startswith("kafka-direct-planner")
-            sizes = built.sizes[-1]
-            assert sizes is not None and sum(sizes) == len(ranges) == 1000
-            expected = group_ranges(ranges, 300, FakeSparkContext.defaultParallelism, 70)
-            assert sizes == [len(group) for group in expected]
-            assert len(sizes) > 1 and max(sizes) <= 70
+            kind, thread, groups, made = built.calls[-1]
+            assert kind == "kept groups" and thread == caller and made == ranges
+            assert len(ranges) == 1000
+            expected = group_ranges(ranges, 300, FakeSparkContext.defaultParallelism, 200)
+            assert groups == [[(r.topic, r.partition, r.fromOffset, r.untilOffset)
+                               for r in group] for group in expected]
+        # 5 groups of 200 ranges (1 offset each), again, 7 of up to 150 (2 each), then 5
+        # again: that parent is kept.
+        assert built.parents == [list(range(5)), list(range(7))]
+        assert [thread.startswith("kafka-direct-planner")
+                for thread in built.ranges_made_in] == [True, False, True, False]
+        assert built.ranges_made_in[-1] == caller
+        assert not [call for call in built.calls if call[0] == "beside"]
     finally:
         stream.stop()
 
@@ -271,14 +291,9 @@ def test_a_grouped_stream_regroups_no_recovered_batch(monkeypatch):
     # A batch recovered from a checkpoint may have run grouped before the failure, with
     # the cores then registered: regrouped now, a task could find some of its ranges
     # written and others not. Recovered, each range is a task of its own (each written
-    # or skipped alone, whatever grouping ran first); a new batch is grouped.
-    groups = []
-
-    def plain(sc, ranges, settings, strategy, leaders=None, grouped=None):
-        groups.append(grouped)
-        return list(ranges)
-
-    monkeypatch.setattr(direct_kafka_input_dstream, "kafka_rdd", plain)
+    # or skipped alone, whatever grouping ran first), over the stream's kept parent of
+    # its partitions; a new batch is grouped.
+    built = _Built(monkeypatch)
     counting = CountingCluster(topics=1, partitions=8)
     consumer, admin = counting.clients()
     stream = DirectKafkaInputDStream(
@@ -295,8 +310,38 @@ def test_a_grouped_stream_regroups_no_recovered_batch(monkeypatch):
     try:
         counting.end += 3
         first = stream.compute(1000)
-        assert groups[-1] is not None and len(groups[-1]) < len(first)
+        kind, _thread, groups, _made = built.calls[-1]
+        assert kind == "kept groups" and len(groups) < len(first)
         assert stream.compute(1000) == first  # regenerated after a recovery
-        assert groups[-1] is None
+        kind, _thread, elements, made = built.calls[-1]
+        assert kind == "kept" and made == first
+        assert elements == [(r.topic, r.partition, r.fromOffset, r.untilOffset)
+                            for r in first]
+        # Recovered batches of the same partitions keep one parent.
+        assert stream.compute(1000) == first
+        assert built.parents[1:] == [[(r.topic, r.partition) for r in first]]
+    finally:
+        stream.stop()
+
+
+def test_recovered_batches_of_a_thousand_ranges_keep_one_parent(monkeypatch):
+    built = _Built(monkeypatch)
+    counting = CountingCluster()
+    stream = _stream(counting)
+    monkeypatch.setattr(stream, "reportInfo", lambda *args: None)
+    try:
+        counting.end += 2
+        first = stream.compute(1000)
+        counting.end += 1
+        second = stream.compute(2000)
+        assert len(built.parents) == 1
+        # Regenerated after a recovery: exactly those ranges, over the same kept parent.
+        for time, ranges in ((1000, first), (2000, second)):
+            assert stream.compute(time) == ranges
+            kind, _thread, elements, made = built.calls[-1]
+            assert kind == "kept" and made == ranges
+            assert elements == [(r.topic, r.partition, r.fromOffset, r.untilOffset)
+                                for r in ranges]
+        assert len(built.parents) == 1
     finally:
         stream.stop()

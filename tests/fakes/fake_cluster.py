@@ -180,7 +180,7 @@ def stub_rdds(monkeypatch, wrap=list):
     """The stream's KafkaRDDs are the ranges themselves (``wrap(ranges)``): compute()
     without Spark."""
     from kafka_direct.dstream import direct_kafka_input_dstream
-    from kafka_direct.rdd.kept_parent import KeptParent
+    from kafka_direct.rdd.kept_parent import KeptGroups, KeptParent
 
     monkeypatch.setattr(direct_kafka_input_dstream, "kafka_rdd",
                         lambda sc, ranges, *args: wrap(ranges))
@@ -194,6 +194,10 @@ def stub_rdds(monkeypatch, wrap=list):
     monkeypatch.setattr(KeptParent, "kafka_rdd",
                         lambda self, sc, partitions, offsets, settings, locations, ranges:
                         wrap(ranges()))
+    # A grouped batch: its RDD over a kept parent of as many groups.
+    monkeypatch.setattr(KeptGroups, "kafka_rdd",
+                        lambda self, sc, partitions, offsets, sizes, settings, locations,
+                        ranges: wrap(ranges()))
 
 
 def make_stream(cluster, strategy, conf=None, batch_seconds=1, **options):

@@ -3,7 +3,9 @@
 Against the real broker and a real local Spark (``local[2,2]``: a failed task is retried
 once): each batch's RDD reads exactly its ranges, partition ``i`` range ``i``, a retried
 task the same records; counting and the DataFrame view see the same ranges; the parent is
-the same JVM RDD while the partitions and their locations stay, a new one otherwise.
+the same JVM RDD while the partitions and their locations stay, a new one otherwise. A
+grouped batch's RDD reads exactly its groups, partition ``i`` group ``i``, over a parent
+kept for its number of groups.
 """
 
 import json
@@ -13,7 +15,15 @@ import pytest
 
 from kafka_direct import KafkaDirectError, KafkaRDD, LocationStrategies, OffsetRange
 from kafka_direct.rdd.kafka_rdd import ReadSettings
-from kafka_direct.rdd.kept_parent import KeptParent, RangesAt, pack_offsets
+from kafka_direct.rdd.kept_parent import (
+    GroupsAt,
+    KeptGroups,
+    KeptParent,
+    RangesAt,
+    pack_offsets,
+    pack_places,
+)
+from kafka_direct.rdd.range_groups import cut
 from kafka_direct.topic_partition import TopicPartition
 
 
@@ -115,3 +125,130 @@ def test_other_partitions_make_a_new_parent(kafka, kafka_topic, spark, params):
     assert not kept.holds([r.topicPartition() for r in reordered], [["host"], []])
     kept.forget()
     assert not kept.holds([r.topicPartition() for r in reordered], [[], []])
+
+
+def grouped_batch(kept, spark, ranges, sizes, settings):
+    partitions = [r.topicPartition() for r in ranges]
+    locations = KeptParent.locations(spark, partitions, LocationStrategies.PreferConsistent(),
+                                     None)
+    offsets = pack_offsets([r.fromOffset for r in ranges], [r.untilOffset for r in ranges])
+    return kept.kafka_rdd(spark, partitions, offsets, sizes, settings, locations,
+                          lambda: ranges)
+
+
+def test_the_ranges_of_a_group_are_read_back_at_its_index_in_a_task():
+    ranges = [OffsetRange("t", 3, 0, 4), OffsetRange("u", 0, 7, 7),
+              OffsetRange("t", 1, 2**63 - 2, 2**63 - 1)]
+    topics, places = pack_places([r.topicPartition() for r in ranges])
+    assert topics == ("t", "u")
+    at = GroupsAt(topics, places, pack_offsets([r.fromOffset for r in ranges],
+                                               [r.untilOffset for r in ranges]), [2, 1])
+    at = pickle.loads(pickle.dumps(at))  # as a task gets it
+    assert list(at(0, iter([0]))) == [[("t", 3, 0, 4), ("u", 0, 7, 7)]]
+    assert list(at(1, iter([1]))) == [[("t", 1, 2**63 - 2, 2**63 - 1)]]
+    with pytest.raises(KafkaDirectError, match="partition 2 .* 2 groups"):
+        at(2, iter([2]))
+    with pytest.raises(KafkaDirectError, match="partition 0 .* holds \\[1\\]"):
+        at(0, iter([1]))  # another group's partition: never read as this one
+    with pytest.raises(KafkaDirectError, match="no empty group"):
+        GroupsAt(topics, places, b"\0" * 48, [3, 0])
+    with pytest.raises(KafkaDirectError, match="2 groups of 3 ranges"):
+        GroupsAt(topics, places, b"\0" * 32, [2, 1])
+    assert pack_places([TopicPartition("t", 2**31)]) is None  # beyond int32
+
+
+def test_grouped_batches_over_kept_parents_read_exactly_their_groups(kafka, kafka_topic, spark,
+                                                                    params, tmp_path):
+    topic = kafka_topic(partitions=4)
+    fill(kafka, topic, 4, 30)
+    settings = ReadSettings(params=params)
+    kept = KeptGroups()
+    batches = [
+        ([OffsetRange(topic, 0, 0, 5), OffsetRange(topic, 1, 0, 0),
+          OffsetRange(topic, 2, 0, 7), OffsetRange(topic, 3, 0, 3)], [3, 1]),
+        ([OffsetRange(topic, 0, 5, 9), OffsetRange(topic, 1, 0, 4),
+          OffsetRange(topic, 2, 7, 8), OffsetRange(topic, 3, 3, 30)], [1, 3]),
+        ([OffsetRange(topic, 0, 9, 10), OffsetRange(topic, 1, 4, 6),
+          OffsetRange(topic, 2, 8, 12), OffsetRange(topic, 3, 30, 30)], [2, 1, 1]),
+        ([OffsetRange(topic, 0, 10, 30), OffsetRange(topic, 1, 6, 30),
+          OffsetRange(topic, 2, 12, 30), OffsetRange(topic, 3, 30, 30)], [2, 2]),
+    ]
+    rdds = [grouped_batch(kept, spark, ranges, sizes, settings) for ranges, sizes in batches]
+    parents = [rdd._prev_jrdd for rdd in rdds]
+    # One parent of two groups for the first, second and fourth batches; one of three.
+    assert parents[0] is parents[1] is parents[3] and parents[2] is not parents[0]
+
+    def failing_first_attempts(seen_dir):
+        def fail_first_attempt(index, records):
+            import os
+
+            from pyspark import TaskContext
+
+            attempt = TaskContext.get().attemptNumber()
+            offsets = [[r.partition, r.offset, r.value.decode()] for r in records]
+            with open(os.path.join(seen_dir, f"{index}-{attempt}"), "w") as f:
+                f.write(json.dumps(offsets))
+            if attempt == 0:
+                raise RuntimeError("first attempt fails on purpose")
+            return [(index, offsets)]
+        return fail_first_attempt
+
+    for (ranges, sizes), rdd in zip(batches, rdds, strict=True):
+        groups = cut(ranges, sizes)
+        assert isinstance(rdd, KafkaRDD) and rdd.isGrouped()
+        assert list(rdd.offsetRanges()) == ranges and rdd.rangeGroups() == groups
+        assert rdd.getNumPartitions() == len(sizes)
+        expected = {index: [[r.partition, o, f"{r.partition}:{o}"] for r in group
+                            for o in range(r.fromOffset, r.untilOffset)]
+                    for index, group in enumerate(groups)}
+        got = dict(rdd.mapPartitionsWithIndex(
+            lambda i, records: [(i, [[r.partition, r.offset, r.value.decode()]
+                                     for r in records])]).collect())
+        assert got == expected
+        assert rdd.count() == sum(r.count() for r in ranges)
+        assert sorted((row.partition, row.offset) for row in rdd.toDF().collect()) == sorted(
+            (r.partition, o) for r in ranges for o in range(r.fromOffset, r.untilOffset))
+        # A retried task reads exactly the records of its group again.
+        seen = tmp_path / str(rdd.id())
+        seen.mkdir()
+        assert dict(rdd.mapPartitionsWithIndex(
+            failing_first_attempts(str(seen))).collect()) == expected
+        for index, records in expected.items():
+            for attempt in (0, 1):
+                assert json.loads((seen / f"{index}-{attempt}").read_text()) == records
+
+
+def test_grouped_parents_are_kept_per_number_of_groups_and_locations():
+    made = []
+
+    class Parent:
+        def mapPartitionsWithIndex(self, at, preserves):
+            return self
+
+    kept = KeptGroups()
+    from kafka_direct.rdd import kept_parent
+
+    def located(sc, elements, locations):
+        made.append((elements, locations))
+        return Parent()
+
+    original = kept_parent.located_rdd
+    kept_parent.located_rdd = located
+    try:
+        for sizes, locations in (([2, 1], [["a"], ["b"], ["c"]]), ([1, 2], [["a"], ["b"], ["c"]]),
+                                 ([1, 1, 1], [[], [], []]), ([2, 1], [[], [], []]),
+                                 ([1, 2], [["a"], ["b"], ["c"]])):
+            kept.parent(None, sizes, locations)
+        # A parent's partition i holds i, at the hosts of group i's first range.
+        assert made == [([0, 1], [["a"], ["c"]]), ([0, 1], [["a"], ["b"]]),
+                        ([0, 1, 2], [[], [], []]), ([0, 1], [[], []])]
+        assert kept.holds([1, 2], [["a"], ["b"], ["c"]]) and kept.holds([2, 1], [[]] * 3)
+        assert not kept.holds([1, 1, 1], [["a"], [], []])
+        for count in range(5, 9):  # four more numbers of groups: only the latest few kept
+            kept.parent(None, [1] * count, [[]] * count)
+        assert not kept.holds([1, 2], [["a"], ["b"], ["c"]])
+        assert kept.holds([1] * 5, [[]] * 5) and kept.holds([1] * 8, [[]] * 8)
+    finally:
+        kept_parent.located_rdd = original
+    kept.forget()
+    assert not kept.holds([1] * 8, [[]] * 8)

@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 from kafka_direct.conf_values import parse_int
 from kafka_direct.offset_range import Offsets, prorate_by_lag
-from kafka_direct.topic_partition import TopicPartition
+from kafka_direct.topic_partition import TopicPartition, same_partitions
 
 __all__ = ["NEW_PARTITION_START", "TriggerDelay", "admit", "available", "start_of",
            "trigger_limit"]
@@ -90,6 +90,10 @@ def admit(start: Offsets, latest: Offsets, maxRows: int | None = None,
     # Counted per call: partitions that appear (a pattern's new topics, added
     # partitions) raise the cap from the next trigger on.
     limit = trigger_limit(len(latest), maxRows, maxRowsPerPartition)
+    if limit is None and same_partitions(start, latest):
+        # The same partitions as the start, in its order (the usual trigger): none kept
+        # at its start, none new.
+        return dict(latest)
     if limit is None:
         # Everything: each partition of latest ends there, but a new one with nothing yet
         # (the rule below); a partition latest lacks keeps its start. One lookup a

@@ -20,6 +20,7 @@ are asked by up to three consumers at once (the direct stream's ``STREAM_ASKERS`
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -31,7 +32,7 @@ from kafka_direct.errors import ConfigurationError, DataLossError, UnknownTopicO
 from kafka_direct.sql.source.admission import NEW_PARTITION_START
 from kafka_direct.sql.source.offsets import EARLIEST, LATEST
 from kafka_direct.sql.source.options import OffsetSpec, SourceOptions
-from kafka_direct.topic_partition import TopicPartition
+from kafka_direct.topic_partition import TopicPartition, same_partitions
 
 __all__ = ["ASK_AHEAD_FROM", "DriverFactory", "EndsAsked", "SourceMetadata"]
 
@@ -403,6 +404,9 @@ class SourceMetadata:
                 warning, and the partition ends at its new log start: the next batch reads
                 the new log from there.
         """
+        if same_partitions(start, latest) and not any(
+                map(operator.lt, latest.values(), start.values())):
+            return dict(latest)  # the usual trigger: compared in order, in C
         start_of = start.get
         behind = {tp: end for tp, end in latest.items()
                   if end < start_of(tp, end)}  # a partition start lacks is not behind
@@ -530,6 +534,8 @@ class SourceMetadata:
         Raises:
             DataLossError: With ``failOnDataLoss`` (else a warning; the task skips them).
         """
+        if same_partitions(start, latest):
+            return  # the usual trigger: no partition is new
         new = [tp for tp, end in latest.items()
                if end > NEW_PARTITION_START and tp not in start]
         if not new:

@@ -36,6 +36,7 @@ import operator
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import compress, islice, repeat
 from typing import Any
 
 from pyspark.sql.datasource import InputPartition
@@ -45,7 +46,7 @@ from kafka_direct.offset_range import OffsetRange
 from kafka_direct.rdd.range_groups import pack_ranges
 from kafka_direct.sql.source.admission import NEW_PARTITION_START
 from kafka_direct.sql.source.options import SourceOptions
-from kafka_direct.topic_partition import TopicPartition, partition_order
+from kafka_direct.topic_partition import TopicPartition, partition_order, same_partitions
 
 __all__ = ["KafkaInputPartition", "default_parallelism", "pack_ranges", "plan_ranges",
            "plan_tasks", "restore_input_partition", "split_ranges"]
@@ -70,7 +71,7 @@ class KafkaInputPartition(InputPartition):
 
     def __post_init__(self) -> None:
         if not isinstance(self.offsetRanges, tuple) or not self.offsetRanges or not all(
-                isinstance(r, OffsetRange) for r in self.offsetRanges):
+                map(isinstance, self.offsetRanges, repeat(OffsetRange))):
             raise TypeError("KafkaInputPartition needs a tuple of one or more OffsetRanges")
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -197,11 +198,16 @@ def plan_ranges(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition
     end is not after its start (nothing new, or the log went back) has no range; one of
     ``start`` missing from ``end`` has none either.
     """
+    ordered = _in_order(start, end)
+    if ordered is not None:
+        topics, numbers, froms, untils = ordered
+        ranges = OffsetRange.many(topics, numbers, froms, untils)
+        return split_ranges(ranges, minPartitions, maxRecordsPerPartition)
     begin = start.get
-    topics: list[str] = []
-    numbers: list[int] = []
-    froms: list[int] = []
-    untils: list[int] = []
+    topics = []
+    numbers = []
+    froms = []
+    untils = []
     # Sorted by (topic, partition) tuples, compared in C; partitions are unique, so the
     # ends and TopicPartitions after them are never compared.
     keyed = zip(map(partition_order, end), end.values(), end, strict=True)
@@ -216,6 +222,26 @@ def plan_ranges(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition
     # millisecond of a trigger at a thousand partitions).
     ranges = OffsetRange.many(topics, numbers, froms, untils)
     return split_ranges(ranges, minPartitions, maxRecordsPerPartition)
+
+
+def _in_order(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int]
+              ) -> tuple[list[str], list[int], list[int], list[int]] | None:
+    """The fields of the ranges of :func:`plan_ranges` read in C, or None.
+
+    Only when ``start`` and ``end`` hold the same partitions in the same order, and that
+    order is (topic, partition) order (the usual trigger: the end of one is the start of
+    the next, both in the listing's order); otherwise None, and the general path decides.
+    """
+    if not same_partitions(start, end):
+        return None
+    orders = list(map(partition_order, end))
+    if not all(map(operator.lt, orders, islice(orders, 1, None))):
+        return None
+    froms, untils = list(start.values()), list(end.values())
+    moved = list(map(operator.lt, froms, untils))
+    return (list(compress(map(operator.itemgetter(0), orders), moved)),
+            list(compress(map(operator.itemgetter(1), orders), moved)),
+            list(compress(froms, moved)), list(compress(untils, moved)))
 
 
 def plan_tasks(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int],
