@@ -192,7 +192,11 @@ class KafkaService:
         from confluent_kafka import KafkaError, KafkaException, Producer
 
         def kept() -> Any:
-            return self._shared("producer", lambda: Producer(self.params(linger_ms=5)))
+            # Idempotent: a partition's records land in the order given, each once, even
+            # when a batch is retried (a fresh topic's "not leader" answer, a slow broker);
+            # tests read that order as the offsets'.
+            return self._shared("producer", lambda: Producer(
+                self.params(linger_ms=5, enable_idempotence=True)))
 
         producer = Producer(self.params(linger_ms=5, **config)) if config else kept()
         renewed = bool(config)
