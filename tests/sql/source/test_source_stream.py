@@ -51,6 +51,20 @@ class Batches:
         return [row for batch_id in sorted(self.rows) for row in self.rows[batch_id]]
 
 
+def trigger_seconds(query, batch_id, timeout=30):
+    """When the trigger that ran ``batch_id`` began (Spark's progress), in epoch seconds."""
+    from datetime import datetime
+
+    deadline = time.monotonic() + timeout
+    while True:
+        for progress in query.recentProgress:
+            if progress.batchId == batch_id:
+                return datetime.fromisoformat(progress.timestamp.replace("Z", "+00:00")
+                                              ).timestamp()
+        assert time.monotonic() < deadline, f"no progress of batch {batch_id}"
+        time.sleep(0.05)
+
+
 def as_data(offset):
     return json.loads(offset) if isinstance(offset, str) else offset
 
@@ -154,7 +168,10 @@ def test_min_offsets_per_trigger_waits_up_to_max_trigger_delay(spark_session, ka
         assert batches.rows[0] == expected(1, 3)
         produce_numbered(kafka, topic, 0, 3, 2)  # 2 < 5: waits for the delay
         batches.wait_for(lambda b: len(b.rows) >= 2)
-        waited = batches.times[1] - batches.times[0]
+        # Counted between the two batches' triggers (Spark's progress), as the delay is:
+        # from the last batch's start, not its output, which a cold first batch (its
+        # workers started on a busy machine) delays by seconds.
+        waited = trigger_seconds(query, 1) - trigger_seconds(query, 0)
         assert waited >= 3.5, waited
         assert batches.rows[1] == expected(1, 2, start=3)
         produce_numbered(kafka, topic, 0, 5, 6)  # 6 >= 5: at the next trigger
