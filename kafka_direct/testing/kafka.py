@@ -270,7 +270,13 @@ class KafkaService:
                                service="kafka", log_tail="")
 
     def delete_topic(self, name: str) -> None:
-        """Delete a topic and wait until metadata no longer shows it."""
+        """Delete a topic and wait until metadata no longer shows it.
+
+        The helpers' kept producer and admin client are let go after (the next call makes
+        new ones): they refresh the metadata of every topic they used, every five minutes,
+        and a producer's question lets a broker with ``auto.create.topics.enable`` create
+        the missing topic again, empty.
+        """
         from kafka_direct.testing.process import wait_for
 
         admin = self._shared("admin", self.admin)
@@ -278,6 +284,10 @@ class KafkaService:
         if not wait_for(lambda: name not in admin.list_topics(timeout=5).topics, 30):
             raise ServiceError(f"topic {name} still shows after its deletion",
                                service="kafka", log_tail="")
+        kept: tuple[int, dict[str, Any]] | None = self.__dict__.get("_clients")
+        if kept is not None and kept[0] == os.getpid():
+            for kind in ("producer", "admin"):
+                kept[1].pop(kind, None)
 
     def delete_records(self, topic: str, partition: int, before_offset: int) -> None:
         """Delete the records of a partition below ``before_offset`` (raises the log start)."""
