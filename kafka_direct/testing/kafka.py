@@ -136,10 +136,16 @@ class KafkaService:
         return config
 
     def admin(self) -> Any:
-        """A confluent-kafka AdminClient for this broker."""
+        """A confluent-kafka AdminClient for this broker.
+
+        It never lets the broker create a topic (``allow.auto.create.topics`` false): it
+        refreshes the metadata of the topics it asked about, every five minutes, and such
+        a question would create a topic deleted since again, empty (topics are created
+        explicitly, with :meth:`create_topic`).
+        """
         from confluent_kafka.admin import AdminClient
 
-        return AdminClient(self.params())
+        return AdminClient(self.params(allow_auto_create_topics=False))
 
     def create_topic(self, name: str, partitions: int = 1,
                      config: dict[str, str] | None = None) -> str:
@@ -272,22 +278,21 @@ class KafkaService:
     def delete_topic(self, name: str) -> None:
         """Delete a topic and wait until metadata no longer shows it.
 
-        The helpers' kept producer and admin client are let go after (the next call makes
-        new ones): they refresh the metadata of every topic they used, every five minutes,
-        and a producer's question lets a broker with ``auto.create.topics.enable`` create
-        the missing topic again, empty.
+        The helpers' kept producer is let go first (the next produce makes a new one): it
+        refreshes the metadata of every topic it produced to, every five minutes, and a
+        producer's question lets a broker with ``auto.create.topics.enable`` create the
+        missing topic again, empty, even while its deletion is awaited.
         """
         from kafka_direct.testing.process import wait_for
 
+        kept: tuple[int, dict[str, Any]] | None = self.__dict__.get("_clients")
+        if kept is not None and kept[0] == os.getpid():
+            kept[1].pop("producer", None)
         admin = self._shared("admin", self.admin)
         admin.delete_topics([name], operation_timeout=30)[name].result(30)
         if not wait_for(lambda: name not in admin.list_topics(timeout=5).topics, 30):
             raise ServiceError(f"topic {name} still shows after its deletion",
                                service="kafka", log_tail="")
-        kept: tuple[int, dict[str, Any]] | None = self.__dict__.get("_clients")
-        if kept is not None and kept[0] == os.getpid():
-            for kind in ("producer", "admin"):
-                kept[1].pop(kind, None)
 
     def delete_records(self, topic: str, partition: int, before_offset: int) -> None:
         """Delete the records of a partition below ``before_offset`` (raises the log start)."""

@@ -41,17 +41,16 @@ def test_the_helpers_keep_one_producer_and_one_admin_client(kafka, monkeypatch):
 def test_a_deleted_topic_is_not_made_again_by_the_helpers_kept_clients(kafka, monkeypatch):
     # Kept clients refresh the metadata of every topic they used (every 5 minutes by
     # default; every 100 ms here), and a producer's question lets the broker create a
-    # missing topic (auto.create.topics.enable): a topic a test deleted came back empty,
-    # and the test's read met an empty log instead of no topic.
+    # missing topic (auto.create.topics.enable), as an admin client's did: a topic a test
+    # deleted came back empty, and the test's read met an empty log instead of no topic.
     refresh = {"topic.metadata.refresh.interval.ms": 100}
-    producer, admin = confluent_kafka.Producer, type(kafka).admin
-    monkeypatch.setattr(confluent_kafka, "Producer", lambda conf: producer({**conf, **refresh}))
-    monkeypatch.setattr(type(kafka), "admin", lambda self: AdminClient({**self.params(),
-                                                                         **refresh}))
+    params = type(kafka).params
+    monkeypatch.setattr(type(kafka), "params",
+                        lambda self, **extra: {**params(self, **extra), **refresh})
     kafka.forget_clients()
     topic = kafka.create_topic("deleted-for-good", 2)
     kafka.produce(topic, [b"x"], partition=1)
     kafka.delete_topic(topic)
     time.sleep(1.5)  # fifteen refreshes of the kept clients, had they kept the topic
-    assert topic not in admin(kafka).list_topics(timeout=10).topics
+    assert topic not in AdminClient(params(kafka)).list_topics(timeout=10).topics
     kafka.forget_clients()
