@@ -58,7 +58,8 @@ _JAVA_ONLY = {
 CALLBACK_KEYS = frozenset({"oauth_cb", "error_cb", "stats_cb", "throttle_cb"})
 
 _EXECUTOR_DEFAULTS = {"queued.max.messages.kbytes": 16384, "queued.min.messages": 20000,
-                      "fetch.queue.backoff.ms": 10, "fetch.wait.max.ms": 10}
+                      "fetch.queue.backoff.ms": 10, "fetch.wait.max.ms": 10,
+                      "fetch.error.backoff.ms": 50}
 
 _warned: set[tuple[str, str, str]] = set()
 _warned_lock = threading.Lock()
@@ -279,7 +280,11 @@ def executor_params(params: Mapping[str, Any]) -> dict[str, Any]:
     range's records exist when it is planned, so the broker only ever waits on the fetch
     librdkafka sends past a range's end, and while it waits, that connection fetches
     nothing else: the next range of the consumer (a hand-over to another partition, or the
-    same partition's next batch) waited up to half a second for it.
+    same partition's next batch) waited up to half a second for it. A partition's fetch that
+    failed is tried again after 50 ms (``fetch.error.backoff.ms``, 500 by default): a cached
+    consumer meeting a topic deleted and created again since it last read it is told
+    ``UNKNOWN_TOPIC_ID``, has the new metadata within milliseconds, and then fetched nothing
+    for half a second, most of a short poll timeout.
 
     A user setting that disagrees is overridden with one warning per setting and value.
     """

@@ -11,8 +11,11 @@ Stopping (Spark's order): stop generating (the timer, then what the event loop w
 generate), wait for the generated batches on the job threads (graceful) or cancel them
 (immediate), end the generator's loop, and stop the input streams last. Every submitted
 batch ends with exactly one ``BatchCompleted``; input streams hear ``onBatchCompleted`` only
-for batches that succeeded, and never after their ``stop()``. A job that fails because an
-immediate stop cancelled it is not a failure of the stream.
+for batches that succeeded, and never after their ``stop()``. Batches complete in their
+order: with ``spark.streaming.concurrentJobs`` > 1, a batch whose jobs end before an earlier
+batch's is completed (its input streams' ``onBatchCompleted``, its ``BatchCompleted``) once
+the earlier one is, and its streams do not hear of it if that one failed. A job that fails
+because an immediate stop cancelled it is not a failure of the stream.
 """
 
 from __future__ import annotations
@@ -85,6 +88,13 @@ class JobScheduler:
         # Set once the stop shut the job threads down: no batch is submitted after that.
         self._closed = False
         self._inputsStopped = False
+        # Batches whose jobs all ended, waiting for an earlier batch still running: with
+        # spark.streaming.concurrentJobs > 1 a batch may end before an earlier one, and the
+        # input streams hear of batches in their order (their commits never pass a batch
+        # still running, or one that failed).
+        self._ended: set[int] = set()
+        # One thread at a time completes the ended batches, in order.
+        self._completing = threading.Lock()
 
     def start(self) -> None:
         """Start the listener bus, rate controllers, job threads and the generator."""
@@ -225,6 +235,24 @@ class JobScheduler:
             self._handleJobSetCompletion(jobSet)
 
     def _handleJobSetCompletion(self, jobSet: JobSet) -> None:
+        """Batch ``jobSet`` ended: complete it, and the later ones it held, in batch order."""
+        with self._lock:
+            self._ended.add(jobSet.time)
+        with self._completing:
+            while True:
+                with self._lock:
+                    if not self._ended:
+                        return  # completed by the thread that held the lock before
+                    first = min(self._ended)
+                    if any(t < first for t in self.jobSets if t not in self._ended):
+                        return  # held: the earlier batch completes it when it ends
+                    self._ended.discard(first)
+                    due = self.jobSets[first]
+                self._completeBatch(due)
+
+    def _completeBatch(self, jobSet: JobSet) -> None:
+        # Decided now, after the earlier batches: a later batch held while an earlier one
+        # failed is not committed.
         succeeded = jobSet.succeeded and self.error is None
         if succeeded:
             with self.inputsLock:

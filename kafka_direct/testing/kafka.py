@@ -136,10 +136,16 @@ class KafkaService:
         return config
 
     def admin(self) -> Any:
-        """A confluent-kafka AdminClient for this broker."""
+        """A confluent-kafka AdminClient for this broker.
+
+        It never lets the broker create a topic (``allow.auto.create.topics`` false): it
+        refreshes the metadata of the topics it asked about, every five minutes, and such
+        a question would create a topic deleted since again, empty (topics are created
+        explicitly, with :meth:`create_topic`).
+        """
         from confluent_kafka.admin import AdminClient
 
-        return AdminClient(self.params())
+        return AdminClient(self.params(allow_auto_create_topics=False))
 
     def create_topic(self, name: str, partitions: int = 1,
                      config: dict[str, str] | None = None) -> str:
@@ -274,9 +280,18 @@ class KafkaService:
                                service="kafka", log_tail="")
 
     def delete_topic(self, name: str) -> None:
-        """Delete a topic and wait until metadata no longer shows it."""
+        """Delete a topic and wait until metadata no longer shows it.
+
+        The helpers' kept producer is let go first (the next produce makes a new one): it
+        refreshes the metadata of every topic it produced to, every five minutes, and a
+        producer's question lets a broker with ``auto.create.topics.enable`` create the
+        missing topic again, empty, even while its deletion is awaited.
+        """
         from kafka_direct.testing.process import wait_for
 
+        kept: tuple[int, dict[str, Any]] | None = self.__dict__.get("_clients")
+        if kept is not None and kept[0] == os.getpid():
+            kept[1].pop("producer", None)
         admin = self._shared("admin", self.admin)
         admin.delete_topics([name], operation_timeout=30)[name].result(30)
         if not wait_for(lambda: name not in admin.list_topics(timeout=5).topics, 30):

@@ -69,3 +69,17 @@ def test_the_isolation_level_is_read_as_librdkafka_reads_it(level, committed):
     from confluent_kafka import Consumer
 
     Consumer({**params, "group.id": "g"}).close()  # librdkafka takes every one of them
+
+
+def test_executors_fetch_again_soon_after_a_failed_fetch():
+    # librdkafka backs a partition's fetches off for fetch.error.backoff.ms (500 ms) after
+    # a failed one: a cached consumer meeting a topic deleted and created again got
+    # UNKNOWN_TOPIC_ID, had the new metadata within milliseconds, then fetched nothing for
+    # half a second (of a poll timeout that may be one second in all).
+    fixed = executor_params({"bootstrap.servers": "h:1"})
+    assert fixed["fetch.error.backoff.ms"] <= 50
+    kept = executor_params({"bootstrap.servers": "h:1", "fetch.error.backoff.ms": 500})
+    assert kept["fetch.error.backoff.ms"] == 500  # a user's own value stays
+    from confluent_kafka import Consumer
+
+    Consumer({**fixed, "group.id": "g"}).close()  # librdkafka takes it

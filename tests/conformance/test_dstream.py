@@ -85,7 +85,11 @@ class BasicOperationTests(PySparkStreamingTestCase):
         import datetime as dt
 
         self.ssc = StreamingContext(self.sc, 1.0)
-        self.ssc.remember(4.0)
+        # kafka-direct: a minute, not 4 s. The stream goes on while the test slices: with 4 s
+        # the first batch's RDD was forgotten once the batch 4 s after it completed, so the
+        # twelve jobs of the slices below had to run within about a second of the fourth
+        # batch (they did not on a busy machine, and the first slice came back empty).
+        self.ssc.remember(60.0)
         input = [[1], [2], [3], [4]]
         stream = self.ssc.queueStream([self.sc.parallelize(d, 1) for d in input])
 

@@ -9,6 +9,7 @@ import pytest
 from kafka_direct import ConfigurationError, StreamingStateError
 from kafka_direct.streaming import StreamingContext
 from tests.streaming.helpers import Driver
+from tests.streaming.lifecycle_fakes import EventLog, LifecycleInputDStream
 
 
 class Boom(ValueError):
@@ -375,3 +376,36 @@ def test_output_spec_validation_is_off_in_every_batchs_jobs_and_restored_after(s
     driver.stop()
     assert seen == [True, True, True]
     assert flag() is False
+
+
+def test_a_batch_that_ends_before_an_earlier_one_completes_after_it(spark):
+    # Two job threads: batch 2000 ends while batch 1000 still runs. Its input stream hears
+    # of it (the Kafka stream commits there) only after batch 1000, so commits keep the
+    # batches' order; under load the order of their ends varies, and commits came 2000 first.
+    driver = Driver(spark, conf={"spark.streaming.concurrentJobs": "2"})
+    log = EventLog()
+    stream = LifecycleInputDStream(driver.ssc, log)
+    scheduler = driver.ssc.scheduler
+
+    def later_batch_ended():
+        return (2000 in getattr(scheduler, "_ended", ())  # held for batch 1000
+                or ("committed", "in", 2000) in log.snapshot())
+
+    def output(batch_time, rdd):
+        if round(batch_time.timestamp() * 1000) == 1000:  # ends once batch 2000 has ended
+            deadline = time.monotonic() + 30
+            while not later_batch_ended():
+                assert time.monotonic() < deadline, "batch 2000 never ended"
+                time.sleep(0.005)
+
+    stream.foreachRDD(output)
+    driver.start()
+    driver.clock.advance(1000)
+    driver.clock.advance(1000)
+    driver.recorder.wait_completed(2000)
+    driver.recorder.wait_completed(1000)
+    driver.stop(graceful=True)
+    assert [e[2] for e in log.of("committed")] == [1000, 2000]
+    completed = [e.batchInfo.batchTime for n, e in driver.recorder.events
+                 if n == "batchCompleted"]
+    assert completed == [1000, 2000]

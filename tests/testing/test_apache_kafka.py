@@ -1,6 +1,7 @@
 """Apache Kafka started by the harness: its jars, its cache, one node and a cluster of three."""
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -185,6 +186,47 @@ def test_two_first_runs_at_once_share_one_download(tmp_path):
 
 @pytest.mark.slow  # the default run kills a leader in tests/app/test_cluster_faults.py
 @pytest.mark.services
+class _Node:
+    """A node that records what its cluster does to it."""
+
+    def __init__(self, calls):
+        self.calls = calls
+
+    def alive(self):
+        return True
+
+    def resume(self):
+        self.calls.append("resume")
+
+    def send_signal(self, signum):
+        self.calls.append(("signal", signum))
+
+    def stop(self):
+        self.calls.append("stop")
+
+    def kill(self):
+        self.calls.append("kill")
+
+
+def test_closing_a_broker_whose_data_goes_with_it_kills_it(tmp_path):
+    # Its data folder is removed after: a graceful stop (a controlled shutdown that closes
+    # every partition's log: past its 15 s limit with the suite's hundreds of topics, then
+    # killed anyway) was waited out at the end of every pytest worker for nothing.
+    calls = []
+    own = ApacheKafka(brokers=3)
+    own.nodes = [_Node(calls) for _ in range(3)]
+    folder = own.data_dir
+    own.close()
+    assert calls == ["kill"] * 3
+    assert not folder.exists()
+    # A folder of the caller's keeps its data: the nodes stop gracefully.
+    calls.clear()
+    kept = ApacheKafka(data_dir=tmp_path / "data")
+    kept.nodes = [_Node(calls)]
+    kept.close()
+    assert calls == ["resume", ("signal", signal.SIGTERM), "stop"]
+
+
 def test_a_cluster_loses_nothing_acknowledged_when_a_leader_is_killed(kafka_cluster):
     topic = f"leader-kill-{time.monotonic_ns()}"
     kafka_cluster.create_topic(topic, partitions=2)

@@ -1,6 +1,9 @@
 """The broker's test helpers (topics, records) keep their clients between calls."""
 
+import time
+
 import confluent_kafka
+from confluent_kafka.admin import AdminClient
 
 
 def test_the_helpers_keep_one_producer_and_one_admin_client(kafka, monkeypatch):
@@ -49,3 +52,21 @@ def test_the_kept_producer_keeps_each_partitions_order_through_retries(kafka, mo
     assert len(confs) == 1
     assert str(confs[0].get("enable.idempotence")).lower() == "true"
     assert kafka.end_offsets(topic, [0]) == {0: (0, 20)}
+
+
+def test_a_deleted_topic_is_not_made_again_by_the_helpers_kept_clients(kafka, monkeypatch):
+    # Kept clients refresh the metadata of every topic they used (every 5 minutes by
+    # default; every 100 ms here), and a producer's question lets the broker create a
+    # missing topic (auto.create.topics.enable), as an admin client's did: a topic a test
+    # deleted came back empty, and the test's read met an empty log instead of no topic.
+    refresh = {"topic.metadata.refresh.interval.ms": 100}
+    params = type(kafka).params
+    monkeypatch.setattr(type(kafka), "params",
+                        lambda self, **extra: {**params(self, **extra), **refresh})
+    kafka.forget_clients()
+    topic = kafka.create_topic("deleted-for-good", 2)
+    kafka.produce(topic, [b"x"], partition=1)
+    kafka.delete_topic(topic)
+    time.sleep(1.5)  # fifteen refreshes of the kept clients, had they kept the topic
+    assert topic not in AdminClient(params(kafka)).list_topics(timeout=10).topics
+    kafka.forget_clients()
