@@ -57,7 +57,7 @@ def csv_bytes(rows):
         "kafka_offset": pa.array(columns[2], pa.int64()),
         "key": pa.array(columns[3], pa.binary()),
         "value": pa.array(columns[4], pa.binary())})
-    return encode_batch(batch)
+    return encode_batch(batch, bytea_columns={3, 4})  # key and value: bytea columns
 
 
 def table(pg, name):

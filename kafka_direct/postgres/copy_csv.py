@@ -6,9 +6,12 @@ gives a KafkaRDD's records as Arrow batches too; :class:`CsvStream` turns them i
 common types (:func:`copy_batches` runs that COPY). What PostgreSQL's CSV input needs and
 Arrow's writer does not give is converted column by column first:
 
-* binary -> the value as it is when every byte of the column is printable ASCII other
-  than the backslash (bytea's escape input reads such a text back byte for byte), else
-  ``\x``-hex text (bytea's hex input), vectorised with numpy;
+* binary -> ``\x``-hex text (bytea's hex input), vectorised with numpy; into a ``bytea``
+  column (or a domain over it: :func:`bytea_columns_of` asks the target's catalog), the
+  value as it is when every byte of the column is printable ASCII other than the backslash
+  (bytea's escape input reads such a text back byte for byte). Only bytea reads both forms
+  as the same bytes: into a text or json column, a value's form must not depend on the
+  other values of its batch;
 * timestamps with a time zone -> UTC (written with ``+0000``: an instant stays that
   instant in a ``timestamptz`` column, and is its UTC wall time in a ``timestamp`` one);
 * arrays, structs and maps -> JSON text (for ``json``/``jsonb`` columns), with non-finite
@@ -26,10 +29,10 @@ import datetime
 import decimal
 import json
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any
 
-__all__ = ["CsvStream", "copy_batches", "copy_ready", "encode_batch"]
+__all__ = ["CsvStream", "bytea_columns_of", "copy_batches", "copy_ready", "encode_batch"]
 
 _HEX_DIGITS = b"0123456789abcdef"
 
@@ -156,15 +159,18 @@ def _as_json(array: Any) -> Any:
     return pa.array(texts, pa.large_string())
 
 
-def _column(array: Any) -> Any:
-    """One column as the CSV writer and PostgreSQL's CSV input both take it."""
+def _column(array: Any, bytea: bool = False) -> Any:
+    """One column as the CSV writer and PostgreSQL's CSV input both take it.
+
+    ``bytea``: the column's target is a bytea column (its own text may go for binary).
+    """
     import pyarrow as pa
 
     kind = array.type
     if pa.types.is_fixed_size_binary(kind):
-        return _column(array.cast(pa.binary()))
+        return _column(array.cast(pa.binary()), bytea)
     if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
-        text = _as_text(array)
+        text = _as_text(array) if bytea else None
         return _hex_binary(array) if text is None else text
     if pa.types.is_timestamp(kind) and kind.tz is not None and kind.tz != "UTC":
         return array.cast(pa.timestamp(kind.unit, tz="UTC"))
@@ -176,27 +182,34 @@ def _column(array: Any) -> Any:
     if pa.types.is_null(kind):
         return array.cast(pa.string())
     if pa.types.is_dictionary(kind):
-        return _column(array.dictionary_decode())
+        return _column(array.dictionary_decode(), bytea)
     return array
 
 
-def copy_ready(batch: Any) -> Any:
-    """``batch`` with every column in a form :func:`encode_batch` can write."""
+def copy_ready(batch: Any, bytea_columns: Collection[int] = ()) -> Any:
+    """``batch`` with every column in a form :func:`encode_batch` can write.
+
+    ``bytea_columns``: the indices of the columns whose target is a bytea column.
+    """
     import pyarrow as pa
 
-    columns = [_column(batch.column(i)) for i in range(batch.num_columns)]
+    columns = [_column(batch.column(i), i in bytea_columns) for i in range(batch.num_columns)]
     return pa.RecordBatch.from_arrays(columns, names=[f"c{i}" for i in range(len(columns))])
 
 
-def encode_batch(batch: Any) -> bytes:
-    """One record batch as CSV rows for ``COPY ... WITH (FORMAT csv)``, no header."""
+def encode_batch(batch: Any, bytea_columns: Collection[int] = ()) -> bytes:
+    """One record batch as CSV rows for ``COPY ... WITH (FORMAT csv)``, no header.
+
+    ``bytea_columns``: the indices of the columns whose target is a bytea column (see
+    :func:`bytea_columns_of`); binary columns elsewhere go as hex.
+    """
     import pyarrow as pa
     import pyarrow.csv as csv
 
     if batch.num_rows == 0:
         return b""
     sink = pa.BufferOutputStream()
-    csv.write_csv(copy_ready(batch), sink,
+    csv.write_csv(copy_ready(batch, bytea_columns), sink,
                   csv.WriteOptions(include_header=False, quoting_style="needed"))
     return bytes(sink.getvalue().to_pybytes())
 
@@ -206,6 +219,11 @@ class CsvStream:
 
     Encodes one batch at a time, so memory holds one batch's CSV, whatever the task's size.
 
+    Args:
+        batches: The rows, as Arrow record batches (read lazily).
+        bytea_columns: The indices of the columns whose target is a bytea column
+            (:func:`bytea_columns_of`); settable until the first read.
+
     Attributes:
         rows: Rows encoded so far (all of them once the COPY has read to the end).
         failure: What the batches raised, or None. The database driver reports an error in
@@ -213,8 +231,9 @@ class CsvStream:
             (:func:`copy_batches` does), so a reader's typed error keeps its type.
     """
 
-    def __init__(self, batches: Iterable[Any]) -> None:
+    def __init__(self, batches: Iterable[Any], bytea_columns: Collection[int] = ()) -> None:
         self._batches: Iterator[Any] = iter(batches)
+        self.bytea_columns = frozenset(bytea_columns)
         self._pending = memoryview(b"")
         self.rows = 0
         self.failure: BaseException | None = None
@@ -230,7 +249,7 @@ class CsvStream:
             if batch is None:
                 return b""
             self.rows += batch.num_rows
-            self._pending = memoryview(encode_batch(batch))
+            self._pending = memoryview(encode_batch(batch, self.bytea_columns))
         if size is None or size < 0 or size >= len(self._pending):
             chunk, self._pending = self._pending, memoryview(b"")
         else:
@@ -270,6 +289,7 @@ def copy_batches(cursor: Any, table: Any, columns: Sequence[str], batches: Itera
 
     statement = sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT csv)").format(
         table, sql.SQL(", ").join(sql.Identifier(c) for c in columns)).as_string(cursor)
+    bytea = bytea_columns_of(cursor, table.as_string(cursor), columns)
     sent = 0
     pending: list[Any] = []
     rows = size = 0
@@ -278,15 +298,40 @@ def copy_batches(cursor: Any, table: Any, columns: Sequence[str], batches: Itera
         rows += batch.num_rows
         size += batch.nbytes
         if rows >= chunk_rows or size >= chunk_bytes:
-            sent += _copy_chunk(cursor, statement, pending)
+            sent += _copy_chunk(cursor, statement, pending, bytea)
             pending, rows, size = [], 0, 0
     if pending:
-        sent += _copy_chunk(cursor, statement, pending)
+        sent += _copy_chunk(cursor, statement, pending, bytea)
     return sent
 
 
-def _copy_chunk(cursor: Any, statement: str, batches: list[Any]) -> int:
-    stream = CsvStream(batches)
+def bytea_columns_of(cursor: Any, table: str, columns: Sequence[str] | None = None
+                     ) -> frozenset[int]:
+    """The indices in ``columns`` of the target's bytea columns (domains over bytea too).
+
+    One catalog question, in the cursor's transaction (a temporary table is found as any).
+
+    Args:
+        cursor: A psycopg2 cursor.
+        table: The target as SQL text, quoted as needed (``"schema"."table"``), as
+            ``regclass`` reads it.
+        columns: The columns the COPY names, in its order; None for all the table's, in
+            their order.
+    """
+    cursor.execute(
+        "SELECT a.attname, (t.oid = 'bytea'::regtype OR t.typbasetype = 'bytea'::regtype) "
+        "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
+        "WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped "
+        "ORDER BY a.attnum", (table,))
+    found = cursor.fetchall()
+    names = [name for name, _ in found] if columns is None else list(columns)
+    bytea = {name for name, is_bytea in found if is_bytea}
+    return frozenset(index for index, name in enumerate(names) if name in bytea)
+
+
+def _copy_chunk(cursor: Any, statement: str, batches: list[Any],
+                bytea_columns: Collection[int]) -> int:
+    stream = CsvStream(batches, bytea_columns)
     try:
         cursor.copy_expert(statement, stream, size=1 << 20)
     except Exception:

@@ -34,7 +34,7 @@ from typing import Any
 from kafka_direct.errors import ConfigurationError, SinkWriteError
 from kafka_direct.postgres.catalog import ensure_tables
 from kafka_direct.postgres.connection import Database, drop_cached, retry_broken, transaction
-from kafka_direct.postgres.copy_csv import CsvStream
+from kafka_direct.postgres.copy_csv import CsvStream, bytea_columns_of
 from kafka_direct.postgres.errors import CommitOutcomeUnknownError, database_error
 
 __all__ = [
@@ -179,6 +179,10 @@ def _stage_once(target: StagingTarget, key: StagedAttempt, stream: CsvStream) ->
         cursor.execute(sql.SQL("CREATE UNLOGGED TABLE {} AS SELECT {} FROM {} WITH NO DATA"
                                ).format(stage, columns,
                                         sql.Identifier(target.schema, target.table)))
+        # The staging table has the target's types: its bytea columns take their own text.
+        stream.bytea_columns = bytea_columns_of(
+            cursor, sql.Identifier(target.schema, target.table).as_string(cursor),
+            target.columns)
         cursor.copy_expert(sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT csv, FREEZE true)")
                            .format(stage, columns).as_string(cursor), stream, size=1 << 20)
         if cursor.rowcount != stream.rows:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_direct.postgres.copy_csv import CsvStream, _hex_binary, encode_batch
+from kafka_direct.postgres.copy_csv import CsvStream, _hex_binary, bytea_columns_of, encode_batch
 
 TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
                max_size=30)
@@ -26,7 +26,7 @@ def round_trip(pg, columns, batches):
     with pg.cursor() as cursor:
         cursor.execute(f"CREATE TEMP TABLE t ({columns})")
         try:
-            stream = CsvStream(batches)
+            stream = CsvStream(batches, bytea_columns=bytea_columns_of(cursor, "t"))
             cursor.copy_expert("COPY t FROM STDIN WITH (FORMAT csv)", stream, size=64)
             cursor.execute("SELECT * FROM t")
             return stream.rows, cursor.fetchall()
@@ -106,10 +106,37 @@ def test_bytes_survive_whether_sent_as_text_or_hex(pg, values, offset, large):
 def test_a_printable_bytes_column_is_sent_as_its_own_text():
     # Half the bytes of hex for the writer and PostgreSQL, and no hex pass.
     batch = pa.record_batch({"b": pa.array([b'a,b "c"', b"", None, b"~ "], pa.binary())})
-    assert encode_batch(batch) == b'"a,b ""c"""\n""\n\n"~ "\n'
+    assert encode_batch(batch, bytea_columns={0}) == b'"a,b ""c"""\n""\n\n"~ "\n'
     for odd in (b"back\\slash", b"\\x41", b"tab\t", b"del\x7f", b"\xc3\xa9"):
         mixed = pa.record_batch({"b": pa.array([b"plain", odd], pa.binary())})
-        assert encode_batch(mixed) == f'"\\x{b"plain".hex()}"\n"\\x{odd.hex()}"\n'.encode()
+        assert encode_batch(mixed, bytea_columns={0}) == \
+            f'"\\x{b"plain".hex()}"\n"\\x{odd.hex()}"\n'.encode()
+
+
+def test_a_bytes_column_whose_target_is_not_bytea_is_hex_whatever_its_neighbours(pg):
+    # Only bytea's input reads a printable text back as those bytes: into a text or jsonb
+    # column the form would change what is stored, and a value's form would depend on the
+    # other values of its batch (one non-ASCII value turned all of them hex).
+    alone = pa.record_batch({"v": pa.array([b'{"a":1}'], pa.binary())})
+    mixed = pa.record_batch({"v": pa.array([b'{"a":3}', '{"a":"\u00e9"}'.encode()],
+                                           pa.binary())})
+    assert encode_batch(alone) == b'"\\x' + b'{"a":1}'.hex().encode() + b'"\n'
+    _, back = round_trip(pg, "v text", [alone, mixed])
+    assert [v for (v,) in back] == ["\\x" + b'{"a":1}'.hex(), "\\x" + b'{"a":3}'.hex(),
+                                    "\\x" + '{"a":"\u00e9"}'.encode().hex()]
+
+
+def test_the_bytea_columns_of_a_target_are_found_in_its_catalog(pg):
+    with pg.cursor() as cursor:
+        try:
+            cursor.execute("CREATE DOMAIN pg_temp.blob AS bytea")
+            cursor.execute('CREATE TEMP TABLE "odd ""name""" (a text, b bytea, c jsonb, '
+                           "d pg_temp.blob, e int)")
+            table = '"odd ""name"""'
+            assert bytea_columns_of(cursor, table) == {1, 3}
+            assert bytea_columns_of(cursor, table, ("d", "a", "b")) == {0, 2}
+        finally:
+            pg.rollback()
 
 
 @settings(deadline=None)  # correctness only: a busy machine's pause is no failure

@@ -71,7 +71,8 @@ Costs
 * Staged (the default), rows are written twice inside PostgreSQL: COPY into the unlogged
   staging tables (no WAL, no index, one backend per task, in parallel), then one ``INSERT
   ... SELECT`` into the target on the driver (WAL, one backend). Encoding is Arrow's C++ CSV
-  writer (bytea as vectorised hex), not a Python loop per value. Measured on 2 cores
+  writer (bytea as its own text when printable, else vectorised hex), not a Python loop per
+  value. Measured on 2 cores
   (``bench/structured_sink.py``, 400,000 rows of ~100 B): the sink costs about 1.1 s per
   batch beyond what Spark spends handing the rows to any Python sink; end to end it writes
   at 1.2x the rate of a plain COPY of the same rows from Python, 0.4x that of a COPY of
