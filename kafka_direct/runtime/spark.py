@@ -510,9 +510,10 @@ def launch_ahead(master: str = "local[2,2]", app_name: str = "kafka-direct-test"
                 key, lambda imported: _context_conf(master, app_name, conf, test_conf, chosen,
                                                     defaults, archive, imported), own_session,
                 fork_server and test_conf)
-    if launch is not None:
-        launch.wait_for_import()
     try:
+        if launch is not None:
+            # In the try: an interrupt while waiting still lets the launch go (below).
+            launch.wait_for_import()
         yield
     finally:
         if launch is not None:

@@ -31,3 +31,32 @@ def test_pyspark_is_imported_before_the_caller_goes_on():
                           timeout=120, env={**os.environ, "PYTHONPATH": path})
     assert done.returncode == 0, done.stderr[-3000:]
     assert "RESULT True" in done.stdout, done.stdout + done.stderr[-3000:]
+
+
+#: An interrupt (Ctrl-C) while the block waits for the launch's import: the launch must be
+#: let go as at any other end of the block (not left pending with its JVM running, which
+#: kept every later launch in the process from starting).
+INTERRUPTED = """
+from kafka_direct.runtime import spark
+def interrupted(self):
+    raise KeyboardInterrupt
+spark._EarlyLaunch.wait_for_import = interrupted
+try:
+    with spark.launch_ahead(master="local[1]", app_name="launch-ahead-interrupted",
+                            own_session=True):
+        print("RESULT entered", flush=True)
+except KeyboardInterrupt:
+    pass
+launch = spark._early
+print("RESULT pending", launch is not None, flush=True)
+"""
+
+
+@pytest.mark.services
+def test_an_interrupt_while_waiting_for_the_import_lets_the_launch_go():
+    path = os.pathsep.join(p for p in (_SOURCE_ROOT, os.environ.get("PYTHONPATH")) if p)
+    done = subprocess.run([sys.executable, "-c", INTERRUPTED], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": path})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "RESULT entered" not in done.stdout
+    assert "RESULT pending False" in done.stdout, done.stdout + done.stderr[-3000:]
