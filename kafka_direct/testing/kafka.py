@@ -198,11 +198,13 @@ class KafkaService:
         from confluent_kafka import KafkaError, KafkaException, Producer
 
         def kept() -> Any:
-            # Idempotent: a partition's records land in the order given, each once, even
-            # when a batch is retried (a fresh topic's "not leader" answer, a slow broker);
-            # tests read that order as the offsets'.
+            # One request in flight to a broker: a partition's records land in the order
+            # given even when a batch is retried (a fresh topic's "not leader" answer, a
+            # slow broker); tests read that order as the offsets'. Not idempotent: its
+            # producer id's asking made a topic's first records seconds late on a busy
+            # machine, which tests of topics just made wait for.
             return self._shared("producer", lambda: Producer(
-                self.params(linger_ms=5, enable_idempotence=True)))
+                self.params(linger_ms=5, max_in_flight_requests_per_connection=1)))
 
         producer = Producer(self.params(linger_ms=5, **config)) if config else kept()
         renewed = bool(config)
