@@ -5,7 +5,7 @@ schema and table the package keeps (offset stores, the sinks' tables, the offset
 tables, the ingest job's table) is looked up first and created only when missing: a role
 without CREATE works where an administrator created them. :func:`ensure_tables` is that
 rule, once. :func:`has_unique` answers whether an upsert's ``ON CONFLICT`` has the unique
-constraint it needs.
+constraint it needs; :func:`bytea_columns` which of a table's columns read bytea's input.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["ensure_tables", "has_unique", "schema_exists", "table_exists"]
+__all__ = ["bytea_columns", "ensure_tables", "has_unique", "schema_exists", "table_exists"]
 
 
 def schema_exists(cursor: Any, schema: str) -> bool:
@@ -75,3 +75,21 @@ def has_unique(cursor: Any, schema: str, table: str, keys: Sequence[str]) -> boo
         "AND i.indexprs IS NULL GROUP BY i.indexrelid", (schema, table))
     wanted = sorted(keys)
     return any(sorted(row[0]) == wanted for row in cursor.fetchall())
+
+
+def bytea_columns(cursor: Any, table: str) -> tuple[list[str], set[str]]:
+    """A table's columns in their order, and those of type bytea (or a domain over it).
+
+    Args:
+        cursor: A psycopg2 cursor; asked in its transaction, so a temporary table is found
+            as any other.
+        table: The table as SQL text, quoted as needed (``"schema"."table"``), as
+            ``regclass`` reads it.
+    """
+    cursor.execute(
+        "SELECT a.attname, (t.oid = 'bytea'::regtype OR t.typbasetype = 'bytea'::regtype) "
+        "FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid "
+        "WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped "
+        "ORDER BY a.attnum", (table,))
+    found = cursor.fetchall()
+    return [name for name, _ in found], {name for name, is_bytea in found if is_bytea}

@@ -32,6 +32,8 @@ import math
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any
 
+from kafka_direct.postgres.catalog import bytea_columns
+
 __all__ = ["CsvStream", "bytea_columns_of", "copy_batches", "copy_ready", "encode_batch"]
 
 _HEX_DIGITS = b"0123456789abcdef"
@@ -309,7 +311,8 @@ def bytea_columns_of(cursor: Any, table: str, columns: Sequence[str] | None = No
                      ) -> frozenset[int]:
     """The indices in ``columns`` of the target's bytea columns (domains over bytea too).
 
-    One catalog question, in the cursor's transaction (a temporary table is found as any).
+    The catalog's answer (:func:`~kafka_direct.postgres.catalog.bytea_columns`), asked
+    once in the cursor's transaction.
 
     Args:
         cursor: A psycopg2 cursor.
@@ -318,14 +321,8 @@ def bytea_columns_of(cursor: Any, table: str, columns: Sequence[str] | None = No
         columns: The columns the COPY names, in its order; None for all the table's, in
             their order.
     """
-    cursor.execute(
-        "SELECT a.attname, (t.oid = 'bytea'::regtype OR t.typbasetype = 'bytea'::regtype) "
-        "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
-        "WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped "
-        "ORDER BY a.attnum", (table,))
-    found = cursor.fetchall()
-    names = [name for name, _ in found] if columns is None else list(columns)
-    bytea = {name for name, is_bytea in found if is_bytea}
+    order, bytea = bytea_columns(cursor, table)
+    names = order if columns is None else list(columns)
     return frozenset(index for index, name in enumerate(names) if name in bytea)
 
 
