@@ -123,6 +123,15 @@ class KafkaService:
             clients[kind] = make()
         return clients[kind]
 
+    def _drop_client(self, kind: str) -> None:
+        """Let go of this process's kept client of ``kind`` (the next use makes a new one).
+
+        A forked child's inherited clients are not its own to free (see :meth:`_shared`).
+        """
+        kept: tuple[int, dict[str, Any]] | None = self.__dict__.get("_clients")
+        if kept is not None and kept[0] == os.getpid():
+            kept[1].pop(kind, None)
+
     def forget_clients(self) -> None:
         """Let go of the helpers' kept clients (before the broker stops: they would retry)."""
         kept = self.__dict__.pop("_clients", None)
@@ -172,7 +181,7 @@ class KafkaService:
         self._await_partitions(admin, name, total)
         # The kept producer would spread keyed records over the partitions it knew (until
         # its metadata's refresh, minutes away): the next produce makes a new one.
-        self.__dict__.get("_clients", (0, {}))[1].pop("producer", None)
+        self._drop_client("producer")
 
     @staticmethod
     def _await_partitions(admin: Any, name: str, partitions: int) -> None:
@@ -237,7 +246,7 @@ class KafkaService:
                             KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC):
                         raise
                     renewed = True
-                    self.__dict__["_clients"][1].pop("producer", None)
+                    self._drop_client("producer")
                     producer = kept()
             count += 1
         remaining = producer.flush(60)
@@ -291,9 +300,7 @@ class KafkaService:
         """
         from kafka_direct.testing.process import wait_for
 
-        kept: tuple[int, dict[str, Any]] | None = self.__dict__.get("_clients")
-        if kept is not None and kept[0] == os.getpid():
-            kept[1].pop("producer", None)
+        self._drop_client("producer")
         admin = self._shared("admin", self.admin)
         admin.delete_topics([name], operation_timeout=30)[name].result(30)
         if not wait_for(lambda: name not in admin.list_topics(timeout=5).topics, 30):
