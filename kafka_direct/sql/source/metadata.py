@@ -15,6 +15,15 @@ listing is, of the partitions whose ends the trigger before asked (:meth:`Source
 ask_ahead`): the answer stands only if the listing shows exactly those partitions, and
 otherwise the ends are asked again of what the listing shows, as without it. The end offsets
 are asked by up to three consumers at once (the direct stream's ``STREAM_ASKERS``).
+
+Ends asked ahead can be older than the listing by its round trip. A topic deleted and
+re-created with as many partitions within those milliseconds then shows its new life in the
+listing and its former life's ends in the answer, and no listing can tell the two apart (it
+carries no topic id). That is the race every Kafka source has with a re-creation just after
+a trigger's planning, no wider in kind: the executors meet the new, shorter log and end the
+range with what exists (a warning) or raise ``OffsetOutOfRangeError`` under
+``failOnDataLoss``, and the next trigger finds the end below the query's position
+(:meth:`SourceMetadata.behind`).
 """
 
 from __future__ import annotations
