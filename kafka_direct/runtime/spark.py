@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import IO, Any
 
 from kafka_direct.rdd.spark_support import ensure_pyspark_python
-from kafka_direct.runtime import driver_launch
+from kafka_direct.runtime import driver_launch, early_launch
 from kafka_direct.runtime.driver_launch import DriverCommand, direct_command
 from kafka_direct.runtime.numpy_converters import defer_numpy_converters
 from kafka_direct.runtime.spark_home import (
@@ -344,69 +344,6 @@ def _launches_jvm(own_session: bool) -> bool:
     return own_session or made._gateway is None
 
 
-class _EarlyLaunch:
-    """A driver JVM launched in a thread, for the context that asks with the same arguments.
-
-    Its settings are worked out in the thread too (PySpark's import, the warm daemon's
-    check); what fails there is raised to the context that takes it, as at a start without
-    it. A launch nobody takes is stopped when it is done (the caller does not wait for it).
-
-    The caller goes on once PySpark is imported (``make_conf`` sets the event it is given;
-    0.13-0.2 s on a quiet core, while the JVM's launch has not begun anyway): a PySpark
-    import of the caller's own beside the thread's (``pyspark.sql`` while ``pyspark`` was
-    half imported) met the package's import cycle from both ends, and one of them failed
-    with "cannot import name ... from partially initialized module".
-    """
-
-    def __init__(self, key: tuple[Any, ...], make_conf: Any, own_session: bool,
-                 fork_server: bool) -> None:
-        self.key = key
-        self.ownSession = own_session
-        self.conf: Any = None
-        self.gateway: Any = None
-        self.server: Any = None
-        self.error: BaseException | None = None
-        self._lock = threading.Lock()
-        self._abandoned = False
-        self._thread = threading.Thread(target=self._run,
-                                        args=(make_conf, own_session, fork_server),
-                                        name="spark-jvm-early-launch", daemon=True)
-        self._imported = threading.Event()
-        self._thread.start()
-
-    def wait_for_import(self) -> None:
-        """Return once the thread has imported PySpark (or failed before)."""
-        self._imported.wait()
-
-    def _run(self, make_conf: Any, own_session: bool, fork_server: bool) -> None:
-        try:
-            self.conf = make_conf(self._imported)
-            self.gateway, self.server = _launch(self.conf, own_session, fork_server)
-        except BaseException as error:  # raised again where the context is made
-            self.error = error
-        finally:
-            self._imported.set()  # a failure before the import: the caller finds it later
-        with self._lock:
-            abandoned = self._abandoned
-        if abandoned:
-            _stop_gateway(self.gateway, self.server)
-
-    def take(self) -> tuple[Any, Any, Any]:
-        """The settings, gateway and fork server (waits for the launch); raises its error."""
-        self._thread.join()
-        if self.error is not None:
-            raise self.error
-        return self.conf, self.gateway, self.server
-
-    def abandon(self) -> None:
-        """Stop the JVM once launched (now if it is); returns at once."""
-        with self._lock:
-            self._abandoned = True
-            done = not self._thread.is_alive()
-        if done:
-            _stop_gateway(self.gateway, self.server)
-
-
 def _end_gateway(gateway: Any) -> Any:
     """Have a launched JVM that no context uses exit; returns its process (None: not ours).
 
@@ -467,9 +404,6 @@ def end_jvm() -> Any:
     return _end_gateway(gateway)
 
 
-_early_lock = threading.Lock()
-_early: _EarlyLaunch | None = None
-
 #: The fork servers of the running contexts (by the context's id).
 _servers: dict[int, Any] = {}
 
@@ -493,46 +427,29 @@ def launch_ahead(master: str = "local[2,2]", app_name: str = "kafka-direct-test"
     ones or prepares its tables. The :func:`spark_context` entered in the block with the same
     arguments uses this JVM (what the launch raised, it raises); a JVM no context took is
     stopped once launched (the block's end does not wait for it). The block begins once the
-    launch's thread has imported PySpark (see :class:`_EarlyLaunch`). Nothing is launched where
-    a context runs already or under spark-submit (its JVM runs), nor while another launch
-    is pending.
+    launch's thread has imported PySpark (see :mod:`~.early_launch`). Nothing is launched
+    where a context runs already or under spark-submit (its JVM runs), nor while another
+    launch is pending.
 
     Args: as :func:`spark_context`'s.
     """
-    global _early
-    launch: _EarlyLaunch | None = None
-    with _early_lock:
-        if _early is None and _launches_jvm(own_session):
-            key = _context_key(master, app_name, conf, test_conf, loopback, defaults,
-                               own_session, archive, fork_server)
-            chosen = _prepare_environment(test_conf, loopback)
-            launch = _early = _EarlyLaunch(
-                key, lambda imported: _context_conf(master, app_name, conf, test_conf, chosen,
-                                                    defaults, archive, imported), own_session,
-                fork_server and test_conf)
-    try:
-        if launch is not None:
-            # In the try: an interrupt while waiting still lets the launch go (below).
-            launch.wait_for_import()
-        yield
-    finally:
-        if launch is not None:
-            with _early_lock:
-                untaken = _early is launch
-                if untaken:
-                    _early = None
-            if untaken:
-                launch.abandon()
 
-
-def _take_early(key: tuple[Any, ...]) -> _EarlyLaunch | None:
-    global _early
-    with _early_lock:
-        launch = _early
-        if launch is None or launch.key != key or not _launches_jvm(launch.ownSession):
+    def launch_now() -> early_launch.EarlyLaunch | None:
+        if not _launches_jvm(own_session):
             return None
-        _early = None
-        return launch
+        key = _context_key(master, app_name, conf, test_conf, loopback, defaults,
+                           own_session, archive, fork_server)
+        chosen = _prepare_environment(test_conf, loopback)
+
+        def start(imported: threading.Event) -> tuple[Any, Any, Any]:
+            spark_conf = _context_conf(master, app_name, conf, test_conf, chosen, defaults,
+                                       archive, imported)
+            return (spark_conf, *_launch(spark_conf, own_session, fork_server and test_conf))
+
+        return early_launch.EarlyLaunch(key, start, _stop_gateway, own_session)
+
+    with early_launch.ahead(launch_now):
+        yield
 
 
 def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None,
@@ -543,8 +460,9 @@ def _make_context(master: str, app_name: str, conf: Mapping[str, str] | None,
 
     # Before the context's first call into the JVM: else it imports pandas (see there).
     defer_numpy_converters()
-    early = _take_early(_context_key(master, app_name, conf, test_conf, loopback, defaults,
-                                     own_session, archive, fork_server))
+    early = early_launch.take(_context_key(master, app_name, conf, test_conf, loopback,
+                                           defaults, own_session, archive, fork_server),
+                              _launches_jvm)
     if early is not None:
         spark_conf, gateway, server = early.take()
     else:

@@ -4,7 +4,7 @@ import logging
 
 from hypothesis.stateful import RuleBasedStateMachine
 
-from kafka_direct.dstream import direct_kafka_input_dstream
+from kafka_direct.dstream import direct_kafka_batches
 from kafka_direct.rdd import kept_parent
 from kafka_direct.rdd.kept_parent import KeptParent
 from tests.fakes.fake_cluster import FakeCluster
@@ -42,8 +42,8 @@ class PlanningMachine(RuleBasedStateMachine):
 
     def __init__(self):
         super().__init__()
-        self._saved_rdd = direct_kafka_input_dstream.kafka_rdd
-        direct_kafka_input_dstream.kafka_rdd = self._rdd
+        self._saved_rdd = direct_kafka_batches.kafka_rdd
+        direct_kafka_batches.kafka_rdd = self._rdd
         self._saved_kept = (kept_parent.located_rdd, kept_parent.KafkaRDD,
                             KeptParent.__dict__["locations"])
         kept_parent.located_rdd = lambda sc, elements, locations: _Parent(elements)
@@ -73,6 +73,6 @@ class PlanningMachine(RuleBasedStateMachine):
         return list(ranges)
 
     def teardown(self):
-        direct_kafka_input_dstream.kafka_rdd = self._saved_rdd
+        direct_kafka_batches.kafka_rdd = self._saved_rdd
         kept_parent.located_rdd, kept_parent.KafkaRDD, KeptParent.locations = self._saved_kept
         logging.getLogger("kafka_direct").setLevel(logging.NOTSET)

@@ -15,7 +15,7 @@ import pytest
 
 from kafka_direct import ConsumerStrategies, LocationStrategies, OffsetRange, StreamingContext
 from kafka_direct.client.driver_consumer import DriverConsumer
-from kafka_direct.dstream import direct_kafka_input_dstream
+from kafka_direct.dstream import direct_kafka_batches
 from kafka_direct.dstream.direct_kafka_input_dstream import DirectKafkaInputDStream
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.rdd import kafka_rdd as kafka_rdd_module
@@ -58,8 +58,8 @@ class _Built:
             self.calls.append(("plain", threading.current_thread().name, None, ranges))
             return list(ranges)
 
-        monkeypatch.setattr(direct_kafka_input_dstream, "kafka_rdd_beside", beside)
-        monkeypatch.setattr(direct_kafka_input_dstream, "kafka_rdd", plain)
+        monkeypatch.setattr(direct_kafka_batches, "kafka_rdd_beside", beside)
+        monkeypatch.setattr(direct_kafka_batches, "kafka_rdd", plain)
 
         #: The kept parents made (their elements), and the kept path's calls.
         self.parents = []

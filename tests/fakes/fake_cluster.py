@@ -179,13 +179,13 @@ class FakeSparkContext:
 def stub_rdds(monkeypatch, wrap=list):
     """The stream's KafkaRDDs are the ranges themselves (``wrap(ranges)``): compute()
     without Spark."""
-    from kafka_direct.dstream import direct_kafka_input_dstream
+    from kafka_direct.dstream import direct_kafka_batches
     from kafka_direct.rdd.kept_parent import KeptGroups, KeptParent
 
-    monkeypatch.setattr(direct_kafka_input_dstream, "kafka_rdd",
+    monkeypatch.setattr(direct_kafka_batches, "kafka_rdd",
                         lambda sc, ranges, *args: wrap(ranges))
     # A grouped batch of many partitions: its ranges made beside the JVM's reading.
-    monkeypatch.setattr(direct_kafka_input_dstream, "kafka_rdd_beside",
+    monkeypatch.setattr(direct_kafka_batches, "kafka_rdd_beside",
                         lambda sc, elements, partitions, settings, strategy, leaders, ranges,
                         sizes=None: wrap(ranges()))
     # An ungrouped batch: its RDD over the stream's kept parent (see compute).

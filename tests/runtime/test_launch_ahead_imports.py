@@ -37,17 +37,17 @@ def test_pyspark_is_imported_before_the_caller_goes_on():
 #: let go as at any other end of the block (not left pending with its JVM running, which
 #: kept every later launch in the process from starting).
 INTERRUPTED = """
-from kafka_direct.runtime import spark
+from kafka_direct.runtime import early_launch, spark
 def interrupted(self):
     raise KeyboardInterrupt
-spark._EarlyLaunch.wait_for_import = interrupted
+early_launch.EarlyLaunch.wait_for_import = interrupted
 try:
     with spark.launch_ahead(master="local[1]", app_name="launch-ahead-interrupted",
                             own_session=True):
         print("RESULT entered", flush=True)
 except KeyboardInterrupt:
     pass
-launch = spark._early
+launch = early_launch._early
 print("RESULT pending", launch is not None, flush=True)
 """
 
