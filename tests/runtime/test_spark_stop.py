@@ -95,7 +95,7 @@ def test_a_jvm_that_ends_while_the_accumulator_server_stops_prints_nothing(tmp_p
 
 
 def test_the_exit_does_not_wait_for_a_stopping_server_and_removes_its_socket_file(tmp_path):
-    from kafka_direct.runtime import spark
+    from kafka_direct.runtime import spark_stop
 
     class UnixServer(SlowAccumulatorServer):
         def __init__(self, path):
@@ -109,7 +109,7 @@ def test_the_exit_does_not_wait_for_a_stopping_server_and_removes_its_socket_fil
     _stop_context(sc)
     assert server.asked.wait(10)  # still stopping: its poll has not come
     started = time.monotonic()
-    spark._await_stopping()
+    spark_stop.await_stopping()
     assert time.monotonic() - started < 0.5
     assert not path.exists()
     server.release.set()
