@@ -11,8 +11,10 @@ the same at 4 partitions. Under each, the source's own part of a trigger: the sa
 ``latestOffset``, ``reportLatestOffset``, ``partitions`` (each input partition pickled) and
 ``commit`` called in this process on the same topics, offsets handed over as JSON as Spark's
 planner process does, wall and CPU; and Spark's ``rate`` source into noop in the same
-session: the micro-batch engine's own planning with no Kafka. Spark's figure less the
-source's own part is Spark's: its planner process's socket, the JVM's planning.
+session: the micro-batch engine's own planning with no Kafka; and a Python data source
+that asks nothing and reads a row a trigger: what Spark adds to any Python source's
+trigger. Spark's figure less the source's own part is Spark's: its planner process's
+socket, the JVM's planning.
 
 Beside the direct stream, the CPU a batch's planning costs: the generating
 thread's CPU in ``generateJobs``, and the driver process's (every thread's: the threads that
@@ -192,6 +194,58 @@ def rate(spark, batches):
         query.stop()
 
 
+def python_floor(spark, batches):
+    """A Python data source that asks nothing and reads one row a trigger, into noop (ms).
+
+    Spark's figure for it is what every Python data source's trigger costs before its own
+    work: the planner process's socket round trips (the latest offset, the input
+    partitions), the offsets as JSON through the JVM, the micro-batch's planning.
+    """
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+    # Defined here, not at the module's top: pickled by value into Spark's planner process.
+    class FloorReader(DataSourceStreamReader):
+        def __init__(self):
+            self.next = 0
+
+        def initialOffset(self):
+            return {"n": 0}
+
+        def latestOffset(self, start, limit):
+            self.next += 1  # every trigger has one new row
+            return {"n": self.next}
+
+        def partitions(self, start, end):
+            return [InputPartition((start["n"], end["n"]))]
+
+        def read(self, partition):
+            first, end = partition.value
+            for n in range(first, end):
+                yield (n,)
+
+        def commit(self, end):
+            pass
+
+    class FloorSource(DataSource):
+        @classmethod
+        def name(cls):
+            return "kafka-direct-bench-floor"
+
+        def schema(self):
+            return "n long"
+
+        def streamReader(self, schema):
+            return FloorReader()
+
+    spark.dataSource.register(FloorSource)
+    query = (spark.readStream.format(FloorSource.name()).load()
+             .writeStream.format("noop").trigger(processingTime="1 second").start())
+    try:
+        return trigger_planning(query, batches, lambda: None, timeout=60 + batches * 10)
+    finally:
+        query.stop()
+
+
 def prepare_peers():
     """The peers' Python and Spark's Kafka connectors: made or resolved before anything is
     measured (the first run downloads them into the cache); returns the Python's path."""
@@ -288,6 +342,10 @@ def main():
         # Spark's own micro-batch planning with no Kafka, in the same run: what of the
         # structured figure no source can remove.
         summary(f"rate source (Spark {sc.version}, this session)", rate(spark, args.batches))
+        # A Python data source that does nothing: what Spark adds to every Python source's
+        # trigger, the floor under the structured figure.
+        summary("a Python data source that asks nothing (this session)",
+                python_floor(spark, args.batches))
         met = {api: results[(api, total)]
                for api in ("direct stream", "structured", "source's own part")}
         if python:
