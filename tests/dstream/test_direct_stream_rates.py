@@ -38,16 +38,23 @@ def test_initial_rate_bounds_the_first_batch_and_backpressure_follows_processing
     stream = KafkaUtils.createDirectStream(driver.ssc, LocationStrategies.PreferConsistent(),
                                            ConsumerStrategies.Subscribe([topic], params))
 
+    counted, spans = [], []  # what each batch's RDD held; when its processing ran (ms)
+
     def slow(rdd):
+        entered = time.time() * 1000
         records = rdd.count()
         time.sleep(records * PER_RECORD_S)
+        counted.append(records)
+        spans.append((entered, time.time() * 1000))
 
     stream.foreachRDD(slow)
     rates = []  # the controller's rate after each batch: what the next batch is cut by
+    returned = []  # when each batch's run returned (ms)
     driver.start()
     try:
         for _ in range(8):
             driver.run(1)
+            returned.append(time.time() * 1000)
             stream.rateController.waitUntilIdle()
             rates.append(stream.rateController.getLatestRate())
     finally:
@@ -56,7 +63,15 @@ def test_initial_rate_bounds_the_first_batch_and_backpressure_follows_processing
     sizes = [b.streamIdToInputInfo[stream.inputStreamId].numRecords for b in batches]
     print(f"batch sizes {sizes}, processing ms {[b.processingDelay for b in batches]}, "
           f"scheduling ms {[b.schedulingDelay for b in batches]}, rates {rates}")
-    # Judged by the stream's own figures, never by the wall clock: a loaded machine slows
+    # The figures judged are the batches' own: what each RDD held is what the stream
+    # reported, and each batch's processing time spans its work (order, not speed: ms
+    # rounded), so neither a rate limit the RDD ignores nor a misreported delay passes.
+    assert counted == sizes, (counted, sizes)
+    for batch, (entered, left), back in zip(batches, spans, returned, strict=True):
+        assert batch.processingStartTime <= entered + 1, batch
+        assert left <= batch.processingEndTime + 1 and batch.processingEndTime <= back + 1, (
+            batch, left, back)
+    # Judged by those figures, never by a bound on the wall clock: a loaded machine slows
     # processing, which lowers the estimate and, with it, the next batch.
     assert sizes[0] <= INITIAL_RATE, sizes  # initialRate x 1 s, not the 5000-record backlog
     # The first batch only sets the estimator's baseline (as in Spark); each later estimate
