@@ -20,10 +20,11 @@ Ends asked ahead can be older than the listing by its round trip. A topic delete
 re-created with as many partitions within those milliseconds then shows its new life in the
 listing and its former life's ends in the answer, and no listing can tell the two apart (it
 carries no topic id). That is the race every Kafka source has with a re-creation just after
-a trigger's planning, no wider in kind: the executors meet the new, shorter log and end the
-range with what exists (a warning) or raise ``OffsetOutOfRangeError`` under
-``failOnDataLoss``, and the next trigger finds the end below the query's position
-(:meth:`SourceMetadata.behind`).
+a trigger's planning, no wider in kind: the executors meet the new, shorter log. Under
+``failOnDataLoss`` the batch fails with ``DataLossError``. Without it the range ends with
+what exists (a warning), the next trigger finds the end below the query's position and
+goes on from the new log's start (:meth:`SourceMetadata.behind`): the new log's records
+the range held, those at or above the former position, are then delivered a second time.
 """
 
 from __future__ import annotations
