@@ -66,7 +66,10 @@ class EarlyLaunch:
         self.error: BaseException | None = None
         self._stop = stop
         self._lock = threading.Lock()
+        # Both decided under the lock: whichever of the launch's end and the abandon comes
+        # second stops the JVM, once (the thread may still be alive after its end).
         self._abandoned = False
+        self._done = False
         self._thread = threading.Thread(target=self._run, args=(start,),
                                         name="spark-jvm-early-launch", daemon=True)
         self._imported = threading.Event()
@@ -84,6 +87,7 @@ class EarlyLaunch:
         finally:
             self._imported.set()  # a failure before the import: the caller finds it later
         with self._lock:
+            self._done = True
             abandoned = self._abandoned
         if abandoned:
             self._stop(self.gateway, self.server)
@@ -99,7 +103,7 @@ class EarlyLaunch:
         """Stop the JVM once launched (now if it is); returns at once."""
         with self._lock:
             self._abandoned = True
-            done = not self._thread.is_alive()
+            done = self._done
         if done:
             self._stop(self.gateway, self.server)
 
