@@ -17,8 +17,6 @@ from kafka_direct.topic_partition import TopicPartition, partition_order
 
 __all__ = ["PartitionLayout"]
 
-_describe = "{}{} to {}".format
-
 
 class PartitionLayout:
     """The partitions of the latest batch in (topic, partition) order, and what follows.
@@ -33,7 +31,8 @@ class PartitionLayout:
         self.partitions: list[TopicPartition] = []
         self.topics: list[str] = []
         self.numbers: list[int] = []
-        self._prefixes: list[str] | None = None
+        # The input description's text with a ``%d to %d`` for each range's offsets.
+        self._template: str | None = None
 
     def arrange(self, offsets: Mapping[TopicPartition, int]) -> list[int]:
         """The values of ``offsets`` in layout order, the layout first made ``offsets``' own.
@@ -49,7 +48,7 @@ class PartitionLayout:
             self.partitions = ordered
             self.topics = [tp.topic for tp in ordered]
             self.numbers = [tp.partition for tp in ordered]
-            self._prefixes = None
+            self._template = None
         return list(map(offsets.__getitem__, self.partitions))
 
     def pick(self, offsets: Mapping[TopicPartition, int]) -> list[int]:
@@ -76,14 +75,28 @@ class PartitionLayout:
     def describe(self, fromOffsets: Sequence[int], untilOffsets: Sequence[int]) -> str:
         r"""Spark's input description of ranges in layout order (see ``describe_ranges``).
 
-        The text before each range's offsets (``topic: t\tpartition: p\toffsets: ``) is
-        made once per layout.
+        The same text, made by one ``%`` formatting of a template kept per layout (each
+        range's ``topic: t\tpartition: p\toffsets: %d to %d``): a thousand ranges'
+        ``format`` calls were twice its time. The offsets are ints (checked by the ranges
+        made from them), which ``%d`` writes as ``str`` does.
+
+        Raises:
+            ValueError: ``fromOffsets`` or ``untilOffsets`` is not as long as the layout.
         """
-        if self._prefixes is None:
-            self._prefixes = [f"topic: {topic}\tpartition: {partition}\toffsets: "
-                              for topic, partition in zip(self.topics, self.numbers,
-                                                          strict=True)]
-        return "\n".join(map(_describe, self._prefixes, fromOffsets, untilOffsets))
+        count = len(self.partitions)
+        if len(fromOffsets) != count or len(untilOffsets) != count:
+            raise ValueError(f"describing {len(fromOffsets)} from and {len(untilOffsets)} "
+                             f"until offsets with a layout of {count} partitions")
+        if self._template is None:
+            # A topic's own '%' escaped: only the offsets are formatted.
+            self._template = "\n".join(
+                f"topic: {topic}\tpartition: {partition}\toffsets: ".replace("%", "%%")
+                + "%d to %d" for topic, partition in zip(self.topics, self.numbers,
+                                                         strict=True))
+        values: list[int] = [0] * (2 * count)
+        values[::2] = fromOffsets
+        values[1::2] = untilOffsets
+        return self._template % tuple(values)
 
     def latest(self, offsets: Mapping[TopicPartition, int]) -> list[tuple[str, int, int]]:
         """``(topic, partition, offset)`` of each of ``offsets``, sorted by partition."""
