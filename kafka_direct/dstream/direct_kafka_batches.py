@@ -143,18 +143,6 @@ class DirectKafkaBatches(InputDStream):
         rate = latest if latest > 0 else self.streamSettings.initialRate
         return rate if rate > 0 else None
 
-    def _nextRanges(self, validTime: int) -> list[OffsetRange]:
-        """The ranges of batch ``validTime``: checkpointed ones, or the next ones from Kafka."""
-        return self._plan(validTime)[0]
-
-    def _plan(self, validTime: int) -> tuple[list[OffsetRange], list[TopicPartition]]:
-        """The ranges of batch ``validTime``, and their partitions in the same order."""
-        ranges = self._recovered(validTime)
-        if ranges is not None:
-            return ranges, [r.topicPartition() for r in ranges]
-        froms, untils, ends = self._nextOffsets()
-        return self._rangesOf(validTime, froms, untils, ends), self._layout.partitions
-
     def _recovered(self, validTime: int) -> list[OffsetRange] | None:
         """Batch ``validTime``'s checkpointed ranges, the positions moved past them; or None."""
         ranges = self.batchRanges.get(validTime)
