@@ -5,10 +5,13 @@ Produces a backlog (default 1M records of ~100 B in 4 partitions) on the embedde
 
 (a) plain COPY: the same rows, already in memory, COPYed into a fresh table in one
     transaction on one connection (``sinks.postgres_writer.copy_rows``) - the baseline;
-(b) ``kafka-direct ingest --api dstream`` and (c) ``--api structured``: the real command
-    (``python -m kafka_direct.app.cli ingest``) in a process of its own, on a fresh table
-    and group, ``--max-rate-per-partition`` chosen so that a batch holds ``--batch-records``
-    (default 200k), stopping after one idle batch.
+(b) ``kafka-direct ingest --api dstream``, (c) ``--api structured`` and (d) ``--api
+    structured --available-now``: the real command (``python -m kafka_direct.app.cli
+    ingest``) in a process of its own, on a fresh table and group,
+    ``--max-rate-per-partition`` chosen so that a batch holds ``--batch-records`` (default
+    200k); (b) and (c) stop after one idle batch and wait for the next interval after a
+    batch shorter than it, (d) runs its batches one after another and ends at the backlog's
+    end (``Trigger.AvailableNow``, as the JVM connectors' benchmark runs Spark's source).
 
 For each job it prints:
 
@@ -27,7 +30,7 @@ For each job it prints:
 The job's stderr is checked for Python tracebacks (a reused Python worker at shutdown
 printed one; none may remain).
 
-Usage: python bench/ingest_job.py [--records N] [--rounds R] [--api dstream|structured]
+Usage: python bench/ingest_job.py [--records N] [--rounds R] [--api dstream|structured|structured-now]
 """
 
 from __future__ import annotations
@@ -192,6 +195,12 @@ class FirstRows(threading.Thread):
             connection.close()
 
 
+#: The jobs measured: --api as given to the bench, and the command's options it stands for.
+JOBS = {"dstream": "--api dstream", "structured": "--api structured",
+        "structured-now": "--api structured --available-now"}
+APIS = tuple(JOBS)
+
+
 def run_job(args, kafka, pg, topic: str, api: str, name: str, pids: list[int],
             records: int) -> Run:
     """Run ``kafka-direct ingest`` once on a fresh table and group."""
@@ -200,9 +209,12 @@ def run_job(args, kafka, pg, topic: str, api: str, name: str, pids: list[int],
     command = [sys.executable, "-c", WRAPPER, sys.executable, "-m", "kafka_direct.app.cli",
                "ingest", "--bootstrap-servers", kafka.bootstrap_servers,
                "--dsn", "env:BENCH_INGEST_DSN", "--topic", topic, "--group", name,
-               "--table", name, "--api", api, "--batch-interval", str(args.batch_interval),
-               "--max-rate-per-partition", str(rate), "--stop-after-idle", "1",
-               "--master", args.master]
+               "--table", name, "--api", api.split("-")[0],
+               "--batch-interval", str(args.batch_interval),
+               "--max-rate-per-partition", str(rate), "--master", args.master,
+               # Under Trigger.AvailableNow the query ends by itself at the backlog's end.
+               *(["--available-now"] if api == "structured-now" else
+                 ["--stop-after-idle", "1"])]
     environment = {**os.environ, "BENCH_INGEST_DSN": pg.dsn,
                    "PYTHONPATH": os.pathsep.join(
                        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
@@ -258,12 +270,13 @@ def main() -> None:
                         help="records per batch (sets --max-rate-per-partition)")
     parser.add_argument("--batch-interval", type=float, default=1.0)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--api", action="append", choices=("dstream", "structured"),
-                        help="the job's API (repeatable; default both)")
+    parser.add_argument("--api", action="append", choices=APIS,
+                        help="the job's API (repeatable; default all three): structured-now "
+                             "is --api structured --available-now")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--verbose", action="store_true", help="print the job's output")
     args = parser.parse_args()
-    apis = args.api or ["dstream", "structured"]
+    apis = args.api or list(APIS)
     # As ``./run ingest`` does: the archive of Spark's classes built first (once), which the
     # job's JVM maps unless KAFKA_DIRECT_JVM_ARCHIVE=off.
     from kafka_direct.runtime import jvm_archive
@@ -288,8 +301,8 @@ def main() -> None:
             copies.append(plain_copy(pg, rows, f"plain_{round_}", pids))
             line = f"round {round_ + 1}: plain COPY {copies[-1][0]:.2f} s"
             for api in apis:
-                run = run_job(args, kafka, pg, topic, api, f"job_{api}_{round_}", pids,
-                              records)
+                run = run_job(args, kafka, pg, topic, api,
+                              f"job_{api.replace('-', '_')}_{round_}", pids, records)
                 runs[api].append(run)
                 first = "-" if run.firstCommit is None else f"{run.firstCommit:.1f}"
                 line += (f"; {api}: batches {run.batchSeconds:.2f} s "
@@ -319,8 +332,8 @@ def main() -> None:
             broker_cpu = statistics.median(r.cpuBroker for r in results) * 1e6 / records
             ratios = [(r.batchRate * c / records, r.wholeRate * c / records)
                       for r, c in zip(results, copy_seconds, strict=True)]
-            label = "bc"[apis.index(api)]
-            print(f"({label}) ingest --api {api:10s}: batches {batch:10,.0f} rows/s "
+            label = "bcd"[apis.index(api)]
+            print(f"({label}) ingest {JOBS[api]:34s}: batches {batch:10,.0f} rows/s "
                   f"[{max(r.batchRate for r in results):,.0f}], whole run {whole:10,.0f} "
                   f"rows/s [{max(r.wholeRate for r in results):,.0f}], first commit {first}")
             print(f"    CPU {job_cpu:.1f} us/record in the job's processes + {svc_cpu:.1f} in "

@@ -163,6 +163,9 @@ class IngestOptions:
         firstBatchRecords: With the ``structured`` api: the most records its first batch
             of a run reads (0: capped as every other batch); None: the job's default,
             :data:`~kafka_direct.app.structured_ingest.FIRST_BATCH_RECORDS`.
+        availableNow: With the ``structured`` api: run as ``Trigger.AvailableNow``, the
+            batches one after another (each capped as the rate says) up to the log ends of
+            the query's start, then end; no idle count (``stopAfterIdleBatches`` 0).
         starting: ``startingOffsets`` as :func:`parse_starting_offsets` reads it, parsed
             once when the options are made.
     """
@@ -184,6 +187,7 @@ class IngestOptions:
     loopbackDriver: bool | None = None
     api: str = "dstream"
     firstBatchRecords: int | None = None
+    availableNow: bool = False
     #: ``startingOffsets`` parsed, once: (policy for partitions it does not name, offsets).
     starting: tuple[str, Mapping[TopicPartition, int]] = field(
         init=False, repr=False, compare=False)
@@ -206,6 +210,12 @@ class IngestOptions:
         for name in ("maxRatePerPartition", "stopAfterIdleBatches"):
             if getattr(self, name) < 0:
                 raise ConfigurationError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.availableNow and self.api != "structured":
+            raise ConfigurationError("availableNow is a Structured Streaming trigger: give "
+                                     "api='structured' or drop it")
+        if self.availableNow and self.stopAfterIdleBatches:
+            raise ConfigurationError("availableNow ends the query at the log ends of its "
+                                     "start: stopAfterIdleBatches must be 0")
         if self.uiPort is not None and not 0 <= self.uiPort <= 65535:
             raise ConfigurationError(f"the statistics page's port must be 0 (any free port) "
                                      f"to 65535, got {self.uiPort}")
@@ -352,6 +362,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="with --api structured: the most records the first batch of a run "
                           "reads, so its rows commit while the query warms up (default "
                           "10000; 0: capped as every batch)")
+    job.add_argument("--available-now", action="store_true",
+                     help="with --api structured: read what the topics hold when the query "
+                          "starts, in batches one after another (each capped as "
+                          "--max-rate-per-partition says), then end (Trigger.AvailableNow)")
     job.add_argument("--sink", choices=("transactional", "idempotent"),
                      default="transactional", help="how rows and offsets are written")
     job.add_argument("--stop-after-idle", type=int, default=None,
@@ -519,7 +533,15 @@ def _check_structured(args: argparse.Namespace) -> None:
             raise ConfigurationError("--first-batch-records is for --api structured (the "
                                      "direct stream's batches follow "
                                      "--max-rate-per-partition from the first)")
+        if getattr(args, "available_now", False):
+            raise ConfigurationError("--available-now is for --api structured (the direct "
+                                     "stream's batches follow its interval; end a run with "
+                                     "--stop-after-idle)")
         return
+    if getattr(args, "available_now", False) and args.stop_after_idle is not None:
+        raise ConfigurationError("--stop-after-idle is for a query that runs on: with "
+                                 "--available-now the query ends by itself at the log ends "
+                                 "of its start; drop one of them")
     from kafka_direct.sql.formats import check_structured_support
 
     check_structured_support()
@@ -581,15 +603,17 @@ def settings_from_args(args: argparse.Namespace,
     params = kafka_params(args.kafka_properties, args.kafka_param, environ)
     records = options_from_args(args, environ)
     topics = tuple(args.topics or (() if args.pattern else (DEFAULT_TOPIC,)))
+    availableNow = bool(getattr(args, "available_now", False))
     options = IngestOptions(
         topics=topics, pattern=args.pattern, group=args.group, table=args.table,
         schema=args.schema, batchInterval=args.batch_interval,
         maxRatePerPartition=args.max_rate_per_partition, backpressure=args.backpressure,
         sink=args.sink, startingOffsets=args.starting_offsets,
         stopAfterIdleBatches=(args.stop_after_idle if args.stop_after_idle is not None
-                              else 1 if embeddedKafka else 0),
+                              else 0 if availableNow else 1 if embeddedKafka else 0),
         master=master, uiPort=args.ui_port, api=getattr(args, "api", "dstream"),
         firstBatchRecords=getattr(args, "first_batch_records", None),
+        availableNow=availableNow,
         # The embedded services listen on 127.0.0.1 only: then, and only then, the driver too.
         loopbackDriver=embeddedKafka or dsn is None)
     samples = args.sample_events if args.sample_events is not None else (

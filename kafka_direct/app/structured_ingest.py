@@ -361,17 +361,16 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
             assert records is not None
             query = _typed_query(spark, rows, records, options, dsn, location)
         else:
-            query = (rows.writeStream.format(POSTGRES_SINK_FORMAT)
-                     .option("dsn", dsn).option("schema", options.schema)
-                     .option("table", options.table)
-                     # Tasks COPY straight into the table, claiming their offsets.
-                     .option("offsetColumns", "topic,kafka_partition,kafka_offset")
-                     .option("offsetStore.name", options.group)
-                     .option("offsetStore.schema", options.schema)
-                     .option("checkpointLocation", location)
-                     .queryName(QUERY_NAME)
-                     .trigger(processingTime=f"{options.batchInterval} seconds")
-                     .start())
+            writer = (rows.writeStream.format(POSTGRES_SINK_FORMAT)
+                      .option("dsn", dsn).option("schema", options.schema)
+                      .option("table", options.table)
+                      # Tasks COPY straight into the table, claiming their offsets.
+                      .option("offsetColumns", "topic,kafka_partition,kafka_offset")
+                      .option("offsetStore.name", options.group)
+                      .option("offsetStore.schema", options.schema)
+                      .option("checkpointLocation", location)
+                      .queryName(QUERY_NAME))
+            query = _trigger(writer, options).start()
         progress = _Progress(result, options.stopAfterIdleBatches, options.batchInterval, out)
         try:
             _follow(query, progress, stopRequested)
@@ -468,10 +467,23 @@ def _typed_query(spark: Any, rows: Any, records: TypedOptions, options: IngestOp
     for key, value in sink_options(records, dsn, options.schema, options.table, options.group,
                                    options.statementTimeoutMs, schemas).items():
         writer = writer.option(key, value)
-    query: StreamingQuery = (
-        writer.option("checkpointLocation", location).queryName(QUERY_NAME)
-        .trigger(processingTime=f"{options.batchInterval} seconds").start())
+    query: StreamingQuery = _trigger(
+        writer.option("checkpointLocation", location).queryName(QUERY_NAME), options).start()
     return query
+
+
+def _trigger(writer: Any, options: IngestOptions) -> Any:
+    """``writer`` with the job's trigger: every batch interval, or ``Trigger.AvailableNow``.
+
+    Under ``AvailableNow`` the source fixes its target at the log ends of the query's start
+    and Spark runs the batches one after another (each capped as ``maxRatePerPartition``
+    times the interval says) until it is reached; the query then ends by itself. A
+    processing-time trigger waits for the next interval after each batch even while a
+    backlog is left: right for a job that runs on, idle time for one that drains.
+    """
+    if options.availableNow:
+        return writer.trigger(availableNow=True)
+    return writer.trigger(processingTime=f"{options.batchInterval} seconds")
 
 
 def _stop_after_running_batch(query: Any, timeout: float = 600.0) -> None:

@@ -135,6 +135,29 @@ def test_the_structured_jobs_first_batch_reads_at_most_first_batch_records(
     assert [c.offset for c in committed] == [60, 60]
 
 
+def test_the_structured_job_with_available_now_reads_what_the_topics_hold_and_ends(
+        kafka, kafka_topic, postgres, pg_schema, job_host):
+    # Trigger.AvailableNow: the batches run one after another, each capped by the rate,
+    # up to the log ends of the query's start; the query then ends by itself (no idle
+    # trigger waited for: the job is given no --stop-after-idle).
+    topic = kafka_topic(partitions=2)
+    for partition in range(2):
+        kafka.produce(topic, [b"v"] * 60, partition=partition)
+    done = job_host.run(
+        ["ingest", "--bootstrap-servers", kafka.bootstrap_servers, "--dsn", postgres.dsn,
+         "--topic", topic, "--schema", pg_schema, "--api", "structured", "--available-now",
+         "--batch-interval", "30", "--max-rate-per-partition", "1", "--first-batch-records",
+         "5"])
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "batch 0: 5 records in" in done.stdout
+    # 30 records a partition and batch: a 30 s trigger would take minutes for these.
+    assert "batch 1: 60 records in" in done.stdout
+    assert "batch 2: 55 records in" in done.stdout
+    assert "batch 3:" not in done.stdout
+    assert f"table {pg_schema}.kafka_events: 120 rows, 0 duplicates" in done.stdout
+    assert "stored offsets == log end" in done.stdout
+
+
 @pytest.mark.parametrize("api", ["dstream", "structured"])
 def test_a_failing_job_ends_with_its_typed_error_on_both_apis(kafka, kafka_topic, postgres,
                                                               pg_schema, api, job_host):

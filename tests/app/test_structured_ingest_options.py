@@ -159,3 +159,29 @@ def test_the_sources_columns_get_the_tables_names_and_keep_their_values(spark_se
         "t", 3, 17, b"k", b"v", *(row[column] if column != "headers"
                                   else [tuple(header) for header in row[column]]
                                   for column in extra))
+
+
+def test_available_now_is_for_the_structured_api_and_ends_the_run_itself():
+    import argparse
+
+    from kafka_direct.app.ingest_options import add_arguments, settings_from_args
+    from kafka_direct.errors import ConfigurationError
+
+    def settings(*argv):
+        parser = argparse.ArgumentParser()
+        add_arguments(parser)
+        return settings_from_args(parser.parse_args(
+            ["--bootstrap-servers", "k:9092", "--dsn", "dbname=x", *argv]), {})
+
+    assert not settings("--api", "structured").options.availableNow
+    now = settings("--api", "structured", "--available-now").options
+    assert now.availableNow and now.stopAfterIdleBatches == 0
+    with pytest.raises(ConfigurationError, match="--available-now is for --api structured"):
+        settings("--available-now")
+    # The query ends at the log ends of its start: an idle count would never be reached.
+    with pytest.raises(ConfigurationError, match="--stop-after-idle .*--available-now"):
+        settings("--api", "structured", "--available-now", "--stop-after-idle", "2")
+    with pytest.raises(ConfigurationError, match="availableNow"):
+        IngestOptions(topics=("t",), availableNow=True)
+    with pytest.raises(ConfigurationError, match="availableNow"):
+        _options(topics=("t",), availableNow=True, stopAfterIdleBatches=1)
