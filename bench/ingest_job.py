@@ -30,7 +30,8 @@ For each job it prints:
 The job's stderr is checked for Python tracebacks (a reused Python worker at shutdown
 printed one; none may remain).
 
-Usage: python bench/ingest_job.py [--records N] [--rounds R] [--api dstream|structured|structured-now]
+Usage: python bench/ingest_job.py [--records N] [--rounds R]
+       [--api dstream|structured|structured-now]
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--dsn", default=None,
                       help="an existing PostgreSQL (default: start an embedded one)")
     demo.add_argument("--master", default="local[2]", help="Spark master of the job")
-    from kafka_direct.app.ingest_options import EPILOG, add_arguments
+    from kafka_direct.app.ingest_arguments import EPILOG, add_arguments
 
     ingest = commands.add_parser(
         "ingest", help="run a direct stream from Kafka into a PostgreSQL table, exactly once",
@@ -100,11 +100,8 @@ def _run_ingest(args: argparse.Namespace) -> int:
 
 def _run_demo(args: argparse.Namespace) -> int:
     from kafka_direct.app.demo import DemoOptions, run_demo
-    from kafka_direct.app.ingest_options import (
-        MAX_PARTITIONS,
-        check_batch_interval,
-        check_master,
-    )
+    from kafka_direct.app.ingest_arguments import MAX_PARTITIONS, check_batch_interval
+    from kafka_direct.app.ingest_options import check_master
     from kafka_direct.app.kafka_cluster import check_topic_name
 
     for name in ("events", "partitions", "max_rate_per_partition"):

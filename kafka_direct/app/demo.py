@@ -25,8 +25,8 @@ import time
 from dataclasses import dataclass, field, fields
 from typing import Any, TextIO
 
+from kafka_direct.app.ingest_arguments import DSN_ENV
 from kafka_direct.app.ingest_command import produce_samples, services
-from kafka_direct.app.ingest_options import DSN_ENV
 from kafka_direct.app.ingest_table import check_table, ensure_table
 from kafka_direct.errors import ConfigurationError, ServiceError
 from kafka_direct.redaction import redact_text

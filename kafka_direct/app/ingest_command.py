@@ -25,16 +25,15 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from kafka_direct.app.ingest_job import run_ingest
-from kafka_direct.app.ingest_options import (
+from kafka_direct.app.ingest_arguments import (
     DEFAULT_TOPIC,
-    IngestResult,
     IngestSettings,
     add_arguments,
     describe,
     settings_from_args,
-    spark_context_arguments,
 )
+from kafka_direct.app.ingest_job import run_ingest
+from kafka_direct.app.ingest_options import IngestResult, spark_context_arguments
 from kafka_direct.app.ingest_table import check_table
 from kafka_direct.app.interrupts import TwoStageInterrupt
 from kafka_direct.app.kafka_cluster import KafkaCluster

@@ -8,13 +8,13 @@ import argparse
 
 import pytest
 
-from kafka_direct.app.ingest_options import (
-    TASK_ATTEMPTS,
+from kafka_direct.app.ingest_arguments import (
     add_arguments,
     describe,
     settings_from_args,
     spark_master,
 )
+from kafka_direct.app.ingest_options import TASK_ATTEMPTS
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.redaction import REDACTED
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from kafka_direct.app import ingest_command, ingest_options, structured_ingest
+from kafka_direct.app import ingest_arguments, ingest_command, ingest_options, structured_ingest
 from kafka_direct.app.ingest_options import IngestOptions, parse_starting_offsets
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.offsets_json import offsets_from_json
@@ -46,7 +46,7 @@ def test_the_options_carry_the_parsed_offsets_and_nothing_parses_them_again(monk
     def parsed_again(*args, **kwargs):
         raise AssertionError("--starting-offsets parsed a second time")
 
-    for module in (ingest_options, ingest_command, structured_ingest):
+    for module in (ingest_options, ingest_arguments, ingest_command, structured_ingest):
         if hasattr(module, "parse_starting_offsets"):
             monkeypatch.setattr(module, "parse_starting_offsets", parsed_again)
     monkeypatch.setattr(ingest_options, "offsets_from_json", parsed_again, raising=False)

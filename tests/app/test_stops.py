@@ -3,7 +3,7 @@
 import pytest
 
 from kafka_direct import errors
-from kafka_direct.app.ingest_options import EPILOG
+from kafka_direct.app.ingest_arguments import EPILOG
 from kafka_direct.app.stops import EXIT_CODES, OTHER_ERROR, exit_code, first_line, stop_block
 
 

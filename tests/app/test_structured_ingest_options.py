@@ -60,7 +60,7 @@ def test_the_first_batch_reads_at_most_the_first_batch_records():
 def test_first_batch_records_is_checked_and_for_the_structured_api_only():
     import argparse
 
-    from kafka_direct.app.ingest_options import add_arguments, settings_from_args
+    from kafka_direct.app.ingest_arguments import add_arguments, settings_from_args
     from kafka_direct.errors import ConfigurationError
 
     def settings(*argv):
@@ -164,7 +164,7 @@ def test_the_sources_columns_get_the_tables_names_and_keep_their_values(spark_se
 def test_available_now_is_for_the_structured_api_and_ends_the_run_itself():
     import argparse
 
-    from kafka_direct.app.ingest_options import add_arguments, settings_from_args
+    from kafka_direct.app.ingest_arguments import add_arguments, settings_from_args
     from kafka_direct.errors import ConfigurationError
 
     def settings(*argv):

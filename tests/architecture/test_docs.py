@@ -29,7 +29,7 @@ import kafka_direct.streaming as engine
 import offsets
 import sinks
 from kafka_direct.app import cli
-from kafka_direct.app.ingest_options import add_arguments as add_ingest_arguments
+from kafka_direct.app.ingest_arguments import add_arguments as add_ingest_arguments
 from kafka_direct.dstream import per_partition_config, stream_settings
 from kafka_direct.sql.link.tables import LINK_OPTIONS
 from kafka_direct.sql.sink.options import KNOWN_OPTIONS as SINK_OPTIONS

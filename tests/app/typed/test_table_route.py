@@ -5,7 +5,8 @@ import argparse
 
 import pytest
 
-from kafka_direct.app.ingest_options import IngestOptions, add_arguments, settings_from_args
+from kafka_direct.app.ingest_arguments import add_arguments, settings_from_args
+from kafka_direct.app.ingest_options import IngestOptions
 from kafka_direct.app.typed.options import TypedOptions
 from kafka_direct.app.typed.routing import TableRoute
 from kafka_direct.errors import ConfigurationError
