@@ -9,8 +9,10 @@
 * :mod:`~kafka_direct.postgres.staging`: a write task's rows staged in an unlogged table of
   its own until a commit moves them (the structured sink's and the typed ingest's);
 * :mod:`~kafka_direct.postgres.direct_write`: a write task's rows COPYed straight into the
-  target, claimed by their Kafka offsets; :mod:`~kafka_direct.postgres.sink_claims`: those
-  claims, their table, and the commit's check and release of them.
+  target, claimed by their Kafka offsets; :mod:`~kafka_direct.postgres.row_offsets`: the
+  offsets those rows hold, and the rows and claims left beside others' claims;
+  :mod:`~kafka_direct.postgres.sink_claims`: those claims, their table, and the commit's
+  check and release of them.
 
 It imports only the package's root (errors, redaction): ``offsets/``, ``sinks/`` and
 ``kafka_direct.sql`` stand on it, never the other way.

@@ -38,6 +38,9 @@ What this costs, against staging (:mod:`~kafka_direct.postgres.staging`): nothin
 twice, no table created per task; a batch's rows become visible task by task before the
 batch commits, and a batch that fails for good leaves the rows its finished tasks wrote
 (each once: they are not written again when it runs again).
+
+The arithmetic on the rows' offsets (the claims rows make, the rows claims leave, pieces
+between claims) is :mod:`~kafka_direct.postgres.row_offsets`'s; this module is the protocol.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from kafka_direct.errors import ConfigurationError, SinkWriteError
 from kafka_direct.postgres.connection import Database, drop_cached, retry_broken, transaction
 from kafka_direct.postgres.copy_csv import copy_batches
 from kafka_direct.postgres.errors import CommitOutcomeUnknownError, database_error
+from kafka_direct.postgres.row_offsets import RowOffsets, claim_pieces, uncovered_rows
 from kafka_direct.postgres.sink_claims import RANGES_TABLE, Claim, DirectAttempt
 from kafka_direct.postgres.staging import COMMITS_TABLE, new_token
 
@@ -106,75 +110,6 @@ class DirectTarget:
         """Positions of the topic, partition and offset columns in the rows."""
         topic, partition, offset = (self.columns.index(c) for c in self.offsetColumns)
         return topic, partition, offset
-
-
-class _Offsets:
-    """Per Kafka partition: the first and last offset and the rows of the batches seen."""
-
-    def __init__(self, indexes: tuple[int, int, int]) -> None:
-        self.indexes = indexes
-        self.seen: dict[tuple[str, int], list[int]] = {}
-
-    def observe(self, batch: Any) -> Any:
-        topicAt, partitionAt, offsetAt = self.indexes
-        topics, partitions, offsets = (batch.column(topicAt), batch.column(partitionAt),
-                                       batch.column(offsetAt))
-        if topics.null_count or partitions.null_count or offsets.null_count:
-            raise ConfigurationError(
-                "a row has no topic, partition or offset: the offset columns of a direct "
-                "write must hold every row's Kafka coordinates", setting="offsetColumns")
-        for key, low, high, count in _ranges_of(topics, partitions, offsets):
-            self._add(key, low, high, count)
-        return batch
-
-    def _add(self, key: tuple[str, int], low: int, high: int, count: int) -> None:
-        was = self.seen.get(key)
-        if was is None:
-            self.seen[key] = [low, high, count]
-        else:
-            was[0], was[1], was[2] = min(was[0], low), max(was[1], high), was[2] + count
-
-    def claims(self) -> list[Claim]:
-        return [Claim(t, p, low, high + 1, rows)
-                for (t, p), (low, high, rows) in sorted(self.seen.items())]
-
-    def keys(self) -> list[str]:
-        return [f"{t}/{p}" for t, p in sorted(self.seen)]
-
-
-def _ranges_of(topics: Any, partitions: Any, offsets: Any
-               ) -> list[tuple[tuple[str, int], int, int, int]]:
-    """Per (topic, partition) of a batch's rows: the lowest and highest offset and the rows.
-
-    Rows of one topic (the common case) are grouped with numpy: Arrow's group_by starts a
-    query plan, about 3 ms a call, twice per write task; several topics take that way.
-    """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if not len(offsets):
-        return []
-    distinct = pc.unique(topics)
-    if len(distinct) == 1:
-        import numpy as np
-
-        topic = str(distinct[0].as_py())
-        parts = np.asarray(partitions.to_numpy(zero_copy_only=False), dtype=np.int64)
-        offs = np.asarray(offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
-        order = np.lexsort((offs, parts))
-        parts, offs = parts[order], offs[order]
-        starts = np.flatnonzero(np.r_[True, parts[1:] != parts[:-1]])
-        ends = np.r_[starts[1:], len(parts)]
-        return [((topic, int(parts[b])), int(offs[b]), int(offs[e - 1]), int(e - b))
-                for b, e in zip(starts.tolist(), ends.tolist(), strict=True)]
-    table = pa.table({"t": topics, "p": partitions, "o": offsets})
-    grouped = table.group_by(["t", "p"]).aggregate([("o", "min"), ("o", "max"),
-                                                    ("o", "count")])
-    return [((str(topic), int(partition)), int(low), int(high), int(count))
-            for topic, partition, low, high, count in zip(*(grouped.column(n).to_pylist()
-                                                           for n in ("t", "p", "o_min",
-                                                                     "o_max", "o_count")),
-                                                         strict=True)]
 
 
 def _sql_target(target: DirectTarget) -> Any:
@@ -302,63 +237,18 @@ def _write_rows(cursor: Any, target: DirectTarget, batches: Iterable[Any]) -> in
     return copy_batches(cursor, _sql_target(target), target.columns, batches)
 
 
-def _uncovered(batches: Sequence[Any], target: DirectTarget,
-               claimed: Sequence[tuple[str, int, int, int, str]]) -> list[Any]:
-    """The rows of ``batches`` whose offsets no claim covers."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    topicAt, partitionAt, offsetAt = target.indexes
-    kept = []
-    for batch in batches:
-        covered = pa.array([False] * batch.num_rows)
-        for topic, partition, low, high, _ in claimed:
-            inside = pc.and_(pc.and_(pc.equal(batch.column(topicAt), topic),
-                                     pc.equal(batch.column(partitionAt), partition)),
-                             pc.and_(pc.greater_equal(batch.column(offsetAt), low),
-                                     pc.less(batch.column(offsetAt), high)))
-            covered = pc.or_(covered, inside)
-        rest = batch.filter(pc.invert(covered))
-        if rest.num_rows:
-            kept.append(rest)
-    return kept
-
-
-def _pieces(wrote: _Offsets, batches: Sequence[Any], target: DirectTarget,
-            claimed: Sequence[tuple[str, int, int, int, str]]) -> list[Claim]:
-    """Claims of the rows written, split at the claims they lie between (never overlapping)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    topicAt, partitionAt, offsetAt = target.indexes
-    pieces = []
-    for (topic, partition) in sorted(wrote.seen):
-        bounds = sorted((f, u) for t, p, f, u, _ in claimed if (t, p) == (topic, partition))
-        offsets = pa.concat_arrays([
-            b.column(offsetAt).filter(pc.and_(pc.equal(b.column(topicAt), topic),
-                                              pc.equal(b.column(partitionAt), partition)))
-            for b in batches]).cast(pa.int64()).to_numpy()
-        edges = [-1, *(e for f, u in bounds for e in (f, u)), 2**63 - 1]
-        for low, high in zip(edges[::2], edges[1::2], strict=True):
-            inside = offsets[(offsets >= max(low, 0)) & (offsets < high)]
-            if len(inside):
-                pieces.append(Claim(topic, partition, int(inside.min()), int(inside.max()) + 1,
-                                    len(inside)))
-    return pieces
-
-
 def _careful(cursor: Any, target: DirectTarget, attempt: DirectAttempt, batches: list[Any]
              ) -> DirectAttempt:
     """Write the rows no claim covers and claim them in pieces (rows kept in memory)."""
-    seen = _Offsets(target.indexes)
+    seen = RowOffsets(target.indexes)
     for batch in batches:
         seen.observe(batch)
     claimed = _overlapping(cursor, target, seen.claims())
-    rest = _uncovered(batches, target, claimed) if claimed else batches
-    wrote = _Offsets(target.indexes)
+    rest = uncovered_rows(batches, target.indexes, claimed) if claimed else batches
+    wrote = RowOffsets(target.indexes)
     for batch in rest:
         wrote.observe(batch)
-    pieces = _pieces(wrote, rest, target, claimed) if claimed else wrote.claims()
+    pieces = claim_pieces(wrote, rest, target.indexes, claimed) if claimed else wrote.claims()
     rows = _write_rows(cursor, target, rest) if rest else 0
     if rows != sum(c.rows for c in pieces):
         raise _count_error(target, attempt, rows, sum(c.rows for c in pieces))
@@ -401,7 +291,7 @@ class _OverlapError(Exception):
 
 def _streamed(cursor: Any, target: DirectTarget, attempt: DirectAttempt, first: Any,
               rest: Iterator[Any]) -> DirectAttempt:
-    seen = _Offsets(target.indexes)
+    seen = RowOffsets(target.indexes)
     rows = _write_rows(cursor, target, map(seen.observe, itertools.chain([first], rest)))
     claims = seen.claims()
     if sum(c.rows for c in claims) != rows:
@@ -415,7 +305,7 @@ def _streamed(cursor: Any, target: DirectTarget, attempt: DirectAttempt, first: 
 
 
 def _first_keys(target: DirectTarget, first: Any) -> list[str]:
-    seen = _Offsets(target.indexes)
+    seen = RowOffsets(target.indexes)
     seen.observe(first)
     return seen.keys()
 

@@ -10,7 +10,7 @@ are gaps, deleted offsets are a :class:`~kafka_direct.errors.DataLossError` (or,
 ``failOnDataLoss=false``, a warning and a jump to the log start), so is a range that now ends
 beyond its log's end (or a warning, and the range ends with what exists), and a retried task
 starts from a fresh consumer. The consumer's life follows
-:func:`kafka_direct.rdd.kafka_rdd.read_range`: a read that fails or is abandoned closes the
+:func:`kafka_direct.rdd.record_reader.read_range`: a read that fails or is abandoned closes the
 cached consumer. Our errors travel to the driver as data
 (:func:`kafka_direct.task_errors.carry_errors`).
 """

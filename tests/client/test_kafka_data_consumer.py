@@ -4,7 +4,8 @@ import pytest
 
 from kafka_direct import DataLossError, OffsetOutOfRangeError, OffsetRange, PollTimeoutError
 from kafka_direct.client.data_consumer import ConsumerCache, KafkaDataConsumer
-from kafka_direct.rdd.kafka_rdd import ReadSettings, read_range
+from kafka_direct.rdd.kafka_rdd import ReadSettings
+from kafka_direct.rdd.record_reader import read_range
 from tests.fakes.fake_kafka import FakeConsumer, FakeLog
 
 PARAMS = {"bootstrap.servers": "fake:1", "group.id": "spark-executor-g"}

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafka_direct.errors import ConfigurationError
-from kafka_direct.postgres.direct_write import _Offsets, _ranges_of
+from kafka_direct.postgres.row_offsets import RowOffsets, ranges_of
 
 
 def _grouped(rows):
@@ -35,11 +35,11 @@ def test_the_ranges_of_any_rows_are_what_arrows_group_by_says(rows, oneTopic):
     # One topic goes the numpy way, several Arrow's group_by: both must agree with it.
     if oneTopic:
         rows = [("a", p, o) for _, p, o in rows]
-    assert sorted(_ranges_of(*_columns(rows))) == _grouped(rows)
+    assert sorted(ranges_of(*_columns(rows))) == _grouped(rows)
 
 
 def test_batches_add_up_per_partition_and_rows_without_coordinates_are_refused():
-    seen = _Offsets((2, 0, 1))
+    seen = RowOffsets((2, 0, 1))
     for rows in ([("t", 1, 7), ("t", 0, 3), ("t", 1, 5)], [("t", 1, 9), ("t", 0, 4)]):
         topics, partitions, offsets = _columns(rows)
         seen.observe(pa.record_batch([partitions, offsets, topics], names=["p", "o", "t"]))

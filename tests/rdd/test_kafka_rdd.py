@@ -24,7 +24,8 @@ from kafka_direct.client import columnar
 from kafka_direct.client.columnar import columnar_cache
 from kafka_direct.client.data_consumer import ConsumerCache, consumer_cache
 from kafka_direct.client.params import executor_params
-from kafka_direct.rdd.kafka_rdd import ReadSettings, count_range, read_range
+from kafka_direct.rdd.kafka_rdd import ReadSettings
+from kafka_direct.rdd.record_reader import count_range, read_range
 from kafka_direct.testing.kafka import ANY_TIMESTAMP
 
 
@@ -396,7 +397,7 @@ def test_count_gives_what_the_python_reader_yields_on_random_logs_and_ranges(kaf
 @pytest.mark.skipif(not columnar.native_status()[0], reason="the native reader is not built")
 def test_count_reads_raw_records_natively_and_others_through_their_functions(
         kafka, kafka_topic, monkeypatch):
-    from kafka_direct.rdd import kafka_rdd as module
+    from kafka_direct.rdd import record_reader as module
 
     topic = kafka_topic()
     fill(kafka, topic, 1, 30)

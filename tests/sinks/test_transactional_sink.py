@@ -359,7 +359,7 @@ class _TasksHere:
         return self.rdd.readSettings()
 
     def mapPartitionsWithIndex(self, function):
-        from kafka_direct.rdd.kafka_rdd import read_range
+        from kafka_direct.rdd.record_reader import read_range
 
         ranges, settings = self.rdd.offsetRanges(), self.rdd.readSettings()
 
