@@ -26,13 +26,13 @@ from typing import Any, SupportsIndex, cast, overload
 
 from pyspark.rdd import PipelinedRDD
 
+from kafka_direct.client.cached_consumers import ConsumerCache, consumer_cache
 from kafka_direct.client.columnar import (
     IMPL_ENV,
     ColumnarDataConsumer,
     columnar_cache,
     use_native,
 )
-from kafka_direct.client.data_consumer import ConsumerCache, consumer_cache
 from kafka_direct.client.fetch_session import FetchSession, in_session
 from kafka_direct.consumer_record import ConsumerRecord
 from kafka_direct.errors import ConfigurationError, KafkaDirectError, KafkaReadError
