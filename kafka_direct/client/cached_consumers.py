@@ -6,16 +6,17 @@ worker does, and a range's read takes a consumer already connected instead of ma
 Contract of :class:`ConsumerCache`:
 
 * At most ``capacity`` consumers stay open, the least recently used idle ones closed first;
-  a consumer in use is never closed under its read (the cache is past its capacity only
-  while its consumers are in use).
+  consumers in use stay (the cache is past its capacity only while they are), and are
+  closed when their reads hand them back.
 * A consumer serves one read at a time: two concurrent tasks on one partition never share
   one (the second gets a consumer of its own, closed after its read).
 * A retried task (attempt > 0) never reuses a cached consumer: it starts from a fresh one.
 * A full cache hands its least recently used idle consumer of the same parameters over to
   another partition (:meth:`KafkaDataConsumer.retarget`) rather than closing one and making
-  one; a consumer whose hand-over fails is closed, never reused.
-* A read that fails or is abandoned discards its consumer: one left mid-range is closed,
-  not reasoned about.
+  one; a consumer whose hand-over fails is closed, never reused. A retried task never gets
+  one.
+* A read leased (:meth:`ConsumerCache.lease`) that fails or is abandoned discards its
+  consumer: one left mid-range is closed, not reasoned about.
 
 How one consumer reads one range is :mod:`kafka_direct.client.data_consumer`'s contract.
 """
