@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_direct.client.absent_partitions import ABSENT_CODES, partition_count
+from kafka_direct.client.cached_consumers import ConsumerCache
 from kafka_direct.client.data_consumer import (
     _POLL_SLICE_S,
     MAX_BATCH,
-    ConsumerCache,
     KafkaDataConsumer,
     _confluent_consumer,
 )

@@ -18,7 +18,8 @@ second consumer that never joins the group (``offsets_for_times`` with Kafka's s
 builds a Python future per partition (at a thousand partitions that was most of a batch's
 planning), so that an offsets question waiting for a slow broker never holds up the group
 member's poll (librdkafka holds a consumer's poll while it asks). Metadata is asked of the
-member, whose refreshed metadata starts its rebalance when a subscribed topic grows. The
+member, whose refreshed metadata starts its rebalance when a subscribed topic grows; what
+its answers say of topics is read by :mod:`kafka_direct.client.topic_metadata`. The
 AdminClient asks what the consumer's isolation
 level cannot: high watermarks under ``read_committed``, and offsets by timestamp.
 
@@ -38,9 +39,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
+from kafka_direct.client import topic_metadata
 from kafka_direct.client.asking_consumers import STREAM_ASKERS, AskingConsumers, check_askers
 from kafka_direct.client.callbacks import one_at_a_time
 from kafka_direct.client.error_codes import error_code
@@ -51,11 +52,11 @@ from kafka_direct.client.offset_answers import (
     offset_spec,
 )
 from kafka_direct.client.params import reads_committed, refusal
+from kafka_direct.client.topic_metadata import TopicListing
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.topic_partition import TopicPartition
 
-__all__ = ["STREAM_ASKERS", "DriverConsumer", "TopicListing", "admin_params",
-           "is_cooperative"]
+__all__ = ["STREAM_ASKERS", "DriverConsumer", "admin_params", "is_cooperative"]
 
 logger = logging.getLogger(__name__)
 
@@ -68,39 +69,12 @@ _ADMIN_PREFIXES = ("bootstrap.servers", "metadata.broker.list", "security.", "ss
                    # A token provider: an admin client under OAUTHBEARER needs it as much.
                    "oauth_cb")
 
-#: Kafka's own topics: never part of a pattern's match (as the Java client's
-#: ``exclude.internal.topics=true``, its default).
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
-
-
-#: Topics asked at once above which one listing of all topics answers them.
-_ONE_LISTING_ABOVE = 3
-
-#: librdkafka's code for "the cluster has no such topic or partition" (the broker's answer).
-_UNKNOWN_TOPIC_OR_PART = 3
-
 #: A group's coordinator loading, unknown or moving (COORDINATOR_LOAD_IN_PROGRESS,
 #: COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR; librdkafka's own "waiting for the
 #: coordinator"): what a broker answers for a moment about a group it has just begun to own.
 _COORDINATOR_MOVING = frozenset({14, 15, 16, -180})
 #: The first pause before a group request is asked again; it doubles up to 1 s.
 _COORDINATOR_BACKOFF_S = 0.05
-
-
-@dataclass(frozen=True, slots=True)
-class TopicListing:
-    """What one metadata answer says of some topics.
-
-    A topic in neither field was not answered for (a transient gap: no leader yet, an
-    error of the moment, a partial listing): nothing can be concluded about it.
-
-    Attributes:
-        counts: Partition counts of the topics that exist.
-        unknown: Topics the cluster says do not exist (deleted, or never created).
-    """
-
-    counts: Mapping[str, int] = field(default_factory=dict)
-    unknown: frozenset[str] = frozenset()
 
 
 def admin_params(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -328,72 +302,32 @@ class DriverConsumer:
     def listTopics(self, topics: Iterable[str]) -> TopicListing:
         """Partition counts of ``topics``, and which of them the cluster says do not exist.
 
-        Only the broker's "unknown topic or partition" makes a topic unknown; any other
-        error, or a topic left out of the answer, is a gap of the moment.
-
-        More than a few topics are answered by one listing of the cluster's topics (a
-        request per topic was most of a batch's listing at ten topics); a topic it leaves
-        out or answers with an error is asked for by name, as a few topics are.
+        See :func:`~kafka_direct.client.topic_metadata.list_topics`.
         """
-        wanted = list(dict.fromkeys(topics))
-        listed: dict[str, Any] = {}
-        if len(wanted) > _ONE_LISTING_ABOVE:
-            with self._lock:
-                everything = self._consumer.list_topics(timeout=self.timeout).topics
-            listed = {topic: everything[topic] for topic in wanted
-                      if topic in everything and everything[topic].error is None}
-        counts: dict[str, int] = {}
-        unknown: set[str] = set()
-        for topic in wanted:
-            described = listed.get(topic)
-            if described is None:
-                with self._lock:
-                    metadata = self._consumer.list_topics(topic, timeout=self.timeout)
-                described = metadata.topics.get(topic)
-            if described is None:
-                continue
-            if described.error is None and described.partitions:
-                counts[topic] = len(described.partitions)
-            elif described.error is not None and \
-                    described.error.code() == _UNKNOWN_TOPIC_OR_PART:
-                unknown.add(topic)
-        return TopicListing(counts, frozenset(unknown))
+        return topic_metadata.list_topics(self._metadata, topics)
 
     def listMatching(self, matches: Callable[[str], bool], known: Iterable[str] = ()
                      ) -> TopicListing:
         """:meth:`topicsMatching`, and which ``known`` topics the cluster says do not exist.
 
-        A known topic absent from the full listing is asked for by name before it counts as
-        unknown: one listing that misses it is not proof enough that it was deleted.
+        See :func:`~kafka_direct.client.topic_metadata.list_matching`.
         """
-        counts = self.topicsMatching(matches)
-        absent = sorted(set(known) - set(counts))
-        if not absent:
-            return TopicListing(counts)
-        confirmed = self.listTopics(absent)
-        counts.update({topic: n for topic, n in confirmed.counts.items() if matches(topic)})
-        return TopicListing(counts, confirmed.unknown)
+        return topic_metadata.list_matching(self._metadata, matches, known)
 
     def topicsMatching(self, matches: Callable[[str], bool]) -> dict[str, int]:
         """Partition counts of every topic whose name ``matches`` (Kafka's own left out)."""
-        with self._lock:
-            metadata = self._consumer.list_topics(timeout=self.timeout)
-        return {name: len(t.partitions) for name, t in metadata.topics.items()
-                if name not in INTERNAL_TOPICS and matches(name) and t.error is None
-                and t.partitions}
+        return topic_metadata.topics_matching(self._metadata, matches)
 
     def leaders(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, str]:
         """The host of each partition's leader broker."""
+        return topic_metadata.leaders(self._metadata, partitions)
+
+    def _metadata(self, topic: str | None = None) -> Any:
+        """The cluster's metadata, asked of the group's member: of every topic, or ``topic``'s."""
         with self._lock:
-            metadata = self._consumer.list_topics(timeout=self.timeout)
-        hosts = {broker_id: broker.host for broker_id, broker in metadata.brokers.items()}
-        found = {}
-        for tp in partitions:
-            topic = metadata.topics.get(tp.topic)
-            partition = topic.partitions.get(tp.partition) if topic is not None else None
-            if partition is not None and partition.leader in hosts:
-                found[tp] = hosts[partition.leader]
-        return found
+            if topic is None:
+                return self._consumer.list_topics(timeout=self.timeout)
+            return self._consumer.list_topics(topic, timeout=self.timeout)
 
     def _listOffsets(self, partitions: Iterable[TopicPartition], spec: Any,
                      readCommitted: bool | None = None, timestamp: bool = False

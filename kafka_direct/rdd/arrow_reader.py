@@ -24,13 +24,14 @@ from typing import Any
 
 import pyarrow as pa
 
+from kafka_direct.client.cached_consumers import ConsumerCache, consumer_cache
 from kafka_direct.client.columnar import (
     IMPL_ENV,
     ColumnarDataConsumer,
     columnar_cache,
     use_native,
 )
-from kafka_direct.client.data_consumer import ConsumerCache, KafkaDataConsumer, consumer_cache
+from kafka_direct.client.data_consumer import KafkaDataConsumer
 from kafka_direct.client.fetch_session import (
     SESSION_MAX_OFFSETS_PER_RANGE,
     FetchSession,
@@ -213,7 +214,7 @@ def read_task(offsetRanges: OffsetRange | Sequence[OffsetRange],
     their batches handed on in the order of the ranges. Other tasks' ranges are read one
     after the other, in order, each with a consumer of the worker's cache: the cache hands
     a consumer it no longer needs over to the next partition rather than close it and make
-    another (:meth:`~kafka_direct.client.data_consumer.ConsumerCache.acquire`).
+    another (:meth:`~kafka_direct.client.cached_consumers.ConsumerCache.acquire`).
     """
     if isinstance(offsetRanges, OffsetRange):
         offsetRanges = (offsetRanges,)

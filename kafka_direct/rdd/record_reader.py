@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
+from kafka_direct.client.cached_consumers import ConsumerCache, consumer_cache
 from kafka_direct.client.columnar import ColumnarDataConsumer, columnar_cache, use_native
-from kafka_direct.client.data_consumer import ConsumerCache, consumer_cache
 from kafka_direct.client.fetch_session import FetchSession, in_session
 from kafka_direct.consumer_record import ConsumerRecord
 from kafka_direct.errors import KafkaDirectError, KafkaReadError

@@ -18,8 +18,8 @@ from confluent_kafka import Producer
 
 from kafka_direct import DataLossError, OffsetRange
 from kafka_direct.client import columnar
+from kafka_direct.client.cached_consumers import ConsumerCache
 from kafka_direct.client.columnar import ColumnarConsumerCache, choose_impl
-from kafka_direct.client.data_consumer import ConsumerCache
 from kafka_direct.client.params import executor_params
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.rdd.arrow_reader import PartitionReadSettings, read_partition

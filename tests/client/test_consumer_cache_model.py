@@ -9,7 +9,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from kafka_direct.client.data_consumer import ConsumerCache
+from kafka_direct.client.cached_consumers import ConsumerCache
 from tests.fakes.fake_kafka import FakeConsumer, FakeLog
 
 PARAMS = ({"bootstrap.servers": "fake:1", "group.id": "a"},

@@ -3,7 +3,8 @@ import logging
 import pytest
 
 from kafka_direct import DataLossError, OffsetOutOfRangeError, OffsetRange, PollTimeoutError
-from kafka_direct.client.data_consumer import ConsumerCache, KafkaDataConsumer
+from kafka_direct.client.cached_consumers import ConsumerCache
+from kafka_direct.client.data_consumer import KafkaDataConsumer
 from kafka_direct.rdd.kafka_rdd import ReadSettings
 from kafka_direct.rdd.record_reader import read_range
 from tests.fakes.fake_kafka import FakeConsumer, FakeLog

@@ -17,8 +17,8 @@ from confluent_kafka.admin import AdminClient
 
 from kafka_direct import OffsetRange, UnknownTopicOrPartitionError
 from kafka_direct.client import absent_partitions
+from kafka_direct.client.cached_consumers import ConsumerCache
 from kafka_direct.client.columnar import ColumnarConsumerCache, native_status
-from kafka_direct.client.data_consumer import ConsumerCache
 from kafka_direct.client.fetch_session import FetchSession, SessionConsumers
 from kafka_direct.client.params import executor_params
 from kafka_direct.rdd.arrow_reader import PartitionReadSettings, in_session, read_task

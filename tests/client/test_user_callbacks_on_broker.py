@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from kafka_direct.client import asking_consumers
-from kafka_direct.client.data_consumer import ConsumerCache
+from kafka_direct.client.cached_consumers import ConsumerCache
 from kafka_direct.client.driver_consumer import DriverConsumer
 from kafka_direct.client.params import executor_params
 from kafka_direct.client.retry import Retrier

@@ -97,13 +97,13 @@ class FakeDriverConsumer:
         return {t: n for t, n in self.cluster.counts().items() if matches(t)}
 
     def listTopics(self, topics):
-        from kafka_direct.client.driver_consumer import TopicListing
+        from kafka_direct.client.topic_metadata import TopicListing
 
         unknown = {t for t in topics if t not in self.cluster.topics}
         return TopicListing(self.partitionsOf(topics), frozenset(unknown))
 
     def listMatching(self, matches, known=()):
-        from kafka_direct.client.driver_consumer import TopicListing
+        from kafka_direct.client.topic_metadata import TopicListing
 
         unknown = {t for t in known if t not in self.cluster.topics}
         return TopicListing(self.topicsMatching(matches), frozenset(unknown))

@@ -4,8 +4,8 @@ import pyarrow as pa
 import pytest
 
 from kafka_direct import ConfigurationError, ConsumerRecord, DataLossError, OffsetRange, RecordError
+from kafka_direct.client.cached_consumers import ConsumerCache
 from kafka_direct.client.columnar import ColumnarConsumerCache
-from kafka_direct.client.data_consumer import ConsumerCache
 from kafka_direct.rdd.arrow_reader import PartitionReadSettings, read_partition
 from kafka_direct.rdd.arrow_rows import RecordBatchBuilder, arrow_schema, source_schema
 from kafka_direct.rdd.dataframe import record_to_row

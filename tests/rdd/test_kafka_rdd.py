@@ -21,8 +21,8 @@ from kafka_direct import (
     UnknownTopicOrPartitionError,
 )
 from kafka_direct.client import columnar
+from kafka_direct.client.cached_consumers import ConsumerCache, consumer_cache
 from kafka_direct.client.columnar import columnar_cache
-from kafka_direct.client.data_consumer import ConsumerCache, consumer_cache
 from kafka_direct.client.params import executor_params
 from kafka_direct.rdd.kafka_rdd import ReadSettings
 from kafka_direct.rdd.record_reader import count_range, read_range

@@ -35,9 +35,10 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from kafka_direct.client.driver_consumer import STREAM_ASKERS, DriverConsumer, TopicListing
+from kafka_direct.client.driver_consumer import STREAM_ASKERS, DriverConsumer
 from kafka_direct.client.params import reads_committed
 from kafka_direct.client.retry import Retrier
+from kafka_direct.client.topic_metadata import TopicListing
 from kafka_direct.errors import ConfigurationError, DataLossError, UnknownTopicOrPartitionError
 from kafka_direct.sql.source.admission import NEW_PARTITION_START
 from kafka_direct.sql.source.offsets import EARLIEST, LATEST

@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient
 from pyspark.errors import StreamingQueryException
 
 from kafka_direct import DataLossError, OffsetRange
-from kafka_direct.client.data_consumer import ConsumerCache
+from kafka_direct.client.cached_consumers import ConsumerCache
 from kafka_direct.client.params import executor_params
 from kafka_direct.rdd.arrow_reader import PartitionReadSettings, read_partition
 from kafka_direct.rdd.kafka_rdd import ReadSettings

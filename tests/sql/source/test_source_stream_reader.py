@@ -783,7 +783,7 @@ class _DeletedMidTrigger(TimedDriver):
     def listTopics(self, topics):
         type(self).listings += 1
         if type(self).listings == 1:
-            from kafka_direct.client.driver_consumer import TopicListing
+            from kafka_direct.client.topic_metadata import TopicListing
 
             return TopicListing({"t": 2}, frozenset())
         return super().listTopics(topics)
