@@ -28,7 +28,8 @@ from bench_support import Completed
 
 from kafka_direct import LocationStrategies
 from kafka_direct.app.typed.dstream import TypedDStreamWriter
-from kafka_direct.app.typed.options import RegistrySettings, TypedOptions
+from kafka_direct.app.typed.options import TypedOptions
+from kafka_direct.app.typed.schema_registry import RegistrySettings
 from kafka_direct.app.typed.table import prepare_tables
 from kafka_direct.streaming import ManualClock, StreamingContext
 from kafka_direct.testing import EmbeddedPostgres, kafka_service, spark_context

@@ -88,7 +88,8 @@ def main():
             stopAfterIdleBatches=settings["idle"])
         records = None
         if settings.get("typed"):
-            from kafka_direct.app.typed.options import RegistrySettings, TypedOptions
+            from kafka_direct.app.typed.options import TypedOptions
+            from kafka_direct.app.typed.schema_registry import RegistrySettings
 
             records = TypedOptions(valueFormat="avro", keyFormat="avro",
                                    registry=RegistrySettings(settings["typed"]["registry"]),

@@ -6,6 +6,7 @@ value``). With ``--value-format`` / ``--key-format json|avro|json-schema|protobu
 this package, on both APIs:
 
 * :mod:`.options`: the options, checked together (:class:`TypedOptions`);
+* :mod:`.schema_registry`: where the Schema Registry is, how to log in, its client;
 * :mod:`.formats`: decoding keys and values (raw, JSON, Avro, JSON Schema or Protobuf
   from a Schema Registry; Protobuf's messages in :mod:`.protobuf`);
 * :mod:`.routing`: which table a topic's records go to (``--table '{topic}'``);
@@ -26,6 +27,7 @@ deletes, dead letters and the batch's offsets commit together or not at all.
 
 from __future__ import annotations
 
-from kafka_direct.app.typed.options import RegistrySettings, TypedOptions
+from kafka_direct.app.typed.options import TypedOptions
+from kafka_direct.app.typed.schema_registry import RegistrySettings
 
 __all__ = ["RegistrySettings", "TypedOptions"]

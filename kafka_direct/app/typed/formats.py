@@ -55,12 +55,8 @@ from kafka_direct.app.typed.json_schema import (
     json_types,
     object_schema,
 )
-from kafka_direct.app.typed.options import (
-    REGISTRY_FORMATS,
-    RegistrySettings,
-    TypedOptions,
-    registry_client,
-)
+from kafka_direct.app.typed.options import REGISTRY_FORMATS, TypedOptions
+from kafka_direct.app.typed.schema_registry import RegistrySettings, registry_client
 from kafka_direct.errors import SchemaRegistryError
 
 __all__ = ["DecodeError", "PartDecoder", "SchemaTexts", "avro_type", "decoders",

@@ -3,21 +3,26 @@
 :func:`add_arguments` declares them on the ``ingest`` sub-command; :func:`options_from_args`
 checks them together and returns :class:`TypedOptions`. Every combination that cannot work
 is a :class:`~kafka_direct.errors.ConfigurationError` naming the flag and the fix, found
-before anything starts.
+before anything starts. The Schema Registry's settings and client are :mod:`.schema_registry`'s.
 """
 
 from __future__ import annotations
 
 import argparse
-import re
-import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from kafka_direct.app.typed.keys import KEY_TYPES, PRIMITIVE_FORMATS, key_fits
+from kafka_direct.app.typed.schema_registry import (
+    RegistrySettings,
+    registry_client,
+    registry_settings,
+)
 from kafka_direct.errors import ConfigurationError
 
+# RegistrySettings and registry_client live in .schema_registry; named here as well, as
+# this module's API named them before (TypedOptions.registry is a RegistrySettings).
 __all__ = ["BAD_RECORD_POLICIES", "COORDINATES", "ENVELOPES", "FORMATS", "KEY_FORMATS",
            "REGISTRY_FORMATS", "RESERVED_PREFIX", "TOMBSTONE_POLICIES", "TRUNCATE_POLICIES",
            "RegistrySettings", "TypedOptions",
@@ -47,9 +52,6 @@ COORDINATES = ("topic", "kafka_partition", "kafka_offset")
 RESERVED_PREFIX = "kafka_direct_"
 #: PostgreSQL's longest identifier, in bytes (longer ones are truncated).
 NAME_LIMIT = 63
-
-_SECRET_CONF = ("basic.auth.user.info", "bearer.auth.token", "bearer.auth.client.secret",
-                "ssl.key.password")
 
 
 def check_column_name(name: str, flag: str) -> str:
@@ -139,60 +141,6 @@ def _check_envelope(envelope: str, onTruncate: str, valueFormat: str, keyFormat:
             "--on-tombstone row: with --envelope debezium a tombstone follows a delete and "
             "is no row; use --on-tombstone delete (the default here) or ignore",
             setting="--on-tombstone")
-
-
-@dataclass(frozen=True, slots=True)
-class RegistrySettings:
-    """Where the Schema Registry is, and how to log in (never shown).
-
-    Attributes:
-        url: The registry's URL (``http(s)://...``, or ``mock://...`` for tests in one
-            process).
-        config: More settings of confluent-kafka's ``SchemaRegistryClient``
-            (``basic.auth.user.info``, ``ssl.ca.location``, ``bearer.auth.*`` ...), as
-            sorted pairs.
-    """
-
-    url: str = field(repr=False)
-    config: tuple[tuple[str, str], ...] = field(default=(), repr=False)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.url, str) or not re.match(r"(https?|mock)://\S+$",
-                                                        self.url.strip()):
-            raise ConfigurationError(
-                "--schema-registry must be the registry's URL, http(s)://host:port (several "
-                "separated by commas)")
-        keys = [k for k, _ in self.config]
-        if "url" in keys:
-            raise ConfigurationError("--schema-registry-param url=...: give the URL with "
-                                     "--schema-registry")
-        if len(set(keys)) != len(keys):
-            raise ConfigurationError("--schema-registry-param names a setting twice")
-
-    def __repr__(self) -> str:
-        from kafka_direct.redaction import redact_text
-
-        shown = {k: ("[redacted]" if k in _SECRET_CONF or _secret(k) else v)
-                 for k, v in self.config}
-        return f"RegistrySettings(url={redact_text(self.url)!r}, config={shown!r})"
-
-    def client_conf(self) -> dict[str, Any]:
-        """The ``SchemaRegistryClient`` configuration (secret: never log it).
-
-        Whole numbers of settings that are no secrets become ints (``max.retries=3``,
-        ``timeout=10``): the client checks their types.
-        """
-        conf: dict[str, Any] = {"url": self.url.strip()}
-        for key, value in self.config:
-            numeric = value.isdigit() and key not in _SECRET_CONF and not _secret(key)
-            conf[key] = int(value) if numeric else value
-        return conf
-
-
-def _secret(key: str) -> bool:
-    from kafka_direct.redaction import is_secret_key
-
-    return is_secret_key(key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -468,46 +416,6 @@ def _names(text: str | None, flag: str) -> tuple[str, ...]:
     return names
 
 
-def _registry(args: argparse.Namespace, environ: Mapping[str, str]) -> RegistrySettings | None:
-    from kafka_direct.app.kafka_properties import parse_param
-
-    url = getattr(args, "schema_registry", None)
-    auth = getattr(args, "schema_registry_auth", None)
-    params = list(getattr(args, "schema_registry_param", None) or [])
-    if url is None:
-        if auth is not None or params:
-            flag = "--schema-registry-auth" if auth is not None else "--schema-registry-param"
-            raise ConfigurationError(f"{flag} needs --schema-registry URL")
-        return None
-    config: dict[str, str] = {}
-    for text in params:
-        key, value = parse_param(text, "--schema-registry-param")
-        config[key] = _resolve(key, value, environ)
-    if auth is not None:
-        info = _resolve("basic.auth.user.info", auth, environ)
-        if ":" not in info or not info.partition(":")[0]:
-            raise ConfigurationError("--schema-registry-auth must be USER:PASSWORD (or "
-                                     "env:NAME of a variable holding it)")
-        config["basic.auth.user.info"] = info
-    url = _resolve("url", url, environ)
-    settings = RegistrySettings(url, tuple(sorted(config.items())))
-    registry_client(settings)  # the client checks its settings: a mistake is found now
-    return settings
-
-
-def _resolve(key: str, value: str, environ: Mapping[str, str]) -> str:
-    from kafka_direct.app.kafka_properties import ENV_PREFIX
-
-    if not value.startswith(ENV_PREFIX):
-        return value
-    name = value[len(ENV_PREFIX):]
-    found = environ.get(name)
-    if not name or not found:
-        raise ConfigurationError(f"schema registry setting {key} is taken from the "
-                                 f"environment variable {name!r}, which is not set or empty")
-    return found
-
-
 def options_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> TypedOptions:
     """The checked record options of the parsed ``ingest`` arguments.
 
@@ -523,7 +431,7 @@ def options_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> T
     options = TypedOptions(
         valueFormat=getattr(args, "value_format", "raw"),
         keyFormat=getattr(args, "key_format", "raw"),
-        registry=_registry(args, environ),
+        registry=registry_settings(args, environ),
         keyColumns=_names(getattr(args, "key_columns", None), "--key-columns"),
         onTombstone=onTombstone,
         onBadRecord=getattr(args, "on_bad_record", "fail"),
@@ -546,37 +454,3 @@ def describe(options: TypedOptions) -> dict[str, Any]:
             "keyColumns": list(options.keyColumns), "onTombstone": options.onTombstone,
             "onBadRecord": options.onBadRecord, "envelope": options.envelope,
             "registry": "given" if options.registry is not None else None}
-
-
-#: This process's Schema Registry clients, one per settings.
-_clients: dict[RegistrySettings, Any] = {}
-_clients_mutex = threading.Lock()
-
-
-def registry_client(settings: RegistrySettings) -> Any:
-    """This process's ``SchemaRegistryClient`` for ``settings`` (made on first use).
-
-    Raises:
-        ConfigurationError: The client refuses its settings (an unknown key, a bad value).
-    """
-    with _clients_mutex:
-        client = _clients.get(settings)
-        if client is None:
-            try:
-                from confluent_kafka.schema_registry import SchemaRegistryClient
-            except ImportError as missing:
-                raise ConfigurationError(
-                    "Avro and JSON Schema records need confluent-kafka's Schema Registry client: "
-                    "pip install "
-                    "'confluent-kafka[avro]'", setting="--schema-registry") from missing
-            try:
-                client = SchemaRegistryClient.new_client(settings.client_conf())
-            except (ValueError, TypeError, OSError) as error:  # OSError: an ssl.* file
-                from kafka_direct.redaction import redact_text
-
-                raise ConfigurationError(
-                    "--schema-registry-param / --schema-registry-auth: the Schema Registry "
-                    f"client refuses its settings: {redact_text(str(error))[:300]}",
-                    setting="--schema-registry-param") from None
-            _clients[settings] = client
-        return client

@@ -35,7 +35,8 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from kafka_direct.app.typed.options import RegistrySettings, TypedOptions
+from kafka_direct.app.typed.options import TypedOptions
+from kafka_direct.app.typed.schema_registry import RegistrySettings
 from kafka_direct.app.typed.stage import StagedPart, Stager
 from kafka_direct.errors import ConfigurationError
 

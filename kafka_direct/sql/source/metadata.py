@@ -5,7 +5,8 @@ One :class:`~kafka_direct.client.driver_consumer.DriverConsumer`, created on fir
 lists topics (``subscribe``, ``subscribePattern`` matched here with ``re.fullmatch``), asks
 for offsets (``ListOffsets`` with the source's isolation level: under ``read_committed``,
 librdkafka's default, a partition ends at its last stable offset) and, only with
-``commitOffsetsToGroup``, commits a batch's end to ``kafka.group.id``.
+``commitOffsetsToGroup``, commits a batch's end to ``kafka.group.id``. What the answers mean
+for the query's positions (records lost, or waiting) is :mod:`~kafka_direct.sql.source.data_loss`'s.
 
 Every question is retried ``fetchOffset.numRetries`` times, ``fetchOffset.retryIntervalMs``
 apart (:class:`~kafka_direct.client.retry.Retrier`).
@@ -23,14 +24,14 @@ carries no topic id). That is the race every Kafka source has with a re-creation
 a trigger's planning, no wider in kind: the executors meet the new, shorter log. Under
 ``failOnDataLoss`` the batch fails with ``DataLossError``. Without it the range ends with
 what exists (a warning), the next trigger finds the end below the query's position and
-goes on from the new log's start (:meth:`SourceMetadata.behind`): the new log's records
+goes on from the new log's start
+(:meth:`~kafka_direct.sql.source.data_loss.DataLossChecks.behind`): the new log's records
 the range held, those at or above the former position, are then delivered a second time.
 """
 
 from __future__ import annotations
 
 import logging
-import operator
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -39,13 +40,12 @@ from kafka_direct.client.driver_consumer import STREAM_ASKERS, DriverConsumer
 from kafka_direct.client.params import reads_committed
 from kafka_direct.client.retry import Retrier
 from kafka_direct.client.topic_metadata import TopicListing
-from kafka_direct.errors import ConfigurationError, DataLossError, UnknownTopicOrPartitionError
-from kafka_direct.sql.source.admission import NEW_PARTITION_START
+from kafka_direct.errors import ConfigurationError, UnknownTopicOrPartitionError
 from kafka_direct.sql.source.offsets import EARLIEST, LATEST
 from kafka_direct.sql.source.options import OffsetSpec, SourceOptions
-from kafka_direct.topic_partition import TopicPartition, same_partitions
+from kafka_direct.topic_partition import TopicPartition
 
-__all__ = ["ASK_AHEAD_FROM", "DriverFactory", "EndsAsked", "SourceMetadata"]
+__all__ = ["ASK_AHEAD_FROM", "DriverFactory", "EndsAsked", "SourceMetadata", "partition_names"]
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +92,8 @@ def _driver(params: dict[str, Any]) -> DriverConsumer:
                           askers=STREAM_ASKERS)
 
 
-def _names(partitions: Iterable[TopicPartition]) -> str:
+def partition_names(partitions: Iterable[TopicPartition]) -> str:
+    """``partitions`` for a message: sorted, separated by commas; ``none`` for none."""
     return ", ".join(str(tp) for tp in sorted(partitions)) or "none"
 
 
@@ -116,9 +117,6 @@ class SourceMetadata:
         self._retrying = Retrier(maxRetries=options.numRetries,
                                  backoffMs=options.retryIntervalMs,
                                  servers=str(options.kafkaParams.get("bootstrap.servers", "")))
-        self._warned: set[TopicPartition] = set()
-        #: Partitions missing from the last metadata answers (warned about once a gap).
-        self._gaps: set[TopicPartition] = set()
         #: The last partition counts listed, and their partitions (see :meth:`present`).
         self._present: tuple[dict[str, int], frozenset[TopicPartition]] | None = None
         #: The partitions whose end offsets were asked last (see :meth:`ask_ahead`).
@@ -215,8 +213,8 @@ class SourceMetadata:
                    if tp.partition >= counts.get(tp.topic, 0)]
         if missing:
             raise UnknownTopicOrPartitionError(
-                f"option 'assign' names {_names(missing)}, which the cluster does not have; "
-                "check the topic names and partition counts",
+                f"option 'assign' names {partition_names(missing)}, which the cluster does not "
+                "have; check the topic names and partition counts",
                 topic=missing[0].topic, partition=missing[0].partition)
 
     # -- offsets --------------------------------------------------------------------------
@@ -297,7 +295,9 @@ class SourceMetadata:
         return self._offsets("reading earliest offsets", partitions,
                              lambda driver, wanted: driver.earliestOffsets(wanted))
 
-    def _high_watermarks(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+    def high_watermarks(self, partitions: Iterable[TopicPartition]
+                        ) -> dict[TopicPartition, int]:
+        """High watermarks: the log's end whatever its transactions (for ``read_committed``)."""
         return self._offsets("reading high watermarks", partitions,
                              lambda driver, wanted: driver.highWatermarks(wanted))
 
@@ -358,16 +358,17 @@ class SourceMetadata:
         if unknown or missing or unread:
             faults = []
             if unknown:
-                faults.append(f"it names {_names(unknown)}, which the source does not read")
+                faults.append(f"it names {partition_names(unknown)}, which the source does "
+                              "not read")
             if unread:
                 faults.append(f"it names topics {', '.join(unread)}, which the source does "
                               "not read")
             if missing:
-                faults.append(f"it misses {_names(missing)}")
+                faults.append(f"it misses {partition_names(missing)}")
             raise ConfigurationError(
                 f"option {spec.option!r} must name exactly the partitions the source reads "
                 f"(use -2 for earliest and -1 for latest where the option allows): "
-                f"{'; '.join(faults)}. The source reads {_names(wanted)}")
+                f"{'; '.join(faults)}. The source reads {partition_names(wanted)}")
 
     def _given(self, named: Mapping[TopicPartition, int], spec: OffsetSpec
                ) -> dict[TopicPartition, int]:
@@ -391,182 +392,13 @@ class SourceMetadata:
         if unmatched and not ending and self.options.timestampStrategy == "error":
             tp = unmatched[0]
             raise ConfigurationError(
-                f"option {spec.option!r}: no record of {_names(unmatched)} has a timestamp at "
-                f"or after {timestamps[tp]}; give an earlier time, or set "
+                f"option {spec.option!r}: no record of {partition_names(unmatched)} has a "
+                f"timestamp at or after {timestamps[tp]}; give an earlier time, or set "
                 "startingOffsetsByTimestampStrategy=latest to start those partitions at their "
                 "latest offset", topic=tp.topic, partition=tp.partition)
         offsets = {tp: offset for tp, offset in found.items() if offset is not None}
         offsets.update(self.latest(unmatched))
         return offsets
-
-    # -- positions against the log ----------------------------------------------------------
-
-    def behind(self, start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]
-               ) -> dict[TopicPartition, int]:
-        """``latest`` with partitions whose end fell below their start sorted out.
-
-        Ends only grow in a live log. An end below the start is either a position held back
-        by an open transaction (under ``read_committed`` the end is the last stable offset;
-        the high watermark is at or above the position): the partition waits at its start;
-        or the log lost offsets the query had read (truncated, or its topic re-created).
-
-        Raises:
-            DataLossError: The log lost offsets, and ``failOnDataLoss`` is true. Otherwise a
-                warning, and the partition ends at its new log start: the next batch reads
-                the new log from there.
-        """
-        if same_partitions(start, latest) and not any(
-                map(operator.lt, latest.values(), start.values())):
-            return dict(latest)  # the usual trigger: compared in order, in C
-        start_of = start.get
-        behind = {tp: end for tp, end in latest.items()
-                  if end < start_of(tp, end)}  # a partition start lacks is not behind
-        if not behind:
-            return dict(latest)
-        checked = dict(latest)
-        if self.readCommitted:
-            high = self._high_watermarks(behind)
-            for tp in [tp for tp in behind if high.get(tp, -1) >= start[tp]]:
-                logger.info("kafka-direct source: %s waits at %d for an open transaction "
-                            "(stable end %d)", tp, start[tp], behind.pop(tp))
-                checked[tp] = start[tp]
-        if not behind:
-            return checked
-        starts = self.earliest(behind)
-        for tp, end in sorted(behind.items()):
-            position, log_start = start[tp], min(starts.get(tp, 0), end)
-            if self.options.failOnDataLoss:
-                raise DataLossError(
-                    f"the log of {tp} ends at {end}, below the query's position {position}: "
-                    "it was truncated or its topic re-created, and records were lost. Set the "
-                    f"source option failOnDataLoss=false to go on from its log start "
-                    f"{log_start}", topic=tp.topic, partition=tp.partition,
-                    fromOffset=position, untilOffset=position, logStartOffset=log_start,
-                    logEndOffset=end)
-            logger.warning("kafka-direct source: the log of %s ends at %d, below the query's "
-                           "position %d (truncated or re-created: records lost); going on "
-                           "from its log start %d (failOnDataLoss=false)", tp, end, position,
-                           log_start)
-            checked[tp] = log_start
-        return checked
-
-    def lost(self, positions: Mapping[TopicPartition, int], listing: TopicListing
-             ) -> set[TopicPartition]:
-        """The partitions of ``positions`` whose topic the cluster says does not exist.
-
-        Spark's source reports a partition that disappears as data loss: what was not read
-        yet is gone, and a topic created again under the name is a new log whose offsets say
-        nothing about the old one. Only the cluster's "unknown topic" counts; a partition
-        missing from an answer for any other reason (no leader, a partial listing) is a gap
-        of the moment and keeps its position (:meth:`note_gaps`).
-
-        Returns:
-            The lost partitions (with ``failOnDataLoss=false``): the caller drops them from
-            the offsets, so that a re-created topic's partitions are new, read from offset 0.
-
-        Raises:
-            DataLossError: With ``failOnDataLoss``, naming the first lost partition.
-        """
-        lost = sorted(tp for tp in positions if tp.topic in listing.unknown)
-        if not lost:
-            return set()
-        tp = lost[0]
-        if self.options.failOnDataLoss:
-            raise DataLossError(
-                f"topic {tp.topic} does not exist any more (deleted) while the query reads "
-                f"{_names(lost)} (at offset {positions[tp]} of {tp}): records it had not read "
-                "are lost, and a topic created again under the name is a new log. Set the "
-                "source option failOnDataLoss=false to drop its partitions and read them from "
-                "offset 0 if the topic is created again", topic=tp.topic,
-                partition=tp.partition, fromOffset=positions[tp], untilOffset=positions[tp])
-        logger.warning("kafka-direct source: topic %s does not exist any more (deleted): "
-                       "dropping %s (positions %s); records not read are lost, and a topic "
-                       "created again is read from offset 0 (failOnDataLoss=false)",
-                       tp.topic, _names(lost), [positions[p] for p in lost])
-        return set(lost)
-
-    def note_gaps(self, positions: Mapping[TopicPartition, int],
-                  present: set[TopicPartition], lost: set[TopicPartition]) -> None:
-        """Warn, once a gap, of partitions the metadata answer left out: they wait."""
-        gaps = set(positions) - present - lost
-        for tp in sorted(gaps - self._gaps):
-            logger.warning("kafka-direct source: %s is missing from the cluster's metadata "
-                           "answer while its topic exists (a transient gap); it keeps its "
-                           "position %d until it is listed again", tp, positions[tp])
-        self._gaps = gaps
-
-    def check_target(self, start: Mapping[TopicPartition, int],
-                     target: Mapping[TopicPartition, int], present: set[TopicPartition]
-                     ) -> dict[TopicPartition, int]:
-        """``Trigger.AvailableNow``: the target offsets against the logs of now.
-
-        The target was taken when the query started; a log that ends below it since was
-        truncated or re-created (under ``read_committed`` the end is the last stable
-        offset, which never goes back either), so the batches cannot read up to it.
-
-        Returns:
-            The target, with the ends of shrunk logs where ``failOnDataLoss=false`` (a
-            warning): the run goes on with what exists. Partitions missing from ``present``
-            (a gap) keep their target.
-
-        Raises:
-            DataLossError: A log ends below the target, and ``failOnDataLoss`` is true.
-        """
-        asked = sorted(tp for tp in target if tp in present)
-        now = self.latest(asked)
-        checked = dict(target)
-        for tp in asked:
-            end, goal = now.get(tp, target[tp]), target[tp]
-            if end >= goal:
-                continue
-            position = start.get(tp, NEW_PARTITION_START)
-            if self.options.failOnDataLoss:
-                raise DataLossError(
-                    f"the log of {tp} now ends at {end}, below the Trigger.AvailableNow "
-                    f"target {goal} taken when the query started (position {position}): it "
-                    "was truncated or its topic re-created, and records were lost. Set the "
-                    "source option failOnDataLoss=false to read what exists",
-                    topic=tp.topic, partition=tp.partition, fromOffset=position,
-                    untilOffset=goal, logEndOffset=end)
-            logger.warning("kafka-direct source: the log of %s now ends at %d, below the "
-                           "Trigger.AvailableNow target %d (truncated or re-created: records "
-                           "lost); reading up to %d (failOnDataLoss=false)", tp, end, goal,
-                           end)
-            checked[tp] = end
-        return checked
-
-    def check_new(self, start: Mapping[TopicPartition, int],
-                  latest: Mapping[TopicPartition, int]) -> None:
-        """Report new partitions whose first records were deleted before the query saw them.
-
-        A new partition is read from offset 0 (:data:`NEW_PARTITION_START`); a log starting
-        above that lost records.
-
-        Raises:
-            DataLossError: With ``failOnDataLoss`` (else a warning; the task skips them).
-        """
-        if same_partitions(start, latest):
-            return  # the usual trigger: no partition is new
-        new = [tp for tp, end in latest.items()
-               if end > NEW_PARTITION_START and tp not in start]
-        if not new:
-            return
-        for tp, log_start in sorted(self.earliest(new).items()):
-            if log_start <= NEW_PARTITION_START:
-                continue
-            if self.options.failOnDataLoss:
-                raise DataLossError(
-                    f"partition {tp} was added with its log starting at {log_start}, not 0: "
-                    f"offsets [0, {log_start}) were deleted before the query saw them. Set "
-                    "the source option failOnDataLoss=false to read it from its log start",
-                    topic=tp.topic, partition=tp.partition, fromOffset=NEW_PARTITION_START,
-                    untilOffset=log_start, logStartOffset=log_start)
-            if tp not in self._warned:
-                self._warned.add(tp)
-                logger.warning("kafka-direct source: partition %s was added with its log "
-                               "starting at %d: offsets [0, %d) were lost; reading it from "
-                               "%d (failOnDataLoss=false)", tp, log_start, log_start,
-                               log_start)
 
     def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
         """Commit next-to-read offsets to ``kafka.group.id`` (for monitoring tools)."""

@@ -57,6 +57,7 @@ from kafka_direct.rdd.arrow_reader import PartitionReadSettings, driver_impl, re
 from kafka_direct.rdd.kafka_rdd import ReadSettings
 from kafka_direct.sql.link.source_side import SourceLink, bind_plan, catch_up, covered
 from kafka_direct.sql.source.admission import NEW_PARTITION_START, TriggerDelay, admit, start_of
+from kafka_direct.sql.source.data_loss import DataLossChecks
 from kafka_direct.sql.source.metadata import EndsAsked, SourceMetadata
 from kafka_direct.sql.source.options import SourceOptions, parse_source_options
 from kafka_direct.sql.source.parsed_offsets import ParsedOffsets
@@ -73,8 +74,8 @@ _NO_BOUND = 2**63 - 1
 
 #: Attributes that exist only on the driver: never shipped to executors. (The link goes:
 #: read tasks bind their batch's plan with it.)
-_DRIVER_ONLY = ("_metadata", "_delay", "_target", "_latest", "_latestJson", "_groupCommitted",
-                "_storeChecked", "_lost", "_parsed")
+_DRIVER_ONLY = ("_metadata", "_checks", "_delay", "_target", "_latest", "_latestJson",
+                "_groupCommitted", "_storeChecked", "_lost", "_parsed")
 
 
 def plan_offsets(start: Offsets, end: Offsets) -> tuple[SourceOffsets, SourceOffsets]:
@@ -119,6 +120,8 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         self.settings = read_settings(options)
         self._link = link
         self._metadata = metadata
+        #: The positions checked against the logs (see :attr:`checks`).
+        self._checks: DataLossChecks | None = None
         self._delay = (TriggerDelay(options.minOffsetsPerTrigger, options.maxTriggerDelayMs,
                                     clockMs)
                        if options.minOffsetsPerTrigger is not None else None)
@@ -173,6 +176,13 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         return self._metadata
 
     @property
+    def checks(self) -> DataLossChecks:
+        """The query's positions checked against the logs, asked through :attr:`metadata`."""
+        if self._checks is None:
+            self._checks = DataLossChecks(self.metadata)
+        return self._checks
+
+    @property
     def codec(self) -> ParsedOffsets:
         """Reads and writes the engine's offsets JSON; what a trigger gets back is read once."""
         if self._parsed is None:
@@ -212,7 +222,7 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             if self.options.subscription.covers(tp)}
         offsets = dict(stored)
         present = set(stored) & partitions
-        checked = metadata.behind(stored, metadata.latest(present))
+        checked = self.checks.behind(stored, metadata.latest(present))
         for tp in present:
             if checked[tp] < stored[tp]:  # the log lost what the store says was read
                 offsets[tp] = checked[tp]
@@ -288,17 +298,17 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
     def _latest_listed(self, start: Offsets, known: Offsets, topics: set[str],
                        ahead: EndsAsked | None) -> tuple[Offsets, set[TopicPartition]]:
         """:meth:`_latest_now` from the topic listing on (``ahead``: the ends asked beside)."""
-        metadata = self.metadata
+        metadata, checks = self.metadata, self.checks
         listing = metadata.listing(topics)
         present = metadata.present(listing)
-        lost = metadata.lost(known, listing)
+        lost = checks.lost(known, listing)
         kept = {tp: offset for tp, offset in start.items() if tp not in lost} if lost else start
-        metadata.note_gaps(kept, present, lost)
+        checks.note_gaps(kept, present, lost)
         if self._target is not None:
             target = {tp: offset for tp, offset in self._target.items() if tp not in lost}
             # Kept checked: a shrunk log is reported once, and later triggers plan up to
             # what exists.
-            self._target = metadata.check_target(kept, target, present)
+            self._target = checks.check_target(kept, target, present)
             latest = dict(self._target)
         else:
             try:
@@ -308,15 +318,15 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                 # every offsets question. A listing of now tells a deletion (data loss) from
                 # an outage (raised as it was).
                 relisted = metadata.listing(topics)
-                gone = metadata.lost(known, relisted)
+                gone = checks.lost(known, relisted)
                 if not gone:
                     raise
                 lost |= gone
                 kept = {tp: offset for tp, offset in kept.items() if tp not in gone}
                 present = metadata.present(relisted)
                 latest = metadata.trigger_latest(present)
-        latest = metadata.behind(kept, latest)
-        metadata.check_new(kept, latest)
+        latest = checks.behind(kept, latest)
+        checks.check_new(kept, latest)
         return latest, lost
 
     def latestOffset(self, start: SourceOffsets, limit: ReadLimit) -> SourceOffsets:

@@ -12,13 +12,9 @@ import pytest
 
 from kafka_direct.app.typed.commit import move_parts
 from kafka_direct.app.typed.envelope import KEEP, PLACEHOLDER
-from kafka_direct.app.typed.options import (
-    RegistrySettings,
-    TypedOptions,
-    add_arguments,
-    options_from_args,
-)
+from kafka_direct.app.typed.options import TypedOptions, add_arguments, options_from_args
 from kafka_direct.app.typed.rows import BAD, DELETE, ROW, TRUNCATE, RowBuilder
+from kafka_direct.app.typed.schema_registry import RegistrySettings
 from kafka_direct.app.typed.stage import Stager
 from kafka_direct.app.typed.table import prepare_tables
 from kafka_direct.errors import BadRecordError, ConfigurationError

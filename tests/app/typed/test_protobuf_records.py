@@ -7,9 +7,10 @@ import json
 
 import pytest
 
-from kafka_direct.app.typed.options import RegistrySettings, TypedOptions, registry_client
+from kafka_direct.app.typed.options import TypedOptions
 from kafka_direct.app.typed.protobuf import message_indexes
 from kafka_direct.app.typed.rows import BAD, ROW, RowBuilder
+from kafka_direct.app.typed.schema_registry import RegistrySettings, registry_client
 from tests.app.typed.protobuf_messages import an_order, classes, serializer
 
 

@@ -44,9 +44,10 @@ from google.protobuf import (
     message_factory,
 )
 
-from kafka_direct.app.typed.options import RegistrySettings, TypedOptions, registry_client
+from kafka_direct.app.typed.options import TypedOptions
 from kafka_direct.app.typed.routing import TableRoute
 from kafka_direct.app.typed.rows import BAD, ROW, RowBuilder
+from kafka_direct.app.typed.schema_registry import RegistrySettings, registry_client
 from kafka_direct.app.typed.stage import Stager
 from kafka_direct.app.typed.table import prepare_tables
 from kafka_direct.errors import ConfigurationError

@@ -213,7 +213,7 @@ def avro_record(schemaId, schema, value):
 
 
 def test_widened_and_nullable_schema_fields_alter_the_table_in_the_batch(postgres, pg_schema):
-    from kafka_direct.app.typed.options import RegistrySettings
+    from kafka_direct.app.typed.schema_registry import RegistrySettings
 
     query(postgres, f'CREATE TABLE "{pg_schema}".t (topic text NOT NULL, kafka_partition '
                     "integer NOT NULL, kafka_offset bigint NOT NULL, key bytea, n integer NOT "
@@ -247,7 +247,7 @@ def test_widened_and_nullable_schema_fields_alter_the_table_in_the_batch(postgre
 
 
 def test_a_change_no_alter_can_apply_stops_naming_field_types_and_offset(postgres, pg_schema):
-    from kafka_direct.app.typed.options import RegistrySettings
+    from kafka_direct.app.typed.schema_registry import RegistrySettings
 
     query(postgres, f'CREATE TABLE "{pg_schema}".t (topic text NOT NULL, kafka_partition '
                     "integer NOT NULL, kafka_offset bigint NOT NULL, n integer, PRIMARY KEY "

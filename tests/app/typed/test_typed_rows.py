@@ -14,13 +14,13 @@ from hypothesis import strategies as st
 from kafka_direct.app.typed.columns import convert, fits, infer_type, normalise_type, widest
 from kafka_direct.app.typed.formats import avro_type
 from kafka_direct.app.typed.options import (
-    RegistrySettings,
     TypedOptions,
     add_arguments,
     options_from_args,
     parse_columns,
 )
 from kafka_direct.app.typed.rows import BAD, DELETE, ROW, RowBuilder, latest_per_key
+from kafka_direct.app.typed.schema_registry import RegistrySettings
 from kafka_direct.errors import (
     BadRecordError,
     ConfigurationError,
