@@ -30,6 +30,7 @@ from kafka_direct import errors
 from kafka_direct.errors import KafkaDirectError
 
 __all__ = [
+    "MAX_USER_MESSAGE",
     "CarriedTaskError",
     "carried",
     "carried_error",
@@ -39,11 +40,28 @@ __all__ = [
     "rethrow",
     "typed_errors",
     "typed_rdd_class",
+    "user_failure",
 ]
 
 _PAYLOAD = re.compile(r"\[kafka-direct-error:([A-Za-z0-9+/=]+)\]")
 
 T = TypeVar("T")
+
+
+#: How much of a user function's error message a typed error keeps.
+MAX_USER_MESSAGE = 500
+
+
+def user_failure(error: BaseException) -> tuple[str, str]:
+    """What a typed error keeps of a user function's exception: its type's name, its message.
+
+    The message is shortened to :data:`MAX_USER_MESSAGE` characters: it may quote a
+    record, and it travels to the driver in a task's failure text.
+    """
+    text = str(error)
+    if len(text) > MAX_USER_MESSAGE:
+        text = text[:MAX_USER_MESSAGE] + "..."
+    return type(error).__qualname__, text
 
 
 class CarriedTaskError(RuntimeError):

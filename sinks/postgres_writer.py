@@ -20,6 +20,7 @@ from decimal import Decimal
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError, KafkaDirectError, SinkWriteError
+from kafka_direct.task_errors import user_failure
 
 __all__ = [
     "KafkaRDDSink",
@@ -45,10 +46,6 @@ def encode_copy_value(value: Any) -> str:
     if isinstance(value, datetime.datetime | datetime.date | datetime.time):
         return value.isoformat()
     return str(value).translate(_ESCAPES)
-
-
-#: How much of a user function's error message a SinkWriteError keeps.
-_MAX_USER_MESSAGE = 500
 
 
 def user_rows(row: Callable[[Any], Sequence[Any]], records: Iterable[Any],
@@ -112,10 +109,7 @@ def _name(row: Callable[[Any], Sequence[Any]]) -> str:
 def _row_failure(row: Callable[[Any], Sequence[Any]], error: Exception, offsetRange: Any,
                  offset: int, table: str) -> SinkWriteError:
     """The SinkWriteError of ``row`` failing on the record at ``offset``."""
-    text = str(error)
-    if len(text) > _MAX_USER_MESSAGE:
-        text = text[:_MAX_USER_MESSAGE] + "..."
-    kind = type(error).__qualname__
+    kind, text = user_failure(error)
     where = f"{offsetRange.topic}-{offsetRange.partition}"
     return SinkWriteError(
         f"row function {_name(row)} failed on {where} at offset {offset} (range "

@@ -13,7 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["bytea_columns", "ensure_tables", "has_unique", "schema_exists", "table_exists"]
+__all__ = ["NAME_LIMIT", "bytea_columns", "ensure_tables", "has_unique", "schema_exists",
+           "table_exists"]
+
+#: PostgreSQL's longest identifier, in bytes (it truncates longer ones: two names alike in
+#: their first 63 bytes would be one table or column).
+NAME_LIMIT = 63
 
 
 def schema_exists(cursor: Any, schema: str) -> bool:

@@ -21,7 +21,6 @@ direct stream both build theirs with it, so neither entry point imports the othe
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, SupportsIndex, overload
@@ -47,7 +46,6 @@ __all__ = ["GroupedOffsetRanges", "KafkaRDD", "ReadSettings", "count_range", "gr
            "kafka_rdd", "kafka_rdd_beside", "range_element", "range_locations", "ranges_rdd",
            "read_range", "read_ranges"]
 
-logger = logging.getLogger(__name__)
 
 
 def range_element(offsetRange: OffsetRange) -> tuple[str, int, int, int]:

@@ -29,12 +29,9 @@ from kafka_direct.consumer_record import ConsumerRecord
 from kafka_direct.errors import KafkaDirectError, KafkaReadError
 from kafka_direct.offset_range import OffsetRange
 from kafka_direct.rdd.read_settings import ReadSettings
+from kafka_direct.task_errors import user_failure
 
 __all__ = ["count_range", "read_range", "read_ranges"]
-
-#: The most of a user function's error message carried to the driver.
-_MAX_USER_MESSAGE = 500
-
 
 def _user_function_failed(function: str, error: Exception, offsetRange: OffsetRange,
                           offset: int) -> KafkaReadError:
@@ -43,10 +40,7 @@ def _user_function_failed(function: str, error: Exception, offsetRange: OffsetRa
     It names the function, topic, partition and offset and carries the user's exception type
     and message (shortened), never the record's key or value.
     """
-    text = str(error)
-    if len(text) > _MAX_USER_MESSAGE:
-        text = text[:_MAX_USER_MESSAGE] + "..."
-    kind = type(error).__qualname__
+    kind, text = user_failure(error)
     return KafkaReadError(
         f"{function} failed on {offsetRange.topic}-{offsetRange.partition} at offset "
         f"{offset} (range [{offsetRange.fromOffset}, {offsetRange.untilOffset})): {kind}: "

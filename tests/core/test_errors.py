@@ -78,3 +78,18 @@ def test_typed_errors_rethrows_the_carried_error_chained_to_the_failure():
     assert info.value.__cause__ is spark_failure
     with pytest.raises(KeyError), typed_errors():
         raise KeyError("unrelated errors pass through")
+
+
+def test_a_user_functions_error_is_kept_as_its_type_and_a_shortened_message():
+    # One rule for both the readers' and the sinks' typed errors of a user function.
+    from kafka_direct.task_errors import MAX_USER_MESSAGE, user_failure
+
+    class Odd(ValueError):
+        pass
+
+    kind, text = user_failure(Odd("x" * MAX_USER_MESSAGE))
+    assert kind.endswith(".<locals>.Odd") and text == "x" * MAX_USER_MESSAGE
+    kind, text = user_failure(KeyError("y" * (MAX_USER_MESSAGE + 1)))
+    # str() of a KeyError is its key's repr: the quote opens it, a "..." ends it.
+    assert kind == "KeyError"
+    assert text == repr("y" * (MAX_USER_MESSAGE + 1))[:MAX_USER_MESSAGE] + "..."

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from kafka_direct.app.typed.keys import KEY_TYPES, PRIMITIVE_FORMATS, key_fits
 from kafka_direct.app.typed.schema_registry import (
@@ -20,6 +19,7 @@ from kafka_direct.app.typed.schema_registry import (
     registry_settings,
 )
 from kafka_direct.errors import ConfigurationError
+from kafka_direct.postgres.catalog import NAME_LIMIT
 
 # RegistrySettings and registry_client live in .schema_registry; named here as well, as
 # this module's API named them before (TypedOptions.registry is a RegistrySettings).
@@ -50,8 +50,6 @@ BAD_RECORD_POLICIES = ("fail", "dead-letter")
 COORDINATES = ("topic", "kafka_partition", "kafka_offset")
 #: Column names starting with this are the job's own (staging).
 RESERVED_PREFIX = "kafka_direct_"
-#: PostgreSQL's longest identifier, in bytes (longer ones are truncated).
-NAME_LIMIT = 63
 
 
 def check_column_name(name: str, flag: str) -> str:
@@ -447,10 +445,3 @@ def options_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> T
             "per batch: drop --sink (transactional is the default)")
     return options
 
-
-def describe(options: TypedOptions) -> dict[str, Any]:
-    """The options fit for a log line (no secret)."""
-    return {"value": options.valueFormat, "key": options.keyFormat,
-            "keyColumns": list(options.keyColumns), "onTombstone": options.onTombstone,
-            "onBadRecord": options.onBadRecord, "envelope": options.envelope,
-            "registry": "given" if options.registry is not None else None}

@@ -20,8 +20,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kafka_direct.app.typed.options import NAME_LIMIT, TypedOptions
+from kafka_direct.app.typed.options import TypedOptions
 from kafka_direct.errors import ConfigurationError
+from kafka_direct.postgres.catalog import NAME_LIMIT
 
 __all__ = ["PLACEHOLDER", "TableRoute"]
 

@@ -47,11 +47,11 @@ from kafka_direct.app.typed.formats import DecodeError, SchemaTexts, decoders
 from kafka_direct.app.typed.keys import KEY_TYPES, PrimitiveKey
 from kafka_direct.app.typed.options import (
     COORDINATES,
-    NAME_LIMIT,
     RESERVED_PREFIX,
     TypedOptions,
 )
 from kafka_direct.errors import BadRecordError, SchemaChangeError
+from kafka_direct.postgres.catalog import NAME_LIMIT
 
 __all__ = ["BAD", "DELETE", "ROW", "TRUNCATE", "ColumnInfo", "RowBuilder", "latest_per_key"]
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_direct.errors import ConfigurationError
+from kafka_direct.postgres.catalog import NAME_LIMIT
 from kafka_direct.postgres.connection import Database
 from kafka_direct.sql.link.tables import LINK_OPTIONS, StoreRef
 
@@ -34,7 +35,6 @@ _KNOWN = {"dsn", "password", "table", "schema", "columns", "mode", "keycolumns",
           "checkpointlocation", "path", "queryname"}
 #: Every option the sink accepts by name, lower case as Spark hands them over.
 KNOWN_OPTIONS = frozenset(_KNOWN | LINK_OPTIONS)
-_NAME_LIMIT = 63  # PostgreSQL truncates longer identifiers
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,9 +166,9 @@ def _check_name(option: str, value: Any) -> None:
     if not isinstance(value, str) or not value.strip():
         raise ConfigurationError(f"option {option} must be a non-empty name, got {value!r}",
                                  setting=option)
-    if len(value.encode("utf-8")) > _NAME_LIMIT:
+    if len(value.encode("utf-8")) > NAME_LIMIT:
         raise ConfigurationError(
-            f"option {option}: {value!r} is longer than PostgreSQL's {_NAME_LIMIT}-byte names",
+            f"option {option}: {value!r} is longer than PostgreSQL's {NAME_LIMIT}-byte names",
             setting=option)
     if "\x00" in value:
         raise ConfigurationError(f"option {option} holds a NUL character", setting=option)
