@@ -52,6 +52,8 @@ class Scenario:
         self.produced += per_partition * PARTITIONS
 
     extra = ()  # more ingest options (the typed variant's)
+    #: How a run ends by itself: after idle triggers, or at the backlog of its start.
+    ending = ("--stop-after-idle", "3")
 
     def start(self, fresh_checkpoint, rate=400):
         self.runs += 1
@@ -65,7 +67,7 @@ class Scenario:
                 "--bootstrap-servers", self.kafka.bootstrap_servers,
                 "--topic", self.topic, "--group", self.group, "--schema", self.schema,
                 "--table", "events", "--batch-interval", "0.5",
-                "--max-rate-per-partition", str(rate), "--stop-after-idle", "3",
+                "--max-rate-per-partition", str(rate), *self.ending,
                 # Each run's first batch is smaller than the rate's (its end in the offset
                 # log like any batch's): kills fall around it too.
                 "--first-batch-records", "50",
@@ -158,6 +160,24 @@ def test_driver_killed_and_restarted_from_checkpoint_or_postgres(scenario):
 def test_many_driver_kills(scenario):
     kill_repeatedly(scenario, kills=22, seed=2026, per_round=600)
     assert scenario.kills >= 20 and scenario.midStream >= 12
+
+
+class AvailableNowScenario(Scenario):
+    """Each run under Trigger.AvailableNow: batches back to back, ending at its start's ends."""
+
+    ending = ("--available-now",)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_available_now_runs_killed_and_restarted(kafka, postgres, pg_schema, kafka_topic,
+                                                 tmp_path):
+    # A run that ends by itself at the log ends of its start: killed anywhere in its
+    # batches, the next run (its checkpoint or a fresh one) fixes a new target and reads on.
+    scenario = AvailableNowScenario(kafka, postgres, pg_schema,
+                                    kafka_topic(partitions=PARTITIONS), tmp_path)
+    kill_repeatedly(scenario, kills=8, seed=39)
+    assert scenario.kills >= 6 and scenario.midStream >= 3
 
 
 class TypedScenario(Scenario):
