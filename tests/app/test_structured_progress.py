@@ -10,7 +10,7 @@ import threading
 import time
 
 from kafka_direct.app.ingest_options import IngestResult
-from kafka_direct.app.structured_ingest import _Progress
+from kafka_direct.app.query_progress import QueryProgress
 
 RAN = {"addBatch": 5, "latestOffset": 1, "triggerExecution": 9}
 IDLE = {"latestOffset": 1, "triggerExecution": 1}
@@ -45,7 +45,7 @@ class FakeQuery:
 
 def test_a_batch_reported_idle_first_counts_when_it_runs():
     query, result, out = FakeQuery(), IngestResult(), io.StringIO()
-    progress = _Progress(result, idleLimit=1000, batchInterval=0.5, out=out)
+    progress = QueryProgress(result, idleLimit=1000, batchInterval=0.5, out=out)
     query.report(0, 5, RAN)
     query.report(1, 7, RAN)
     progress.poll(query)
@@ -62,9 +62,9 @@ def test_a_batch_reported_idle_first_counts_when_it_runs():
 
 def test_rows_after_an_idle_report_keep_the_job_from_stopping_as_idle(monkeypatch):
     clock = [100.0]
-    monkeypatch.setattr("kafka_direct.app.structured_ingest.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("kafka_direct.app.query_progress.time.monotonic", lambda: clock[0])
     query, result = FakeQuery(), IngestResult()
-    progress = _Progress(result, idleLimit=4, batchInterval=0.5, out=None)  # idle after 2 s
+    progress = QueryProgress(result, idleLimit=4, batchInterval=0.5, out=None)  # idle after 2 s
     query.report(0, 5, RAN)
     progress.poll(query)
     clock[0] += 1.5
@@ -81,7 +81,7 @@ def test_rows_after_an_idle_report_keep_the_job_from_stopping_as_idle(monkeypatc
 
 def test_a_batch_reported_twice_after_it_ran_counts_once():
     query, result = FakeQuery(), IngestResult()
-    progress = _Progress(result, idleLimit=0, batchInterval=0.5, out=None)
+    progress = QueryProgress(result, idleLimit=0, batchInterval=0.5, out=None)
     query.report(0, 5, RAN)
     progress.poll(query)
     progress.poll(query)  # recentProgress still holds it
@@ -93,7 +93,7 @@ def test_a_batch_reported_twice_after_it_ran_counts_once():
 def test_a_poll_after_each_batch_reads_the_last_report_only():
     # Listing the kept reports costs the JVM a JSON text of each of up to a hundred.
     query, result = FakeQuery(), IngestResult()
-    progress = _Progress(result, idleLimit=0, batchInterval=0.5, out=None)
+    progress = QueryProgress(result, idleLimit=0, batchInterval=0.5, out=None)
     progress.poll(query)  # nothing reported yet
     for batch in range(5):
         query.report(batch, 0, IDLE)
@@ -106,7 +106,7 @@ def test_a_poll_after_each_batch_reads_the_last_report_only():
 
 def test_batches_run_between_two_polls_are_all_counted():
     query, result = FakeQuery(), IngestResult()
-    progress = _Progress(result, idleLimit=0, batchInterval=0.5, out=None)
+    progress = QueryProgress(result, idleLimit=0, batchInterval=0.5, out=None)
     query.report(0, 1, RAN)
     query.report(1, 2, RAN)
     progress.poll(query)
@@ -123,15 +123,15 @@ def test_the_status_is_asked_only_once_the_job_may_have_been_idle_long_enough(mo
     # Each status costs the JVM two gateway calls and a JSON text, five times a second:
     # only the idle stop needs it, and only once the idle time is up.
     clock = [100.0]
-    monkeypatch.setattr("kafka_direct.app.structured_ingest.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("kafka_direct.app.query_progress.time.monotonic", lambda: clock[0])
     query, result = FakeQuery(), IngestResult()
-    never = _Progress(result, idleLimit=0, batchInterval=0.5, out=None)
+    never = QueryProgress(result, idleLimit=0, batchInterval=0.5, out=None)
     query.report(0, 5, RAN)
     for _ in range(3):
         never.poll(query)
         clock[0] += 10
     assert query.statusAsked == 0
-    progress = _Progress(IngestResult(), idleLimit=4, batchInterval=0.5, out=None)
+    progress = QueryProgress(IngestResult(), idleLimit=4, batchInterval=0.5, out=None)
     progress.poll(query)
     clock[0] += 1.9
     progress.poll(query)
@@ -146,9 +146,9 @@ def test_an_idle_trigger_after_the_last_batch_stops_the_job_at_once(monkeypatch)
     # waiting N batch intervals more (Spark reports each idle trigger: the job sets
     # spark.sql.streaming.noDataProgressEventInterval to 0).
     clock = [100.0]
-    monkeypatch.setattr("kafka_direct.app.structured_ingest.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("kafka_direct.app.query_progress.time.monotonic", lambda: clock[0])
     query, result = FakeQuery(), IngestResult()
-    progress = _Progress(result, idleLimit=2, batchInterval=10.0, out=None)
+    progress = QueryProgress(result, idleLimit=2, batchInterval=10.0, out=None)
     query.report(0, 5, RAN, at="t0")
     progress.poll(query)
     clock[0] += 0.1
@@ -163,7 +163,7 @@ def test_an_idle_trigger_after_the_last_batch_stops_the_job_at_once(monkeypatch)
 
 def test_rows_between_idle_triggers_start_the_count_over():
     query, result = FakeQuery(), IngestResult()
-    progress = _Progress(result, idleLimit=2, batchInterval=10.0, out=None)
+    progress = QueryProgress(result, idleLimit=2, batchInterval=10.0, out=None)
     query.report(0, 5, RAN, at="t0")
     query.report(1, 0, IDLE, at="t1")
     progress.poll(query)
@@ -233,11 +233,11 @@ class RunningQuery(FakeQuery):
 
 def test_the_trigger_that_finds_no_data_after_the_last_batch_wakes_the_job(monkeypatch):
     # Looked at only every 30 s here: the idle trigger itself must wake the job up.
-    from kafka_direct.app import structured_ingest
+    from kafka_direct.app import query_progress
 
-    monkeypatch.setattr(structured_ingest, "_POLL_S", 30.0)
+    monkeypatch.setattr(query_progress, "POLL_S", 30.0)
     query, result = RunningQuery(), IngestResult()
-    progress = _Progress(result, idleLimit=1, batchInterval=1.0, out=None)
+    progress = QueryProgress(result, idleLimit=1, batchInterval=1.0, out=None)
 
     def stream():
         time.sleep(0.3)  # the job waits for its first look's interval by now
@@ -250,7 +250,7 @@ def test_the_trigger_that_finds_no_data_after_the_last_batch_wakes_the_job(monke
     triggers = threading.Thread(target=stream, daemon=True)
     started = time.monotonic()
     triggers.start()
-    structured_ingest._follow(query, progress, threading.Event())
+    query_progress.follow(query, progress, threading.Event(), "q")
     assert query.stoppedAt is not None and idleAt
     assert query.stoppedAt - idleAt[0] < 5.0, "stopped at the next look, not at the trigger"
     assert time.monotonic() - started < 10.0
@@ -258,14 +258,14 @@ def test_the_trigger_that_finds_no_data_after_the_last_batch_wakes_the_job(monke
 
 
 def test_a_stop_asked_while_batches_run_is_seen_at_the_next_look(monkeypatch):
-    from kafka_direct.app import structured_ingest
+    from kafka_direct.app import query_progress
 
-    monkeypatch.setattr(structured_ingest, "_POLL_S", 0.05)
+    monkeypatch.setattr(query_progress, "POLL_S", 0.05)
     query, result = RunningQuery(), IngestResult()
-    progress = _Progress(result, idleLimit=0, batchInterval=1.0, out=None)
+    progress = QueryProgress(result, idleLimit=0, batchInterval=1.0, out=None)
     query.trigger(0, 5, "t0")
     asked = threading.Event()
     threading.Timer(0.2, asked.set).start()
-    structured_ingest._follow(query, progress, asked)
+    query_progress.follow(query, progress, asked, "q")
     assert query.stoppedAt is not None and not query.active
     assert (result.batches, result.records) == (1, 5)
