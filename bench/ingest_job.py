@@ -333,7 +333,7 @@ def main() -> None:
             broker_cpu = statistics.median(r.cpuBroker for r in results) * 1e6 / records
             ratios = [(r.batchRate * c / records, r.wholeRate * c / records)
                       for r, c in zip(results, copy_seconds, strict=True)]
-            label = "bcd"[apis.index(api)]
+            label = "bcd"[APIS.index(api)]  # as the module's docstring names them
             print(f"({label}) ingest {JOBS[api]:34s}: batches {batch:10,.0f} rows/s "
                   f"[{max(r.batchRate for r in results):,.0f}], whole run {whole:10,.0f} "
                   f"rows/s [{max(r.wholeRate for r in results):,.0f}], first commit {first}")
