@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from kafka_direct.app.ingest_options import IngestResult
@@ -126,19 +127,24 @@ def _idle_report(query: Any) -> Any:
 
 
 def follow(query: Any, progress: QueryProgress, stopRequested: threading.Event,
-           name: str) -> None:
+           name: str, pause: Callable[[], None] | None = None) -> None:
     """Follow ``query`` until it ends, the job has been idle long enough, or a stop is asked.
 
     The job looks at the query's progress every :data:`POLL_S` seconds, and at once when
     a trigger finds no new data (:func:`_wake_on_idle`): the job's stop after its last
     batch comes right after the trigger that follows it, not at the next look (0.1 s later
-    on average). A stop, asked or idle, waits for the running batch.
+    on average). A stop, asked or idle, waits for the running batch: ``pause`` first keeps
+    any later batch from starting (the source's ``pauseFile``), so the wait ends with the
+    running batch even where the next one would follow at once (``Trigger.AvailableNow``,
+    or batches longer than the interval); the query is then stopped between triggers.
 
     Args:
         query: The running query.
         progress: Where its batches are counted; says when the job has been idle enough.
         stopRequested: Set when the job is asked to stop (after the running batch).
         name: The query's name, for the error of a query that failed untyped.
+        pause: Makes the query's source admit no new offsets; None: the stop waits for a
+            moment between triggers.
 
     Raises:
         KafkaDirectError: What stopped the query (see :func:`_raise_failure`).
@@ -148,7 +154,7 @@ def follow(query: Any, progress: QueryProgress, stopRequested: threading.Event,
     while query.isActive:
         progress.poll(query)
         if progress.done.is_set() or stopRequested.is_set():
-            _stop_after_running_batch(query)
+            _stop_after_running_batch(query, pause)
             break
         woken.wait(POLL_S)
         woken.clear()
@@ -190,9 +196,17 @@ def _wake_on_idle(query: Any, woken: threading.Event) -> threading.Thread:
     return thread
 
 
-def _stop_after_running_batch(query: Any, timeout: float = 600.0) -> None:
+def _stop_after_running_batch(query: Any, pause: Callable[[], None] | None,
+                              timeout: float = 600.0) -> None:
     # Spark's stop() interrupts a running batch (the sink then aborts it and the next run
-    # reads it again); waiting for the trigger to end first keeps its work.
+    # reads it again); waiting for the trigger to end first keeps its work. Without the
+    # pause a batch that follows at once would keep the trigger active to the backlog's end.
+    if pause is not None:
+        try:
+            pause()
+        except OSError:
+            logger.warning("the query's source could not be paused: its stop waits for a "
+                           "moment between triggers", exc_info=True)
     deadline = time.monotonic() + timeout
     while query.isActive and query.status.get("isTriggerActive"):
         if time.monotonic() >= deadline:

@@ -237,6 +237,7 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
     local = options.master.startswith("local")
     scratch = tempfile.TemporaryDirectory(prefix="kafka-direct-ingest-")
     location = str(checkpointDir) if checkpointDir else str(Path(scratch.name) / "checkpoint")
+    pauseFile = Path(scratch.name) / "pause"
     # The parallelism is the context's (spark_context_arguments); the session's settings
     # give way to spark-submit's.
     settings = job_settings(options.master, location)
@@ -268,6 +269,8 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
         reader = spark.readStream.format(SOURCE_FORMAT)
         extra = _metadata_selection(records if typed else None)
         given = source_options(options, bootstrapServers, dsn, kafkaParams or {})
+        # A stop pauses the source first: no batch starts after the running one.
+        given["pauseFile"] = str(pauseFile)
         if extra:  # the timestamp and header columns: the source builds them too
             given["columns"] = ",".join((*_INGEST_COLUMNS, *extra))
             given["includeHeaders"] = str("headers" in extra).lower()
@@ -291,7 +294,7 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
         progress = QueryProgress(result, options.stopAfterIdleBatches, options.batchInterval,
                                  out)
         try:
-            follow(query, progress, stopRequested, QUERY_NAME)
+            follow(query, progress, stopRequested, QUERY_NAME, pause=pauseFile.touch)
         finally:
             if query.isActive:
                 query.stop()

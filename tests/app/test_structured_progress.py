@@ -9,6 +9,7 @@ import io
 import threading
 import time
 
+from kafka_direct.app import query_progress
 from kafka_direct.app.ingest_options import IngestResult
 from kafka_direct.app.query_progress import QueryProgress
 
@@ -233,8 +234,6 @@ class RunningQuery(FakeQuery):
 
 def test_the_trigger_that_finds_no_data_after_the_last_batch_wakes_the_job(monkeypatch):
     # Looked at only every 30 s here: the idle trigger itself must wake the job up.
-    from kafka_direct.app import query_progress
-
     monkeypatch.setattr(query_progress, "POLL_S", 30.0)
     query, result = RunningQuery(), IngestResult()
     progress = QueryProgress(result, idleLimit=1, batchInterval=1.0, out=None)
@@ -258,8 +257,6 @@ def test_the_trigger_that_finds_no_data_after_the_last_batch_wakes_the_job(monke
 
 
 def test_a_stop_asked_while_batches_run_is_seen_at_the_next_look(monkeypatch):
-    from kafka_direct.app import query_progress
-
     monkeypatch.setattr(query_progress, "POLL_S", 0.05)
     query, result = RunningQuery(), IngestResult()
     progress = QueryProgress(result, idleLimit=0, batchInterval=1.0, out=None)
@@ -269,3 +266,59 @@ def test_a_stop_asked_while_batches_run_is_seen_at_the_next_look(monkeypatch):
     query_progress.follow(query, progress, asked, "q")
     assert query.stoppedAt is not None and not query.active
     assert (result.batches, result.records) == (1, 5)
+
+
+class BackToBackQuery(RunningQuery):
+    """Batches one after another, as under Trigger.AvailableNow or behind a backlog: the
+    trigger is active at every look, the next batch starting as the last one ends, unless
+    the source is paused (then, as under AvailableNow, the query ends by itself)."""
+
+    def __init__(self, batches):
+        super().__init__()
+        self.batches = batches
+        self.paused = False
+        self.reportedAtPause = None
+
+    @property
+    def status(self):
+        return {"isDataAvailable": True, "isTriggerActive": self.active}
+
+    def pause(self):
+        with self.changed:
+            self.paused = True
+            self.reportedAtPause = len(self.reports)
+
+    def run(self, ran):
+        for batch in range(self.batches):
+            time.sleep(0.02)
+            with self.changed:
+                if not self.active or self.paused:
+                    break
+                self.report(batch, 5, RAN, at=f"t{batch}")
+            ran.set()
+        with self.changed:
+            self.active = False  # the last batch done, or paused: the query ends by itself
+
+
+def test_a_stop_asked_while_batches_run_back_to_back_waits_for_the_running_one_only(
+        monkeypatch):
+    # The trigger is never seen inactive between such batches: without the pause the stop
+    # waited for every batch left (all of a backlog, under Trigger.AvailableNow).
+    monkeypatch.setattr(query_progress, "POLL_S", 0.05)
+    query, result = BackToBackQuery(batches=500), IngestResult()
+    progress = QueryProgress(result, idleLimit=0, batchInterval=1.0, out=None)
+    ran, asked = threading.Event(), threading.Event()
+    threading.Thread(target=query.run, args=(ran,), daemon=True).start()
+    ran.wait(30)
+
+    def ask_after_two():
+        while len(query.reports) < 2:
+            time.sleep(0.001)
+        asked.set()
+
+    threading.Thread(target=ask_after_two, daemon=True).start()
+    query_progress.follow(query, progress, asked, "q", pause=query.pause)
+    assert query.reportedAtPause is not None, "the source was never paused"
+    # At most the batch running when the pause came ends after it; every one is counted.
+    assert len(query.reports) <= query.reportedAtPause + 1 < query.batches
+    assert result.batches == len(query.reports)

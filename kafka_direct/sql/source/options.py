@@ -33,7 +33,12 @@ ones), as Spark.
 
 kafka-direct's own: ``reader`` (``c`` | ``python``): which executor reader builds the record
 batches, the native columnar one or the Python one; unset, the environment variable
-``KAFKA_DIRECT_IMPL`` decides, else the native one whenever it loads.
+``KAFKA_DIRECT_IMPL`` decides, else the native one whenever it loads. ``pauseFile`` (a path
+on the driver's file system): while a file is there, a trigger admits no new offsets. The
+running batch completes, and the triggers after it find nothing (under
+``Trigger.AvailableNow`` the query then ends); remove the file and the next trigger reads
+on. A graceful stop creates it, waits for the running batch, then stops the query, which
+then has no batch to interrupt.
 """
 
 from __future__ import annotations
@@ -91,7 +96,7 @@ _SPELLING = {name.lower(): name for name in (
     "minOffsetsPerTask", "maxRangesPerTask",
     "groupIdPrefix", "includeHeaders", "commitOffsetsToGroup", "subscribePattern", "assign",
     "subscribe", "maxOffsetsPerPartitionPerTrigger", "maxOffsetsFirstTrigger", "reader",
-    "columns")}
+    "columns", "pauseFile")}
 #: The same, lower case, as Spark hands them over.
 KNOWN_OPTIONS = frozenset(_SPELLING)
 
@@ -235,6 +240,7 @@ class SourceOptions:
         numRetries: Retries of a driver-side Kafka question.
         retryIntervalMs: Pause between those retries.
         commitOffsetsToGroup: Commit each batch's end to ``kafka.group.id`` (monitoring).
+        pauseFile: While a file is at this path, triggers admit no new offsets; None: never.
         reader: The executors' reader, ``c`` or ``python``; None: ``KAFKA_DIRECT_IMPL``, else
             the native one when it loads.
         columns: The only columns read (the ``columns`` option, or a ``.schema()`` of some
@@ -263,6 +269,7 @@ class SourceOptions:
     numRetries: int = 3
     retryIntervalMs: int = 1000
     commitOffsetsToGroup: bool = False
+    pauseFile: str | None = None
     reader: str | None = None
     columns: tuple[str, ...] | None = None
 
@@ -506,4 +513,18 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool | None,
         retryIntervalMs=parse_int("option 'fetchOffset.retryIntervalMs'",
                                   opts.get("fetchoffset.retryintervalms", "1000"), 0),
         commitOffsetsToGroup=commit,
+        pauseFile=_pause_file(opts, streaming),
     )
+
+
+def _pause_file(opts: Mapping[str, str], streaming: bool | None) -> str | None:
+    if "pausefile" not in opts:
+        return None
+    if streaming is False:
+        raise ConfigurationError("option 'pauseFile' pauses a streaming query's triggers; a "
+                                 "batch read has none: remove it")
+    path = opts["pausefile"].strip()
+    if not path:
+        raise ConfigurationError("option 'pauseFile' is empty; remove it or give the path of "
+                                 "a file whose presence pauses the source")
+    return path

@@ -36,6 +36,7 @@ a copy of the reader without its driver state (consumer, link, clocks).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -341,6 +342,10 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         # Spark's planner process lives as long as the query: what it holds by now is out
         # of the full collections that would land in a trigger's planning.
         freeze_at_start()
+        if self.options.pauseFile is not None and os.path.exists(self.options.pauseFile):
+            # Paused (a graceful stop waits for its running batch): no new offsets, so no
+            # batch that a stop could interrupt; under AvailableNow the query ends.
+            return start
         with carried():
             offsets = self.codec.read(start, "the batch's start offset")
             if self._link is not None and not self._storeChecked:

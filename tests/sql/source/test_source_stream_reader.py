@@ -494,6 +494,34 @@ def test_available_now_reads_up_to_the_offsets_of_its_start_and_ends():
     assert set(seen.values()) == {1} and batches == 3
 
 
+def test_a_paused_source_admits_nothing_until_its_file_is_gone(tmp_path):
+    # A graceful stop creates the file, waits for the running batch, then stops the query:
+    # no trigger after it admits offsets, so none starts a batch the stop would interrupt.
+    cluster = cluster_with()
+    pause = tmp_path / "pause"
+    reader = make_reader(cluster, maxOffsetsPerTrigger=8, pauseFile=str(pause))
+    start = {"t": {"0": 0, "1": 0}}
+    first = reader.latestOffset(start, reader.getDefaultReadLimit())
+    assert first == {"t": {"0": 4, "1": 4}}
+    pause.touch()
+    for limit in (reader.getDefaultReadLimit(), ReadAllAvailable()):
+        assert reader.latestOffset(first, limit) is first
+    # Under AvailableNow the unchanged start ends the query: the rest waits for a next run.
+    reader.prepareForTriggerAvailableNow()
+    assert reader.latestOffset(first, reader.getDefaultReadLimit()) is first
+    pause.unlink()
+    assert reader.latestOffset(first, reader.getDefaultReadLimit()) == {"t": {"0": 8, "1": 8}}
+
+
+def test_the_pause_file_option_is_for_streams_and_not_empty():
+    with pytest.raises(ConfigurationError, match="'pauseFile' is empty"):
+        parse_source_options({"kafka.bootstrap.servers": "k:1", "subscribe": "t",
+                              "pauseFile": " "}, streaming=True, check_client=False)
+    with pytest.raises(ConfigurationError, match="'pauseFile' pauses a streaming query"):
+        parse_source_options({"kafka.bootstrap.servers": "k:1", "subscribe": "t",
+                              "pauseFile": "/tmp/p"}, streaming=False, check_client=False)
+
+
 def test_available_now_names_a_missing_assigned_partition_at_once():
     reader = make_reader(cluster_with(), assign='{"t": [0, 5]}')
     with pytest.raises(CarriedTaskError) as raised:
