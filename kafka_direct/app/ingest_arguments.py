@@ -306,7 +306,7 @@ def _check_structured(args: argparse.Namespace) -> None:
                                      "stream's batches follow its interval; end a run with "
                                      "--stop-after-idle)")
         return
-    if getattr(args, "available_now", False) and args.stop_after_idle is not None:
+    if getattr(args, "available_now", False) and args.stop_after_idle:  # 0: never, as it is
         raise ConfigurationError("--stop-after-idle is for a query that runs on: with "
                                  "--available-now the query ends by itself at the log ends "
                                  "of its start; drop one of them")

@@ -181,6 +181,9 @@ def test_available_now_is_for_the_structured_api_and_ends_the_run_itself():
     # The query ends at the log ends of its start: an idle count would never be reached.
     with pytest.raises(ConfigurationError, match="--stop-after-idle .*--available-now"):
         settings("--api", "structured", "--available-now", "--stop-after-idle", "2")
+    # 0 is "never stop on idle": what --available-now does anyway.
+    assert settings("--api", "structured", "--available-now", "--stop-after-idle", "0"
+                    ).options.stopAfterIdleBatches == 0
     with pytest.raises(ConfigurationError, match="availableNow"):
         IngestOptions(topics=("t",), availableNow=True)
     with pytest.raises(ConfigurationError, match="availableNow"):
