@@ -37,6 +37,7 @@ MODULE_SECONDS = {
     "app/test_ingest_typed.py": 121,
     "conformance/test_kafka_microbatch_source.py": 112,
     "app/test_ingest_command.py": 99,
+    "app/test_available_now_runs.py": 27,
     "conformance/test_dstream.py": 77,
     "sql/source/test_source_batch.py": 44,
     "rdd/test_kafka_rdd.py": 39,

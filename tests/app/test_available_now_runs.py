@@ -84,6 +84,7 @@ def test_sigterm_under_available_now_stops_after_the_running_batch(
         in done.stdout, done.stdout[-3000:]
 
 
+@pytest.mark.slow  # a fault run: kills a real process (docs/testing.md)
 @pytest.mark.parametrize("checkpoint", [False, True])
 def test_sigkill_mid_run_and_a_rerun_under_available_now_lose_and_repeat_nothing(
         kafka, kafka_topic, postgres, pg_schema, job_host, scratch, checkpoint):
