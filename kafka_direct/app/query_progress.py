@@ -201,18 +201,34 @@ def _stop_after_running_batch(query: Any, pause: Callable[[], None] | None,
     # Spark's stop() interrupts a running batch (the sink then aborts it and the next run
     # reads it again); waiting for the trigger to end first keeps its work. Without the
     # pause a batch that follows at once would keep the trigger active to the backlog's end.
+    paused = False
     if pause is not None:
         try:
             pause()
+            paused = True
         except OSError:
             logger.warning("the query's source could not be paused: its stop waits for a "
                            "moment between triggers", exc_info=True)
     deadline = time.monotonic() + timeout
-    while query.isActive and query.status.get("isTriggerActive"):
+    while query.isActive and _busy(query.status, paused):
         if time.monotonic() >= deadline:
             break
         time.sleep(0.05)
     query.stop()
+
+
+def _busy(status: Any, paused: bool) -> bool:
+    """Whether a stop now would interrupt the query: a trigger runs, or the query starts.
+
+    The start counts only with the source paused (``paused``): a stop while Spark starts
+    the source's planner process leaves that process a traceback (its socket gone), and a
+    paused first trigger admits nothing, so waiting for the start costs the start only.
+    """
+    if status.get("isTriggerActive"):
+        return True
+    # Spark's own words before the first trigger ("Initializing StreamExecution",
+    # "Initializing sources").
+    return paused and str(status.get("message", "")).startswith("Initializing")
 
 
 def _raise_failure(query: Any, failure: BaseException | None, name: str) -> None:

@@ -322,3 +322,42 @@ def test_a_stop_asked_while_batches_run_back_to_back_waits_for_the_running_one_o
     # At most the batch running when the pause came ends after it; every one is counted.
     assert len(query.reports) <= query.reportedAtPause + 1 < query.batches
     assert result.batches == len(query.reports)
+
+
+class StartingQuery(RunningQuery):
+    """A query still starting: Spark's status says so (no trigger active yet) until its
+    sources are made; its first trigger then finds the source paused and, under
+    Trigger.AvailableNow, the query ends by itself."""
+
+    def __init__(self):
+        super().__init__()
+        self.message = "Initializing sources"
+        self.messageAtStop = None
+
+    @property
+    def status(self):
+        return {"message": self.message, "isDataAvailable": False,
+                "isTriggerActive": False}
+
+    def start_sources(self, after):
+        time.sleep(after)
+        with self.changed:
+            self.message = "Waiting for next trigger"
+
+    def stop(self):
+        self.messageAtStop = self.message
+        super().stop()
+
+
+def test_a_stop_asked_while_the_query_starts_waits_for_its_sources(monkeypatch):
+    # A stop in the middle of the source's start left its planner process a traceback
+    # (its socket gone); paused, the first trigger admits nothing, so the wait is short.
+    monkeypatch.setattr(query_progress, "POLL_S", 0.05)
+    query, result = StartingQuery(), IngestResult()
+    progress = QueryProgress(result, idleLimit=0, batchInterval=1.0, out=None)
+    asked = threading.Event()
+    asked.set()
+    threading.Thread(target=query.start_sources, args=(0.3,), daemon=True).start()
+    query_progress.follow(query, progress, asked, "q", pause=lambda: None)
+    assert query.stoppedAt is not None
+    assert query.messageAtStop == "Waiting for next trigger"

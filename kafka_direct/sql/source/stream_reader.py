@@ -342,12 +342,18 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         # Spark's planner process lives as long as the query: what it holds by now is out
         # of the full collections that would land in a trigger's planning.
         freeze_at_start()
-        if self.options.pauseFile is not None and os.path.exists(self.options.pauseFile):
-            # Paused (a graceful stop waits for its running batch): no new offsets, so no
-            # batch that a stop could interrupt; under AvailableNow the query ends.
-            return start
+        paused = self.options.pauseFile is not None and os.path.exists(self.options.pauseFile)
         with carried():
             offsets = self.codec.read(start, "the batch's start offset")
+            if paused:
+                # Paused (a graceful stop waits for its running batch): no new offsets, so
+                # no batch that a stop could interrupt; under AvailableNow the query ends.
+                # The engine commits a batch's end only as the next one begins: the run's
+                # last batch reaches the group here (not before the store's check, which
+                # may move the start on).
+                if offsets != self._initial and (self._link is None or self._storeChecked):
+                    self._commit_group(offsets)
+                return start
             if self._link is not None and not self._storeChecked:
                 # Once per run, before its first new batch: every batch of the checkpoint
                 # completed, so the store is where this query left it, unless another

@@ -842,3 +842,93 @@ def test_a_topic_deleted_between_its_listing_and_its_offsets_is_data_loss(fail_o
     else:
         # The lost partitions leave the offsets, as when the first listing saw the deletion.
         assert reader.latestOffset({"t": {"0": 5, "1": 5}}, ReadAllAvailable()) == {}
+
+
+# -- the pause (pauseFile) and the rest of a trigger ----------------------------------------
+
+
+def test_a_paused_trigger_still_commits_the_last_batch_end_to_the_group(tmp_path):
+    # The engine commits a batch's end (``commit``) only as the next batch begins; the
+    # trigger's start covers a run's last batch. A graceful stop pauses the source after
+    # the running batch: the group must still learn where the run stopped.
+    cluster = cluster_with(partitions=2, records=10)
+    pause = tmp_path / "pause"
+    reader = make_reader(cluster, commitOffsetsToGroup="true", kafka__group__id="monitor",
+                         startingOffsets="earliest", maxOffsetsPerTrigger=8,
+                         pauseFile=str(pause))
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    assert end == {"t": {"0": 4, "1": 4}}
+    pause.touch()
+    assert reader.latestOffset(end, reader.getDefaultReadLimit()) is end
+    assert cluster.committed == {("monitor", T0): 4, ("monitor", T1): 4}
+
+
+def test_a_paused_first_trigger_leaves_the_first_trigger_cap_for_the_first_batch(tmp_path):
+    cluster = cluster_with(partitions=1, records=10)
+    pause = tmp_path / "pause"
+    pause.touch()
+    reader = make_reader(cluster, maxOffsetsFirstTrigger=3, pauseFile=str(pause))
+    limit = reader.getDefaultReadLimit()
+    assert reader.latestOffset({"t": {"0": 0}}, limit) == {"t": {"0": 0}}
+    pause.unlink()
+    first = reader.latestOffset({"t": {"0": 0}}, limit)
+    assert first == {"t": {"0": 3}}
+    assert reader.latestOffset(first, limit) == {"t": {"0": 10}}
+
+
+def test_a_paused_first_trigger_leaves_the_store_catch_up_to_the_first_batch(tmp_path):
+    cluster = cluster_with(partitions=2, records=20)
+    link = FakeLink({"t": {"0": 12, "1": 6}})
+    pause = tmp_path / "pause"
+    pause.touch()
+    reader = make_reader(cluster, link=link, maxOffsetsPerTrigger=5, pauseFile=str(pause))
+    start = {"t": {"0": 4, "1": 6}}
+    assert reader.latestOffset(start, ReadMaxRows(5)) == start
+    assert link.plans == []
+    pause.unlink()
+    assert reader.latestOffset(start, ReadMaxRows(5)) == {"t": {"0": 12, "1": 6}}
+
+
+def test_a_paused_trigger_leaves_the_trigger_delay_clock_alone(tmp_path):
+    cluster = cluster_with(partitions=1, records=0)
+    clock = FakeClock()
+    pause = tmp_path / "pause"
+    reader = make_reader(cluster, clock=clock, minOffsetsPerTrigger=5, maxTriggerDelay="10s",
+                         pauseFile=str(pause))
+    limit = reader.getDefaultReadLimit()
+    cluster.produce(T0, 1)
+    first = reader.latestOffset({"t": {"0": 0}}, limit)
+    assert first == {"t": {"0": 1}}
+    cluster.produce(T0, 2)
+    pause.touch()
+    clock.ms += 9_000
+    assert reader.latestOffset(first, limit) is first
+    pause.unlink()
+    assert reader.latestOffset(first, limit) == first  # 2 < 5, 9 s < 10 s: still waits
+    clock.ms += 1_000
+    assert reader.latestOffset(first, limit) == {"t": {"0": 3}}  # the delay, from the batch
+
+
+def test_a_paused_available_now_keeps_its_target_and_a_pattern_its_new_topics(tmp_path):
+    cluster = cluster_with()
+    pause = tmp_path / "pause"
+    reader = make_reader(cluster, subscribePattern=r"t|t\d+", startingOffsets="earliest",
+                         maxOffsetsPerTrigger=8, pauseFile=str(pause))
+    start = reader.initialOffset()
+    reader.prepareForTriggerAvailableNow()
+    first = reader.latestOffset(start, reader.getDefaultReadLimit())
+    cluster.create("t7", 1)
+    cluster.produce(TopicPartition("t7", 0), 2)
+    cluster.produce(T0, 50)
+    pause.touch()
+    assert reader.latestOffset(first, reader.getDefaultReadLimit()) is first
+    pause.unlink()
+    end = first
+    while True:
+        nxt = reader.latestOffset(end, reader.getDefaultReadLimit())
+        if nxt == end:
+            break
+        end = nxt
+    assert end == {"t": {"0": 10, "1": 10}}
+
