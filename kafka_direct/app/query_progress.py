@@ -127,7 +127,8 @@ def _idle_report(query: Any) -> Any:
 
 
 def follow(query: Any, progress: QueryProgress, stopRequested: threading.Event,
-           name: str, pause: Callable[[], None] | None = None) -> None:
+           name: str, pause: Callable[[], None] | None = None,
+           endsByItself: bool = False) -> None:
     """Follow ``query`` until it ends, the job has been idle long enough, or a stop is asked.
 
     The job looks at the query's progress every :data:`POLL_S` seconds, and at once when
@@ -145,6 +146,8 @@ def follow(query: Any, progress: QueryProgress, stopRequested: threading.Event,
         name: The query's name, for the error of a query that failed untyped.
         pause: Makes the query's source admit no new offsets; None: the stop waits for a
             moment between triggers.
+        endsByItself: The query ends at its first trigger that admits nothing
+            (``Trigger.AvailableNow``): once paused, the stop waits for that end.
 
     Raises:
         KafkaDirectError: What stopped the query (see :func:`_raise_failure`).
@@ -154,7 +157,7 @@ def follow(query: Any, progress: QueryProgress, stopRequested: threading.Event,
     while query.isActive:
         progress.poll(query)
         if progress.done.is_set() or stopRequested.is_set():
-            _stop_after_running_batch(query, pause)
+            _stop_after_running_batch(query, pause, endsByItself)
             break
         woken.wait(POLL_S)
         woken.clear()
@@ -197,7 +200,7 @@ def _wake_on_idle(query: Any, woken: threading.Event) -> threading.Thread:
 
 
 def _stop_after_running_batch(query: Any, pause: Callable[[], None] | None,
-                              timeout: float = 600.0) -> None:
+                              endsByItself: bool, timeout: float = 600.0) -> None:
     # Spark's stop() interrupts a running batch (the sink then aborts it and the next run
     # reads it again); waiting for the trigger to end first keeps its work. Without the
     # pause a batch that follows at once would keep the trigger active to the backlog's end.
@@ -209,8 +212,11 @@ def _stop_after_running_batch(query: Any, pause: Callable[[], None] | None,
         except OSError:
             logger.warning("the query's source could not be paused: its stop waits for a "
                            "moment between triggers", exc_info=True)
+    # A query that ends by itself once paused is left to: between its batches Spark has
+    # no trigger active for a moment while the next one may already ask the source.
+    waitForEnd = paused and endsByItself
     deadline = time.monotonic() + timeout
-    while query.isActive and _busy(query.status, paused):
+    while query.isActive and (waitForEnd or _busy(query.status, paused)):
         if time.monotonic() >= deadline:
             break
         time.sleep(0.05)

@@ -297,7 +297,8 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
         progress = QueryProgress(result, options.stopAfterIdleBatches, options.batchInterval,
                                  out)
         try:
-            follow(query, progress, stopRequested, QUERY_NAME, pause=pauseFile.touch)
+            follow(query, progress, stopRequested, QUERY_NAME, pause=pauseFile.touch,
+                   endsByItself=options.availableNow)
         finally:
             if query.isActive:
                 query.stop()

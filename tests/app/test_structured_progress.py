@@ -361,3 +361,55 @@ def test_a_stop_asked_while_the_query_starts_waits_for_its_sources(monkeypatch):
     query_progress.follow(query, progress, asked, "q", pause=lambda: None)
     assert query.stoppedAt is not None
     assert query.messageAtStop == "Waiting for next trigger"
+
+
+class GappyQuery(BackToBackQuery):
+    """Back-to-back batches with Spark's short moment between them: no trigger active while
+    the next one starts (its planning would be cut short by a stop just then)."""
+
+    def __init__(self, batches):
+        super().__init__(batches)
+        self.between = False
+        self.stoppedWhileRunning = False
+
+    @property
+    def status(self):
+        return {"isDataAvailable": True, "isTriggerActive": self.active and not self.between}
+
+    def run(self, ran):
+        for batch in range(self.batches):
+            with self.changed:
+                self.between = True
+            time.sleep(0.12)  # longer than a look: a stop would surely fall in here
+            with self.changed:
+                self.between = False
+                if not self.active or self.paused:
+                    break
+            time.sleep(0.02)
+            with self.changed:
+                self.report(batch, 5, RAN, at=f"t{batch}")
+            ran.set()
+        with self.changed:
+            self.active = False
+
+    def stop(self):
+        with self.changed:
+            self.stoppedWhileRunning = self.active
+        super().stop()
+
+
+def test_a_paused_query_that_ends_by_itself_is_not_stopped_between_its_batches(monkeypatch):
+    # Under Trigger.AvailableNow the paused source ends the query at its next trigger: the
+    # stop waits for that end, never for a moment between triggers, where Spark's next
+    # trigger may already be asking the source.
+    monkeypatch.setattr(query_progress, "POLL_S", 0.05)
+    query, result = GappyQuery(batches=50), IngestResult()
+    progress = QueryProgress(result, idleLimit=0, batchInterval=1.0, out=None)
+    ran, asked = threading.Event(), threading.Event()
+    threading.Thread(target=query.run, args=(ran,), daemon=True).start()
+    ran.wait(30)
+    asked.set()
+    query_progress.follow(query, progress, asked, "q", pause=query.pause, endsByItself=True)
+    assert query.reportedAtPause is not None and not query.active
+    assert not query.stoppedWhileRunning
+    assert result.batches == len(query.reports) < query.batches

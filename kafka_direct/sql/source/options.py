@@ -33,8 +33,9 @@ ones), as Spark.
 
 kafka-direct's own: ``reader`` (``c`` | ``python``): which executor reader builds the record
 batches, the native columnar one or the Python one; unset, the environment variable
-``KAFKA_DIRECT_IMPL`` decides, else the native one whenever it loads. ``pauseFile`` (a path
-on the driver's file system): while a file is there, a trigger admits no new offsets. The
+``KAFKA_DIRECT_IMPL`` decides, else the native one whenever it loads. ``pauseFile`` (an absolute
+path on the driver's file system, not a directory): while a file is there, a trigger admits
+no new offsets. The
 running batch completes, and the triggers after it find nothing (under
 ``Trigger.AvailableNow`` the query then ends); remove the file and the next trigger reads
 on. A graceful stop creates it, waits for the running batch, then stops the query, which
@@ -45,6 +46,7 @@ from __future__ import annotations
 
 import difflib
 import logging
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -527,4 +529,11 @@ def _pause_file(opts: Mapping[str, str], streaming: bool | None) -> str | None:
     if not path:
         raise ConfigurationError("option 'pauseFile' is empty; remove it or give the path of "
                                  "a file whose presence pauses the source")
+    if not os.path.isabs(path):
+        # Spark's planner process runs in a directory of Spark's choosing, not the caller's.
+        raise ConfigurationError(f"option 'pauseFile' must be an absolute path, got {path!r}: "
+                                 "the source looks for it from Spark's planner process")
+    if os.path.isdir(path):
+        raise ConfigurationError(f"option 'pauseFile' names a directory ({path!r}): give the "
+                                 "path of a file, whose presence pauses the source")
     return path

@@ -76,7 +76,7 @@ _NO_BOUND = 2**63 - 1
 #: Attributes that exist only on the driver: never shipped to executors. (The link goes:
 #: read tasks bind their batch's plan with it.)
 _DRIVER_ONLY = ("_metadata", "_checks", "_delay", "_target", "_latest", "_latestJson",
-                "_groupCommitted", "_storeChecked", "_lost", "_parsed")
+                "_groupCommitted", "_storeChecked", "_lost", "_parsed", "_paused")
 
 
 def plan_offsets(start: Offsets, end: Offsets) -> tuple[SourceOffsets, SourceOffsets]:
@@ -146,6 +146,8 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         self._lost: set[TopicPartition] = set()
         #: The offsets JSON of recent batches, read once (see :attr:`codec`).
         self._parsed: ParsedOffsets | None = None
+        #: Whether the last trigger found the pause file (its start and end are logged).
+        self._paused = False
 
     @classmethod
     def create(cls, rawOptions: Mapping[str, Any], schema: Any = None,
@@ -330,6 +332,16 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         checks.check_new(kept, latest)
         return latest, lost
 
+    def _pause_file_present(self) -> bool:
+        """Whether the ``pauseFile`` is there now; its coming and going are logged once."""
+        path = self.options.pauseFile
+        paused = path is not None and os.path.isfile(path)
+        if paused != self._paused:
+            self._paused = paused
+            logger.info("kafka-direct source: %s (pauseFile %s)",
+                        "paused: no trigger admits new offsets" if paused else "resumed", path)
+        return paused
+
     def latestOffset(self, start: SourceOffsets, limit: ReadLimit) -> SourceOffsets:
         """The end of the next batch from ``start``, within ``limit``.
 
@@ -342,7 +354,7 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         # Spark's planner process lives as long as the query: what it holds by now is out
         # of the full collections that would land in a trigger's planning.
         freeze_at_start()
-        paused = self.options.pauseFile is not None and os.path.exists(self.options.pauseFile)
+        paused = self._pause_file_present()
         with carried():
             offsets = self.codec.read(start, "the batch's start offset")
             if paused:

@@ -520,6 +520,29 @@ def test_the_pause_file_option_is_for_streams_and_not_empty():
     with pytest.raises(ConfigurationError, match="'pauseFile' pauses a streaming query"):
         parse_source_options({"kafka.bootstrap.servers": "k:1", "subscribe": "t",
                               "pauseFile": "/tmp/p"}, streaming=False, check_client=False)
+    # Spark's planner process runs elsewhere than the caller: a relative path would name
+    # another file there; a directory would pause the source for good.
+    with pytest.raises(ConfigurationError, match="'pauseFile' must be an absolute path"):
+        parse_source_options({"kafka.bootstrap.servers": "k:1", "subscribe": "t",
+                              "pauseFile": "pause"}, streaming=True, check_client=False)
+    with pytest.raises(ConfigurationError, match="'pauseFile' names a directory"):
+        parse_source_options({"kafka.bootstrap.servers": "k:1", "subscribe": "t",
+                              "pauseFile": "/tmp"}, streaming=True, check_client=False)
+
+
+def test_a_pause_is_logged_when_it_starts_and_when_it_ends(tmp_path, caplog):
+    pause = tmp_path / "pause"
+    reader = make_reader(cluster_with(), pauseFile=str(pause))
+    start = {"t": {"0": 0, "1": 0}}
+    with caplog.at_level(logging.INFO, logger="kafka_direct.sql.source.stream_reader"):
+        reader.latestOffset(start, ReadAllAvailable())
+        pause.touch()
+        for _ in range(3):
+            reader.latestOffset(start, ReadAllAvailable())
+        pause.unlink()
+        reader.latestOffset(start, ReadAllAvailable())
+    said = [r.getMessage() for r in caplog.records if "pauseFile" in r.getMessage()]
+    assert len(said) == 2 and "paused" in said[0] and "resumed" in said[1], said
 
 
 def test_available_now_names_a_missing_assigned_partition_at_once():
