@@ -33,13 +33,12 @@ ones), as Spark.
 
 kafka-direct's own: ``reader`` (``c`` | ``python``): which executor reader builds the record
 batches, the native columnar one or the Python one; unset, the environment variable
-``KAFKA_DIRECT_IMPL`` decides, else the native one whenever it loads. ``pauseFile`` (an absolute
-path on the driver's file system, not a directory): while a file is there, a trigger admits
-no new offsets. The
-running batch completes, and the triggers after it find nothing (under
-``Trigger.AvailableNow`` the query then ends); remove the file and the next trigger reads
-on. A graceful stop creates it, waits for the running batch, then stops the query, which
-then has no batch to interrupt.
+``KAFKA_DIRECT_IMPL`` decides, else the native one whenever it loads. ``pauseFile`` (an
+absolute path on the driver's file system, not a directory): while a file is there, a
+trigger admits no new offsets. The running batch completes, and the triggers after it find
+nothing (under ``Trigger.AvailableNow`` the query then ends); remove the file and the next
+trigger reads on. A graceful stop creates it, waits for the running batch, then stops the
+query, which then has no batch to interrupt.
 """
 
 from __future__ import annotations
