@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -34,13 +34,14 @@ from kafka_direct.app.ingest_arguments import (
 )
 from kafka_direct.app.ingest_job import run_ingest
 from kafka_direct.app.ingest_options import IngestResult, spark_context_arguments
-from kafka_direct.app.ingest_summary import SummaryFacts, write_summary
+from kafka_direct.app.ingest_table import check_table
 from kafka_direct.app.interrupts import TwoStageInterrupt
 from kafka_direct.app.kafka_cluster import KafkaCluster
 from kafka_direct.app.stops import exit_code, stop_block
 from kafka_direct.app.typed.options import TypedOptions
 from kafka_direct.app.typed.routing import TableRoute
 from kafka_direct.errors import ConfigurationError
+from kafka_direct.topic_partition import TopicPartition
 
 __all__ = ["DEFAULT_TOPIC", "add_arguments", "produce_samples", "run_ingest_command",
            "sample_events", "services", "stop_dead_letters"]
@@ -173,6 +174,57 @@ def _prepare_topics(settings: IngestSettings, cluster: KafkaCluster, err: TextIO
                   "(batches until then read nothing and count as idle)\n")
 
 
+def _summary(settings: IngestSettings, cluster: KafkaCluster, dsn: str, result: Any,
+             out: TextIO) -> None:
+    options = settings.options
+    counts = cluster.topics()
+    ends: dict[TopicPartition, int] = {}
+    for topic in sorted({tp.topic for tp in result.offsets} | set(options.topics)):
+        for p, (_, high) in cluster.end_offsets(topic, range(counts.get(topic, 0))).items():
+            ends[TopicPartition(topic, p)] = high
+    route = TableRoute(options.table)
+    tables = sorted(set(route.tables({tp.topic for tp in ends}).values())) \
+        if route.perTopic else [options.table]
+    out.write(f"{result.batches} batches, {result.records} records read, "
+              f"{result.rowsWritten} rows written\n")
+    check = None
+    for table in tables:
+        if route.perTopic and not _table_exists(dsn, options.schema, table):
+            continue  # a pattern's topic with no record yet: no table yet
+        check = check_table(dsn, options.schema, table, options.group, ends,
+                            stored=result.offsets if options.api == "structured" else None)
+        out.write(f"table {options.schema}.{table}: {check.rows} rows, "
+                  f"{check.duplicates} duplicates\n")
+    stored = check.stored if check is not None else (
+        result.offsets if options.api == "structured" else _stored(dsn, options, ends))
+    caughtUp = stored == ends
+    behind = {str(tp): (stored.get(tp), end) for tp, end in sorted(ends.items())
+              if stored.get(tp) != end}
+    out.write("stored offsets == log end\n" if caughtUp else
+              f"stored offsets behind the log end (stored, end): {behind}\n")
+
+
+def _table_exists(dsn: str, schema: str, table: str) -> bool:
+    from kafka_direct.postgres.connection import connect
+
+    connection = connect(dsn)
+    try:
+        with connection, connection.cursor() as cursor:
+            cursor.execute("SELECT to_regclass(format('%%I.%%I', %s, %s)) IS NOT NULL",
+                           (schema, table))
+            return bool(cursor.fetchone()[0])
+    finally:
+        connection.close()
+
+
+def _stored(dsn: str, options: Any, ends: Mapping[TopicPartition, int]
+            ) -> dict[TopicPartition, int]:
+    from offsets.postgres_offset_store import PostgresOffsetStore
+
+    return dict(PostgresOffsetStore(dsn, schema=options.schema).load(
+        options.group, {tp.topic for tp in ends}))
+
+
 #: How long the command waits, before it returns, for its JVM to exit (then it goes on: the
 #: JVM's input is closed, so it ends by itself).
 _JVM_EXIT_WAIT_S = 10.0
@@ -238,8 +290,6 @@ def run_ingest_command(args: argparse.Namespace, out: TextIO, err: TextIO | None
             out.write(f"produced {produced} sample events into {options.topics[0]}\n")
         out.flush()
         result = IngestResult()
-        # Asked as soon as the stream has stopped, beside Spark's stop.
-        facts = SummaryFacts(settings, cluster, dsn, result)
         try:
             if options.api == "structured":
                 from kafka_direct.app.structured_ingest import run_structured_ingest
@@ -247,12 +297,11 @@ def run_ingest_command(args: argparse.Namespace, out: TextIO, err: TextIO | None
                 run_structured_ingest(
                     options, cluster.bootstrap_servers, dsn, out,
                     kafkaParams=settings.kafkaParams, signals=signals, result=result,
-                    checkpointDir=settings.checkpointDir, records=settings.records,
-                    ended=facts.begin)
+                    checkpointDir=settings.checkpointDir, records=settings.records)
             else:
                 run_ingest(options, cluster.bootstrap_servers, dsn, out,
                            kafkaParams=settings.kafkaParams, signals=signals, result=result,
-                           records=settings.records, ended=facts.begin)
+                           records=settings.records)
         except KafkaDirectError as error:
             if isinstance(error, ConfigurationError) and not result.batches:
                 raise  # a mistake in the options, found before any batch ran: exit 2
@@ -269,5 +318,5 @@ def run_ingest_command(args: argparse.Namespace, out: TextIO, err: TextIO | None
             out.write(f"stopped on {signals.signal_name} after the running batch"
                       + (f"; {result.batchesNotRun} queued batch(es) not run, the next run "
                          "reads them" if result.batchesNotRun else "") + "\n")
-        write_summary(settings, facts, result, out)
+        _summary(settings, cluster, dsn, result, out)
     return 0

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
 from kafka_direct.app.ingest_options import IngestOptions, IngestResult, spark_context_arguments
@@ -76,8 +76,8 @@ class _Progress(StreamingListener):
 def run_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
                out: TextIO | None = None, kafkaParams: Mapping[str, Any] | None = None,
                row: Any = None, signals: TwoStageInterrupt | None = None,
-               result: IngestResult | None = None, records: TypedOptions | None = None,
-               ended: Callable[[], None] | None = None) -> IngestResult:
+               result: IngestResult | None = None, records: TypedOptions | None = None
+               ) -> IngestResult:
     """Run the ingest job until it is stopped, idle long enough, or fails.
 
     Args:
@@ -96,8 +96,6 @@ def run_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
         result: Count into this result (the caller sees how far a failed run got).
         records: How records become rows (typed columns, upserts, tombstones, dead
             letters: :mod:`kafka_direct.app.typed`); None or raw: the raw bytes.
-        ended: Called once the stream has stopped without failing and the stored offsets
-            are in ``result``, before Spark stops (the command's summary begins then).
 
     Returns:
         What the run did (``result`` when given).
@@ -241,8 +239,6 @@ def run_ingest(options: IngestOptions, bootstrapServers: str, dsn: str,
             if ssc.state != "STOPPED":  # a second signal: stop the batches now
                 ssc.stop(stopSparkContext=False)
         result.offsets = store.load(options.group)
-        if ended is not None:
-            ended()  # before Spark stops: what follows the run may begin beside it
     return result
 
 

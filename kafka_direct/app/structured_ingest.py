@@ -15,7 +15,7 @@ import json
 import logging
 import tempfile
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import urlsplit
@@ -190,8 +190,7 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
                           signals: TwoStageInterrupt | None = None,
                           result: IngestResult | None = None,
                           checkpointDir: str | Path | None = None,
-                          records: TypedOptions | None = None,
-                          ended: Callable[[], None] | None = None) -> IngestResult:
+                          records: TypedOptions | None = None) -> IngestResult:
     """Run the ingest job as a streaming query until stopped, idle long enough, or failed.
 
     Args:
@@ -206,8 +205,6 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
             query then starts from the offsets in PostgreSQL).
         records: How records become rows (:mod:`kafka_direct.app.typed`); None or raw:
             the raw bytes through the ``kafka-direct-postgres`` sink.
-        ended: Called once the query has ended without failing and its stored offsets are
-            in ``result``, before Spark stops (the command's summary begins then).
 
     Returns:
         What the run did (``result`` when given).
@@ -303,8 +300,6 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
             if query.isActive:
                 query.stop()
         result.offsets = stored_offsets(dsn, options.schema, options.group)
-        if ended is not None:
-            ended()  # before Spark stops: what follows the run may begin beside it
     return result
 
 
