@@ -163,6 +163,7 @@ def test_a_pattern_with_a_table_per_topic_under_available_now(kafka, kafka_topic
     assert "stored offsets == log end" in done.stdout, done.stdout[-3000:]
 
 
+@pytest.mark.slow  # as test_ingest_command's typed stops, under AvailableNow
 def test_a_failing_run_under_available_now_ends_with_its_typed_error(
         kafka, kafka_topic, postgres, pg_schema, job_host):
     topic = kafka_topic(partitions=1)
@@ -196,6 +197,7 @@ def test_a_run_with_nothing_new_then_one_with_new_records_under_available_now(
         assert "stored offsets == log end" in done.stdout
 
 
+@pytest.mark.slow  # as test_ingest_command's typed stops, under AvailableNow
 def test_a_bad_record_under_available_now_stops_with_its_typed_error(
         kafka, kafka_topic, postgres, pg_schema, job_host):
     # The sink's error this time (the typed rows' decoding, in the write tasks).
