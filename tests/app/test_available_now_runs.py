@@ -13,8 +13,7 @@ import time
 import pytest
 
 from kafka_direct.app.structured_ingest import stored_offsets
-from kafka_direct.topic_partition import TopicPartition
-from tests.app.test_ingest_signals import _Job
+from tests.app.test_ingest_signals import _Job, table_matches
 
 PARTITIONS = 2
 PER_PARTITION = 1200
@@ -28,24 +27,8 @@ def _argv(kafka, postgres, topic, schema, group, *extra):
 
 
 def _table_matches_stored_offsets(dsn, schema, group, topic):
-    """Rows per partition are exactly the offsets [0, stored); returns the stored offsets."""
-    import psycopg2
-
-    stored = stored_offsets(dsn, schema, group)
-    connection = psycopg2.connect(dsn)
-    try:
-        with connection, connection.cursor() as cursor:
-            cursor.execute(f'SELECT kafka_partition, count(*), count(DISTINCT kafka_offset), '
-                           f'min(kafka_offset), max(kafka_offset) FROM "{schema}".kafka_events '
-                           f'WHERE topic = %s GROUP BY kafka_partition', (topic,))
-            rows = {p: (n, distinct, low, high) for p, n, distinct, low, high in cursor}
-    finally:
-        connection.close()
-    for p in range(PARTITIONS):
-        end = stored.get(TopicPartition(topic, p), 0)
-        expected = (end, end, 0, end - 1) if end else None
-        assert rows.get(p) == expected, (p, rows, stored)
-    return {p: stored.get(TopicPartition(topic, p), 0) for p in range(PARTITIONS)}
+    """Rows per partition are exactly the offsets [0, stored) the query's link stored."""
+    return table_matches(dsn, schema, topic, stored_offsets(dsn, schema, group))
 
 
 def _fill(kafka, topic, start=0, count=PER_PARTITION):

@@ -67,10 +67,15 @@ def _nothing_started_after_the_stop(out, name):
 
 def _table_matches_stored_offsets(dsn, schema, group, topic):
     """Rows per partition are exactly the offsets [0, stored); returns the stored offsets."""
+    partitions = {TopicPartition(topic, p): 0 for p in range(PARTITIONS)}
+    return table_matches(dsn, schema, topic,
+                         check_table(dsn, schema, "kafka_events", group, partitions).stored)
+
+
+def table_matches(dsn, schema, topic, stored):
+    """Rows per partition are exactly the offsets [0, stored); returns them by partition."""
     import psycopg2
 
-    partitions = {TopicPartition(topic, p): 0 for p in range(PARTITIONS)}
-    stored = check_table(dsn, schema, "kafka_events", group, partitions).stored
     connection = psycopg2.connect(dsn)
     try:
         with connection, connection.cursor() as cursor:
