@@ -2,7 +2,10 @@
 
 import json
 import logging
+import os
 import pickle
+import shutil
+import tempfile
 from collections import Counter
 
 import pytest
@@ -513,13 +516,14 @@ def test_a_paused_source_admits_nothing_until_its_file_is_gone(tmp_path):
     assert reader.latestOffset(first, reader.getDefaultReadLimit()) == {"t": {"0": 8, "1": 8}}
 
 
-def test_the_pause_file_option_is_for_streams_and_not_empty():
+def test_the_pause_file_option_is_for_streams_and_not_empty(tmp_path):
     with pytest.raises(ConfigurationError, match="'pauseFile' is empty"):
         parse_source_options({"kafka.bootstrap.servers": "k:1", "subscribe": "t",
                               "pauseFile": " "}, streaming=True, check_client=False)
     with pytest.raises(ConfigurationError, match="'pauseFile' pauses a streaming query"):
         parse_source_options({"kafka.bootstrap.servers": "k:1", "subscribe": "t",
-                              "pauseFile": "/tmp/p"}, streaming=False, check_client=False)
+                              "pauseFile": str(tmp_path / "p")}, streaming=False,
+                             check_client=False)
     # Spark's planner process runs elsewhere than the caller: a relative path would name
     # another file there; a directory would pause the source for good.
     with pytest.raises(ConfigurationError, match="'pauseFile' must be an absolute path"):
@@ -527,7 +531,8 @@ def test_the_pause_file_option_is_for_streams_and_not_empty():
                               "pauseFile": "pause"}, streaming=True, check_client=False)
     with pytest.raises(ConfigurationError, match="'pauseFile' names a directory"):
         parse_source_options({"kafka.bootstrap.servers": "k:1", "subscribe": "t",
-                              "pauseFile": "/tmp"}, streaming=True, check_client=False)
+                              "pauseFile": str(tmp_path)}, streaming=True,
+                             check_client=False)
 
 
 def test_a_pause_is_logged_when_it_starts_and_when_it_ends(tmp_path, caplog):
@@ -673,15 +678,18 @@ class SourceContract(RuleBasedStateMachine):
     """Batches planned by the reader read every produced offset exactly once.
 
     Records arrive, partitions are added, the query restarts from its offset log (a new
-    reader, the same offsets) and batches run under random limits; at the end a last
-    ReadAllAvailable batch drains the rest.
+    reader, the same offsets), the source is paused and resumed (its ``pauseFile``) and
+    batches run under random limits; at the end a last ReadAllAvailable batch drains the
+    rest.
     """
 
     @initialize(partitions=st.integers(1, 3), maxRows=st.one_of(st.none(), st.integers(1, 30)),
                 minPartitions=st.one_of(st.none(), st.integers(1, 6)))
     def setup(self, partitions, maxRows, minPartitions):
         self.cluster = cluster_with(partitions=partitions, records=0)
-        self.options = {"startingOffsets": "earliest"}
+        self.pauseDir = tempfile.mkdtemp(prefix="kafka-direct-pause-")
+        self.pause = os.path.join(self.pauseDir, "pause")
+        self.options = {"startingOffsets": "earliest", "pauseFile": self.pause}
         if maxRows is not None:
             self.options["maxOffsetsPerTrigger"] = maxRows
         if minPartitions is not None:
@@ -707,10 +715,20 @@ class SourceContract(RuleBasedStateMachine):
         self.reader = make_reader(self.cluster, **self.options)
         self.start = json.loads(json.dumps(self.start))  # through the offset log's text
 
+    @rule(paused=st.booleans())
+    def pause_or_resume(self, paused):
+        if paused:
+            open(self.pause, "a").close()
+        elif os.path.exists(self.pause):
+            os.unlink(self.pause)
+
     @rule(all_available=st.booleans())
     def batch(self, all_available):
         limit = ReadAllAvailable() if all_available else self.reader.getDefaultReadLimit()
         end = self.reader.latestOffset(self.start, limit)
+        if os.path.exists(self.pause):  # paused: no batch, whatever the limit
+            assert end is self.start
+            return
         assert json.dumps(end) == json.dumps(offsets_to_json(offsets_from_json(end)))
         begin, finish = offsets_from_json(self.start), offsets_from_json(end)
         latest = {TopicPartition("t", p): log.end
@@ -733,6 +751,8 @@ class SourceContract(RuleBasedStateMachine):
     def teardown(self):
         if not hasattr(self, "reader"):
             return
+        self.pause_or_resume(paused=False)
+        shutil.rmtree(self.pauseDir, ignore_errors=True)
         self.batch(all_available=True)
         produced = {(p, o) for p, log in enumerate(self.cluster.topics["t"])
                     for o in range(log.end)}
