@@ -32,7 +32,8 @@ class QueryProgress:
 
     Idle is ``idleLimit`` triggers in a row that found no new offsets (as the direct
     stream's batches that read nothing): Spark reports each one when
-    ``spark.sql.streaming.noDataProgressEventInterval`` is 0 (:func:`job_settings`), so the
+    ``spark.sql.streaming.noDataProgressEventInterval`` is 0
+    (:func:`~kafka_direct.app.structured_ingest.job_settings`), so the
     job stops right after the trigger that follows its last batch. Where Spark reports
     idle triggers less often (a setting given to spark-submit), ``idleLimit`` batch
     intervals without rows count as idle too.
@@ -70,7 +71,7 @@ class QueryProgress:
         for progress in self._reports(query):
             if self.lastData is None:
                 self.lastData = time.monotonic()
-            if "addBatch" not in (progress.get("durationMs") or {}):
+            if _idle(progress):
                 # An idle trigger, reported under the id of the batch that runs next: that
                 # batch reports again, with its rows, when it runs.
                 at = progress.get("timestamp")
@@ -118,10 +119,15 @@ POLL_S = 0.2
 _REPORT_WAIT_S = 0.5
 
 
+def _idle(progress: Any) -> bool:
+    """Whether a progress report is an idle trigger's: Spark added no batch."""
+    return "addBatch" not in (progress.get("durationMs") or {})
+
+
 def _idle_report(query: Any) -> Any:
     """When the query's last report was made, if it is an idle trigger's; else None."""
     last = query.lastProgress
-    if last is None or "addBatch" in (last.get("durationMs") or {}):
+    if last is None or not _idle(last):
         return None
     return last.get("timestamp")
 
