@@ -37,11 +37,17 @@ class QueryProgress:
     job stops right after the trigger that follows its last batch. Where Spark reports
     idle triggers less often (a setting given to spark-submit), ``idleLimit`` batch
     intervals without rows count as idle too.
+
+    A batch's records and rows are Spark's count of the rows the query read
+    (``numInputRows``), unless ``counts`` tells them: a query whose source hands on offset
+    ranges reads one row per range, and its sink knows the records.
     """
 
     def __init__(self, result: IngestResult, idleLimit: int, batchInterval: float,
-                 out: TextIO | None) -> None:
+                 out: TextIO | None,
+                 counts: Callable[[int], tuple[int, int]] | None = None) -> None:
         self.result = result
+        self.counts = counts
         self.idleLimit = idleLimit
         self.batchInterval = batchInterval
         self.out = out
@@ -83,18 +89,21 @@ class QueryProgress:
             if batch <= self.seen:
                 continue
             self.seen = batch
-            rows = int(progress.get("numInputRows") or 0)
+            if self.counts is not None:
+                records, rows = self.counts(batch)
+            else:
+                records = rows = int(progress.get("numInputRows") or 0)
             self.result.batches += 1
-            self.result.records += rows
+            self.result.records += records
             self.result.rowsWritten += rows
-            if rows:
+            if records:
                 self.lastData = time.monotonic()
                 self.idleTriggers = 0
             else:  # offsets moved over no record (aborted transactions): read nothing
                 self.idleTriggers += 1
             if self.out is not None:
                 durations = progress.get("durationMs") or {}
-                self.out.write(f"batch {batch}: {rows} records in "
+                self.out.write(f"batch {batch}: {records} records in "
                                f"{durations.get('triggerExecution', 0)} ms  total "
                                f"{self.result.rowsWritten}\n")
                 self.out.flush()

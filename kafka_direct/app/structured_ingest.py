@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
 __all__ = ["FIRST_BATCH_RECORDS", "QUERY_NAME", "job_settings", "run_structured_ingest",
-           "source_options", "stored_offsets"]
+           "sink_options", "source_options", "stored_offsets"]
 
 logger = logging.getLogger(__name__)
 
@@ -132,6 +132,31 @@ def source_options(options: IngestOptions, bootstrapServers: str, dsn: str,
     # Only what the table stores: the timestamps are never built (column pruning).
     source["columns"] = ",".join(_INGEST_COLUMNS)
     return source
+
+
+def sink_options(options: IngestOptions, bootstrapServers: str, dsn: str,
+                 kafkaParams: Mapping[str, Any]) -> dict[str, str]:
+    """The ``kafka-direct-postgres`` sink's options for the raw job (DSN included: never log).
+
+    The sink reads the offset ranges the source (``emit=offsetRanges``) hands on, with the
+    source's Kafka settings, and its tasks COPY the records straight into the table,
+    claiming their offsets (``offsetColumns``), in the transaction that stores nothing
+    else: the batch's commit stores the offsets (``offsetStore.name``).
+
+    Args:
+        options: The table, schema and group.
+        bootstrapServers: The Kafka cluster.
+        dsn: libpq connection string of the database.
+        kafkaParams: More librdkafka properties (security settings...), as the source's.
+    """
+    sink = {f"kafka.{key}": str(value) for key, value in kafkaParams.items()}
+    sink["kafka.bootstrap.servers"] = bootstrapServers
+    sink.update({"dsn": dsn, "schema": options.schema, "table": options.table,
+                 "recordColumns": ",".join(_INGEST_COLUMNS),
+                 "columns": ",".join(_INGEST_NAMES),
+                 "offsetColumns": "topic,kafka_partition,kafka_offset",
+                 "offsetStore.name": options.group, "offsetStore.schema": options.schema})
+    return sink
 
 
 #: Where Spark's local file system keeps a checkpoint without a shell command per file.
@@ -271,28 +296,31 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
         given = source_options(options, bootstrapServers, dsn, kafkaParams or {})
         # A stop pauses the source first: no batch starts after the running one.
         given["pauseFile"] = str(pauseFile)
-        if extra:  # the timestamp and header columns: the source builds them too
-            given["columns"] = ",".join((*_INGEST_COLUMNS, *extra))
-            given["includeHeaders"] = str("headers" in extra).lower()
+        if typed:
+            if extra:  # the timestamp and header columns: the source builds them too
+                given["columns"] = ",".join((*_INGEST_COLUMNS, *extra))
+                given["includeHeaders"] = str("headers" in extra).lower()
+        else:
+            # The raw rows go as they are read: the source hands on the offset ranges and
+            # the sink's tasks read them (no record through Spark's JVM on the way).
+            del given["columns"]
+            given["emit"] = "offsetRanges"
         for key, value in given.items():
             reader = reader.option(key, value)
-        rows = _ingest_selection(reader.load(), extra)
         if typed:
             assert records is not None
+            rows = _ingest_selection(reader.load(), extra)
             query = _typed_query(spark, rows, records, options, dsn, location)
         else:
-            writer = (rows.writeStream.format(POSTGRES_SINK_FORMAT)
-                      .option("dsn", dsn).option("schema", options.schema)
-                      .option("table", options.table)
-                      # Tasks COPY straight into the table, claiming their offsets.
-                      .option("offsetColumns", "topic,kafka_partition,kafka_offset")
-                      .option("offsetStore.name", options.group)
-                      .option("offsetStore.schema", options.schema)
-                      .option("checkpointLocation", location)
-                      .queryName(QUERY_NAME))
-            query = _trigger(writer, options).start()
+            writer = reader.load().writeStream.format(POSTGRES_SINK_FORMAT)
+            sink = sink_options(options, bootstrapServers, dsn, kafkaParams or {})
+            for key, value in sink.items():
+                writer = writer.option(key, value)
+            query = _trigger(writer.option("checkpointLocation", location)
+                             .queryName(QUERY_NAME), options).start()
+        counts = None if typed else BatchCounts(dsn, options, str(query.id))
         progress = QueryProgress(result, options.stopAfterIdleBatches, options.batchInterval,
-                                 out)
+                                 out, counts)
         try:
             follow(query, progress, stopRequested, QUERY_NAME, pause=pauseFile.touch,
                    endsByItself=options.availableNow)
@@ -301,6 +329,51 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
                 query.stop()
         result.offsets = stored_offsets(dsn, options.schema, options.group)
     return result
+
+
+class BatchCounts:
+    """A committed batch's records and rows, as the offset link and the sink recorded them.
+
+    The raw job's source hands on offset ranges, so Spark counts ranges, not records: the
+    records are the offsets of the batch's plan in the link (transaction markers included,
+    as the direct stream counts them), the rows those the sink's commit recorded for the
+    batch (its commit row holds the latest batch's; a batch found already overtaken counts
+    its offsets as rows).
+    """
+
+    def __init__(self, dsn: str, options: IngestOptions, queryId: str) -> None:
+        from kafka_direct.postgres.connection import Database
+
+        self.database = Database(dsn)
+        self.schema, self.store, self.queryId = options.schema, options.group, queryId
+        self.target = f"{options.schema}.{options.table}"
+
+    def __repr__(self) -> str:
+        return f"BatchCounts({self.target})"  # the DSN stays out
+
+    def __call__(self, batchId: int) -> tuple[int, int]:
+        """``(records, rows)`` of batch ``batchId`` (zeros when it has no plan)."""
+        from psycopg2 import sql
+
+        from kafka_direct.postgres.connection import transaction
+        from kafka_direct.postgres.staging import COMMITS_TABLE
+        from kafka_direct.sql.link.tables import PLANS_TABLE
+
+        with transaction(self.database) as cursor:
+            cursor.execute(sql.SQL(
+                "SELECT (SELECT ARRAY[start_offsets, end_offsets] FROM {} WHERE store = %s "
+                "AND query_id = %s AND batch_id = %s ORDER BY plan_id DESC LIMIT 1), "
+                "(SELECT rows FROM {} WHERE query_id = %s AND target = %s AND batch_id = %s)"
+            ).format(sql.Identifier(self.schema, PLANS_TABLE),
+                     sql.Identifier(self.schema, COMMITS_TABLE)),
+                (self.store, self.queryId, batchId, self.queryId, self.target, batchId))
+            plan, rows = cursor.fetchone()
+        records = 0
+        if plan is not None:
+            start, end = plan
+            records = sum(max(int(until) - int((start or {}).get(topic, {}).get(p, 0)), 0)
+                          for topic, parts in (end or {}).items() for p, until in parts.items())
+        return records, records if rows is None else int(rows)
 
 
 def _typed_query(spark: Any, rows: Any, records: TypedOptions, options: IngestOptions,

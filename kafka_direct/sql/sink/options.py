@@ -22,6 +22,7 @@ from kafka_direct.errors import ConfigurationError
 from kafka_direct.postgres.catalog import NAME_LIMIT
 from kafka_direct.postgres.connection import Database
 from kafka_direct.sql.link.tables import LINK_OPTIONS, StoreRef
+from kafka_direct.sql.sink.range_reads import READ_OPTIONS, RangeReads
 
 __all__ = ["KNOWN_OPTIONS", "MODES", "SinkOptions", "parse_options", "resolve_mode"]
 
@@ -34,7 +35,8 @@ _KNOWN = {"dsn", "password", "table", "schema", "columns", "mode", "keycolumns",
           # Set by Spark itself (writeStream's checkpointLocation, queryName, path).
           "checkpointlocation", "path", "queryname"}
 #: Every option the sink accepts by name, lower case as Spark hands them over.
-KNOWN_OPTIONS = frozenset(_KNOWN | LINK_OPTIONS)
+#: (And ``kafka.*``, the librdkafka properties of a sink that reads offset ranges.)
+KNOWN_OPTIONS = frozenset(_KNOWN | LINK_OPTIONS | READ_OPTIONS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +60,9 @@ class SinkOptions:
         offsetColumns: The target columns holding each row's Kafka topic, partition and
             offset: given, tasks write their rows straight into the target and claim their
             offsets (:mod:`kafka_direct.postgres.direct_write`) instead of staging them.
+        reads: How tasks read the records of the offset ranges their rows name, when the
+            DataFrame holds offset ranges (:mod:`kafka_direct.sql.sink.range_reads`):
+            ``columns`` are then one per record column. None: the rows are written.
     """
 
     database: Database = field(repr=False)
@@ -73,6 +78,7 @@ class SinkOptions:
     link: StoreRef | None = None
     microBatch: tuple[str, int] | None = None
     offsetColumns: tuple[str, ...] = ()
+    reads: RangeReads | None = None
 
     def __post_init__(self) -> None:
         if self.microBatch is not None:
@@ -121,6 +127,11 @@ class SinkOptions:
             raise ConfigurationError(
                 f"keyColumns are for mode 'update' (upserts); this sink's mode is "
                 f"{self.mode!r}: drop keyColumns or set mode=update", setting="keyColumns")
+        if self.reads is not None and not self.offsetColumns:
+            raise ConfigurationError(
+                "a sink reading offset ranges writes each record straight into the target "
+                "and claims its offsets: give option offsetColumns (the target columns of "
+                "the records' topic, partition and offset)", setting="offsetColumns")
         if self.offsetColumns:
             self._check_direct()
         if self.statementTimeoutMs is not None and self.statementTimeoutMs <= 0:
@@ -144,6 +155,11 @@ class SinkOptions:
                 f"offsetColumns {missing} are not among the written columns "
                 f"{list(self.columns)}: write the source's topic, partition and offset "
                 "columns", setting="offsetColumns", value=list(self.offsetColumns))
+        if self.mode != "append" and self.reads is not None:
+            raise ConfigurationError(
+                f"a sink reading offset ranges writes each record straight into the target, "
+                f"for mode=append; mode={self.mode} needs the records as rows: use the "
+                "source's emit=records (its default)", setting="mode", value=self.mode)
         if self.mode != "append":
             raise ConfigurationError(
                 f"offsetColumns writes rows straight into the target, for mode=append; "
@@ -233,29 +249,32 @@ def _micro_batch(lowered: Mapping[str, Any]) -> tuple[str, int] | None:
     return str(queryId).strip(), -1 if number is None else number
 
 
-def parse_options(options: Mapping[str, Any], fieldNames: Sequence[str], overwrite: bool
-                  ) -> SinkOptions:
+def parse_options(options: Mapping[str, Any], fieldNames: Sequence[str], overwrite: bool,
+                  reads: RangeReads | None = None) -> SinkOptions:
     """Check the sink's options against the DataFrame's columns.
 
     Args:
         options: The data source's options (any key case).
-        fieldNames: The DataFrame's column names, in order.
+        fieldNames: The DataFrame's column names, in order; the record columns when the
+            sink reads offset ranges.
         overwrite: Whether Spark asks to overwrite (complete output mode, or
             ``mode("overwrite")`` of a batch write).
+        reads: How the sink reads the offset ranges its DataFrame holds
+            (:func:`~kafka_direct.sql.sink.range_reads.parse_range_reads`), or None.
 
     Raises:
         ConfigurationError: A missing or bad option, named with the fix.
     """
     lowered = {str(k).lower(): v for k, v in options.items()}
     unknown = sorted(k for k in lowered if k not in KNOWN_OPTIONS
-                     and not k.startswith("spark."))
+                     and not k.startswith(("spark.", "kafka.")))
     if unknown:
         raise ConfigurationError(
             f"unknown options {unknown} for the kafka-direct-postgres sink; it knows "
             "dsn, password, table, schema, columns, mode, keyColumns, offsetColumns, "
-            "createTable, "
-            "stagingSchema, statementTimeoutMs, staleStagingMinutes and offsetStore.name / "
-            ".schema", setting=unknown[0])
+            "createTable, stagingSchema, statementTimeoutMs, staleStagingMinutes, "
+            "offsetStore.name / .schema and, reading offset ranges, kafka.*, recordColumns, "
+            "failOnDataLoss, kafkaConsumer.pollTimeoutMs and reader", setting=unknown[0])
     table = lowered.get("table")
     if table is None or not str(table).strip():
         raise ConfigurationError(
@@ -297,10 +316,29 @@ def parse_options(options: Mapping[str, Any], fieldNames: Sequence[str], overwri
         link = StoreRef(database.dsn, link.store, link.schema, database.password)
     timeout = _number(lowered, "statementtimeoutms", "statementTimeoutMs")
     stale = _number(lowered, "stalestagingminutes", "staleStagingMinutes")
+    offsetColumns = _names(lowered.get("offsetcolumns"))
+    if reads is not None and not offsetColumns:
+        offsetColumns = _record_offsets(reads, columns)
     return SinkOptions(
         database=database, table=table, schema=schema, columns=columns, mode=mode,
         keyColumns=keyColumns, createTable=_flag(lowered, "createtable", False),
         stagingSchema=str(lowered.get("stagingschema") or schema),
         statementTimeoutMs=timeout, staleStagingMinutes=1440 if stale is None else stale,
-        link=link, microBatch=_micro_batch(lowered),
-        offsetColumns=_names(lowered.get("offsetcolumns")))
+        link=link, microBatch=_micro_batch(lowered), offsetColumns=offsetColumns,
+        reads=reads)
+
+
+def _record_offsets(reads: RangeReads, columns: Sequence[str]) -> tuple[str, ...]:
+    """The target columns of the records' topic, partition and offset (``offsetColumns``).
+
+    Raises:
+        ConfigurationError: ``recordColumns`` lacks one of them.
+    """
+    named = reads.recordColumns
+    missing = [c for c in ("topic", "partition", "offset") if c not in named]
+    if missing:
+        raise ConfigurationError(
+            f"option recordColumns ({','.join(named)}) lacks {missing}: a sink reading "
+            "offset ranges claims each record's topic, partition and offset, so it writes "
+            "them: add them", setting="recordColumns", value=",".join(named))
+    return tuple(columns[named.index(c)] for c in ("topic", "partition", "offset"))

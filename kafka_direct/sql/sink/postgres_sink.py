@@ -141,10 +141,12 @@ from kafka_direct.errors import ConfigurationError
 from kafka_direct.postgres.direct_write import DirectTarget, write_direct
 from kafka_direct.postgres.sink_claims import DirectAttempt
 from kafka_direct.postgres.staging import StagedAttempt, StagingTarget, stage_rows
+from kafka_direct.rdd.arrow_reader import task_attempt
 from kafka_direct.sql.formats import BATCH_ID_PROPERTY, POSTGRES_SINK_FORMAT, QUERY_ID_PROPERTY
 from kafka_direct.sql.link.tables import PLANS_TABLE, STORES_TABLE
 from kafka_direct.sql.sink.commit import CommitResult, abort_batch, commit_batch, commit_write
 from kafka_direct.sql.sink.options import SinkOptions, parse_options
+from kafka_direct.sql.sink.range_reads import parse_range_reads
 from kafka_direct.sql.sink.target import prepare_target
 from kafka_direct.task_errors import carried
 
@@ -181,7 +183,13 @@ def _direct_target(options: SinkOptions) -> DirectTarget:
 
 def _write(options: SinkOptions, queryId: str, batchId: int, partitionId: int,
            rows: Iterator[Any]) -> StagedAttempt | DirectAttempt:
-    """One task attempt's rows: written and claimed (``offsetColumns``), or staged."""
+    """One task attempt's rows: written and claimed (``offsetColumns``), or staged.
+
+    Rows that are offset ranges are read first (:mod:`~kafka_direct.sql.sink.range_reads`):
+    their records are what is written.
+    """
+    if options.reads is not None:
+        rows = options.reads.records(rows, task_attempt())
     if options.direct:
         return write_direct(_direct_target(options), queryId, batchId, partitionId, rows)
     return stage_rows(_target(options), queryId, batchId, partitionId, rows)
@@ -256,6 +264,8 @@ class _BatchWriter(DataSourceArrowWriter):
         """Stage this task attempt's rows under the write's id."""
         with carried():
             if self.options.microBatch is None:  # a batch write commits its rows at once
+                if self.options.reads is not None:
+                    iterator = self.options.reads.records(iterator, task_attempt())
                 return SinkCommitMessage(stage_rows(
                     _target(self.options), self.writeId, self.batchId,
                     _task_context().partitionId(), iterator))
@@ -295,7 +305,10 @@ class PostgresSink(DataSource):
 
     def _options(self, schema: Any, overwrite: bool) -> SinkOptions:
         fields = [(f.name, f.dataType) for f in schema.fields]
-        options = parse_options(self.options, [name for name, _ in fields], overwrite)
+        reads = parse_range_reads(self.options, fields)
+        if reads is not None:  # offset ranges: the target holds their records' columns
+            fields = reads.record_fields()
+        options = parse_options(self.options, [name for name, _ in fields], overwrite, reads)
         return prepare_target(options, fields)
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:

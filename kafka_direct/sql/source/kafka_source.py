@@ -53,8 +53,10 @@ class KafkaDirectSource(DataSource):
     def schema(self) -> Any:
         """Spark's Kafka source schema; ``headers`` only with ``includeHeaders=true``.
 
-        Only the ``columns`` option's columns when it is set. Checks every option that does
-        not depend on streaming or batch, so most mistakes fail at ``load()``.
+        Only the ``columns`` option's columns when it is set; the offset ranges' columns
+        with ``emit=offsetRanges`` (:mod:`kafka_direct.sql.range_rows`). Checks every
+        option that does not depend on streaming or batch, so most mistakes fail at
+        ``load()``.
         """
         from kafka_direct.rdd.arrow_rows import source_schema
         from kafka_direct.sql.source.options import parse_source_options
@@ -63,6 +65,10 @@ class KafkaDirectSource(DataSource):
         check_structured_support()
         with carried():
             options = parse_source_options(self.options, streaming=None)
+            if options.emitsRanges:
+                from kafka_direct.sql.range_rows import range_schema
+
+                return range_schema()
             return source_schema(options.includeHeaders, options.columns)
 
     def reader(self, schema: Any) -> DataSourceReader:

@@ -51,10 +51,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka_direct.client.params import check_with_librdkafka, force_param, validate_params
+from kafka_direct.client.params import force_param
 from kafka_direct.conf_values import parse_bool, parse_int
 from kafka_direct.errors import ConfigurationError
 from kafka_direct.rdd.kafka_schema import all_columns, schema_columns, select_columns
+from kafka_direct.sql.kafka_options import KAFKA_PREFIX, kafka_params, reader_option
+from kafka_direct.sql.range_rows import EMIT_MODES, is_range_schema
 from kafka_direct.sql.source.offsets import (
     parse_assign,
     parse_offsets_option,
@@ -65,7 +67,6 @@ from kafka_direct.topic_partition import TopicPartition
 __all__ = [
     "DEFAULT_MAX_RANGES_PER_TASK",
     "DEFAULT_MIN_OFFSETS_PER_TASK",
-    "KAFKA_PREFIX",
     "KNOWN_OPTIONS",
     "OffsetSpec",
     "SourceOptions",
@@ -83,8 +84,6 @@ DEFAULT_MIN_OFFSETS_PER_TASK = 100_000
 #: ``maxRangesPerTask``'s default: the most ranges (partitions) one task reads, in one fetch
 #: session when they are small (:func:`kafka_direct.rdd.arrow_reader.in_session`).
 DEFAULT_MAX_RANGES_PER_TASK = 1000
-#: The prefix of the options that are librdkafka properties (``kafka.bootstrap.servers``).
-KAFKA_PREFIX = "kafka."
 #: Options of other parts of kafka-direct that a source may be given (the offset link).
 _OTHER_PREFIXES = ("offsetstore.",)
 #: Every option the source reads, ``kafka.*`` aside, in Spark's spelling (for messages).
@@ -97,21 +96,9 @@ _SPELLING = {name.lower(): name for name in (
     "minOffsetsPerTask", "maxRangesPerTask",
     "groupIdPrefix", "includeHeaders", "commitOffsetsToGroup", "subscribePattern", "assign",
     "subscribe", "maxOffsetsPerPartitionPerTrigger", "maxOffsetsFirstTrigger", "reader",
-    "columns", "pauseFile")}
+    "columns", "pauseFile", "emit")}
 #: The same, lower case, as Spark hands them over.
 KNOWN_OPTIONS = frozenset(_SPELLING)
-
-#: Kafka client settings the source decides itself, with what to use instead.
-_REFUSED_KAFKA = {
-    "auto.offset.reset": "set the source option 'startingOffsets' to 'earliest' or 'latest' "
-                         "(streams resume from their checkpoint, not from the group)",
-    "key.deserializer": "keys are always binary: decode the 'key' column with DataFrame "
-                        "operations (CAST(key AS STRING), from_json ...)",
-    "value.deserializer": "values are always binary: decode the 'value' column with "
-                          "DataFrame operations (CAST(value AS STRING), from_json ...)",
-    "interceptor.classes": "the source reads with librdkafka, which has no Java "
-                           "interceptors; remove it",
-}
 
 _DURATION = re.compile(r"(\d+)\s*(us|ms|s|m|min|h|d)?")
 _DURATION_MS = {"us": 0.001, "ms": 1, None: 1, "s": 1000, "m": 60_000, "min": 60_000,
@@ -246,6 +233,9 @@ class SourceOptions:
             the native one when it loads.
         columns: The only columns read (the ``columns`` option, or a ``.schema()`` of some
             Kafka columns), the others never built; None: all of them.
+        emit: ``records`` (Spark's Kafka rows), or ``offsetRanges``: one row per planned
+            range, whose records a reading sink reads itself
+            (:mod:`kafka_direct.sql.range_rows`).
     """
 
     kafkaParams: dict[str, Any]
@@ -273,6 +263,17 @@ class SourceOptions:
     pauseFile: str | None = None
     reader: str | None = None
     columns: tuple[str, ...] | None = None
+    emit: str = "records"
+
+    def __post_init__(self) -> None:
+        if self.emit not in EMIT_MODES:
+            raise ConfigurationError(f"option 'emit' must be one of {list(EMIT_MODES)}, got "
+                                     f"{self.emit!r}")
+
+    @property
+    def emitsRanges(self) -> bool:
+        """Whether the source's rows are its batches' offset ranges, not their records."""
+        return self.emit == "offsetRanges"
 
     def __repr__(self) -> str:
         from kafka_direct.redaction import redact_params
@@ -323,30 +324,6 @@ def _subscription(opts: Mapping[str, str]) -> Subscription:
     return Subscription("assign", partitions=parse_assign(value))
 
 
-def _kafka_params(opts: Mapping[str, str], check_client: bool) -> dict[str, Any]:
-    params = {key[len(KAFKA_PREFIX):]: value for key, value in opts.items()
-              if key.startswith(KAFKA_PREFIX)}
-    for key, fix in _REFUSED_KAFKA.items():
-        if key in params:
-            raise ConfigurationError(f"option 'kafka.{key}' is not supported: {fix}")
-    if not params.get("bootstrap.servers", "").strip() and \
-            not params.get("metadata.broker.list", "").strip():
-        raise ConfigurationError(
-            "option 'kafka.bootstrap.servers' must be given: the brokers to read from, e.g. "
-            ".option('kafka.bootstrap.servers', 'host1:9092,host2:9092')")
-    try:
-        checked = validate_params(params)
-        if check_client:
-            check_with_librdkafka(checked)
-    except ConfigurationError as error:
-        # Those messages speak of "kafkaParams": here the properties are kafka.* options.
-        raise ConfigurationError(f"in the kafka.* options: {error.message}") from None
-    force_param(checked, "enable.auto.commit", False,
-                "the source's offsets live in the query's checkpoint; commits to the group "
-                "only follow with commitOffsetsToGroup=true", "source")
-    return checked
-
-
 def _positive(opts: Mapping[str, str], name: str) -> int | None:
     if name not in opts:
         return None
@@ -391,14 +368,6 @@ def _offset_spec(opts: Mapping[str, str], which: str, default: str, streaming: b
     return OffsetSpec(option, "offsets", offsets=offsets, topics=topics)
 
 
-def _reader(opts: Mapping[str, str]) -> str | None:
-    value = opts.get("reader", "").strip().lower()
-    if value not in ("", "c", "python"):
-        raise ConfigurationError(f"option 'reader' must be 'c' or 'python', not {value!r}",
-                                 setting="reader", value=value)
-    return value or None
-
-
 def _warn_unknown(opts: Mapping[str, str]) -> None:
     for key in sorted(opts):
         if key.startswith((KAFKA_PREFIX, *_OTHER_PREFIXES)) or key in KNOWN_OPTIONS:
@@ -439,7 +408,10 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool | None,
     """
     opts = _lowered(options)
     subscription = _subscription(opts)
-    params = _kafka_params(opts, check_client)
+    params = kafka_params(opts, check_client)
+    force_param(params, "enable.auto.commit", False,
+                "the source's offsets live in the query's checkpoint; commits to the group "
+                "only follow with commitOffsetsToGroup=true", "source")
     ending: OffsetSpec | None = None
     if streaming is None:
         starting = OffsetSpec("startingOffsets", "latest")
@@ -481,6 +453,7 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool | None,
             "committed offsets monitoring tools read")
     _warn_unknown(opts)
     headers = parse_bool("option 'includeHeaders'", opts.get("includeheaders", "false"))
+    emit = _emit(opts, streaming, headers, schema)
     return SourceOptions(
         kafkaParams=params,
         subscription=subscription,
@@ -495,8 +468,8 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool | None,
         failOnDataLoss=parse_bool("option 'failOnDataLoss'",
                                   opts.get("failondataloss", "true")),
         includeHeaders=headers,
-        columns=_columns(opts, headers, schema),
-        reader=_reader(opts),
+        columns=None if emit == "offsetRanges" else _columns(opts, headers, schema),
+        reader=reader_option(opts),
         groupId=group,
         groupGiven=group_given,
         minPartitions=_positive(opts, "minpartitions"),
@@ -515,7 +488,35 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool | None,
                                   opts.get("fetchoffset.retryintervalms", "1000"), 0),
         commitOffsetsToGroup=commit,
         pauseFile=_pause_file(opts, streaming),
+        emit=emit,
     )
+
+
+def _emit(opts: Mapping[str, str], streaming: bool | None, headers: bool, schema: Any) -> str:
+    """Option ``emit``: ``records`` (the default) or ``offsetRanges``, which reads no record."""
+    given = opts.get("emit", "records").strip()
+    emit = {mode.lower(): mode for mode in EMIT_MODES}.get(given.lower())
+    if emit is None:
+        raise ConfigurationError(f"option 'emit' must be records or offsetRanges, got "
+                                 f"{given!r}")
+    if emit == "records":
+        return emit
+    if streaming is False:
+        raise ConfigurationError(
+            "option 'emit=offsetRanges' is for streaming queries, whose sink reads each "
+            "batch's ranges (the kafka-direct-postgres sink with kafka.* options); a batch "
+            "read emits records: remove it")
+    if "columns" in opts or headers:
+        raise ConfigurationError(
+            "option 'emit=offsetRanges' emits no record columns, so 'columns' and "
+            "'includeHeaders' do not apply: the sink that reads the ranges chooses the "
+            "record columns (its option recordColumns); remove them")
+    if schema is not None and not is_range_schema(
+            [(f.name, f.dataType) for f in getattr(schema, "fields", [])]):
+        raise ConfigurationError(
+            f"option 'emit=offsetRanges' emits the columns topic, partition, fromOffset and "
+            f"untilOffset; the schema given ({schema.simpleString()}) differs: drop .schema()")
+    return emit
 
 
 def _pause_file(opts: Mapping[str, str], streaming: bool | None) -> str | None:

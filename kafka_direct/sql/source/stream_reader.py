@@ -57,6 +57,7 @@ from kafka_direct.offsets_json import SourceOffsets, offsets_from_json, offsets_
 from kafka_direct.rdd.arrow_reader import PartitionReadSettings, driver_impl, read_task
 from kafka_direct.rdd.kafka_rdd import ReadSettings
 from kafka_direct.sql.link.source_side import SourceLink, bind_plan, catch_up, covered
+from kafka_direct.sql.range_rows import range_batch
 from kafka_direct.sql.source.admission import NEW_PARTITION_START, TriggerDelay, admit, start_of
 from kafka_direct.sql.source.data_loss import DataLossChecks
 from kafka_direct.sql.source.metadata import EndsAsked, SourceMetadata
@@ -518,14 +519,18 @@ class KafkaDirectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
     def read(self, partition: InputPartition) -> Iterator[Any]:
         """The partition's records as ``pyarrow.RecordBatch``es (on an executor).
 
-        With an offset store, the task first binds the batch's plan to its query and batch
-        (the sink applies the plan its batch read).
+        With ``emit=offsetRanges``, its offset ranges instead, one row each, in order
+        (empty ones too: a task that only binds its batch's plan hands on its empty range),
+        for a sink that reads them. With an offset store, the task first binds the
+        batch's plan to its query and batch (the sink applies the plan its batch read).
         """
         if not isinstance(partition, KafkaInputPartition):
             return iter(())
         if partition.planId is not None and self._link is not None:
             with carried():
                 bind_plan(self._link, partition.planId)
+        if self.options.emitsRanges:
+            return iter((range_batch(partition.offsetRanges),))
         return read_task(partition.offsetRanges, self.settings)
 
     def commit(self, end: SourceOffsets) -> None:
