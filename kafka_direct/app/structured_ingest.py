@@ -75,21 +75,6 @@ _INGEST_COLUMNS = ("topic", "partition", "offset", "key", "value")
 _INGEST_NAMES = ("topic", "kafka_partition", "kafka_offset", "key", "value")
 
 
-def _ingest_selection(rows: Any, extra: tuple[str, ...]) -> Any:
-    """``rows`` with the table's column names, and ``extra`` columns as they are.
-
-    Columns named, not SQL expressions (``selectExpr``): the job then never uses Spark's SQL
-    parser, whose first parse builds ANTLR's tables in the JVM while the driver waits, on
-    the path to the first batch: a first ``selectExpr`` took 0.21-0.27 s against 0.07-0.17 s
-    for the same columns named (the JVM's CPU 0.20-0.24 s against 0.05-0.14 s, measured).
-    """
-    from pyspark.sql.functions import col
-
-    renamed = [col(column).alias(name) for column, name in zip(_INGEST_COLUMNS, _INGEST_NAMES,
-                                                                strict=True)]
-    return rows.select(*renamed, *(col(column) for column in extra))
-
-
 def source_options(options: IngestOptions, bootstrapServers: str, dsn: str,
                    kafkaParams: Mapping[str, Any]) -> dict[str, str]:
     """The ``kafka-direct`` source's options for the job (DSN included: never log them).
@@ -129,34 +114,27 @@ def source_options(options: IngestOptions, bootstrapServers: str, dsn: str,
     source["offsetStore.name"] = options.group
     source["offsetStore.dsn"] = dsn
     source["offsetStore.schema"] = options.schema
-    # Only what the table stores: the timestamps are never built (column pruning).
-    source["columns"] = ",".join(_INGEST_COLUMNS)
+    # The sink's tasks read the records (sink_options): no record crosses Spark's JVM.
+    source["emit"] = "offsetRanges"
     return source
 
 
-def sink_options(options: IngestOptions, bootstrapServers: str, dsn: str,
-                 kafkaParams: Mapping[str, Any]) -> dict[str, str]:
+def sink_options(options: IngestOptions, dsn: str) -> dict[str, str]:
     """The ``kafka-direct-postgres`` sink's options for the raw job (DSN included: never log).
 
-    The sink reads the offset ranges the source (``emit=offsetRanges``) hands on, with the
-    source's Kafka settings, and its tasks COPY the records straight into the table,
-    claiming their offsets (``offsetColumns``), in the transaction that stores nothing
-    else: the batch's commit stores the offsets (``offsetStore.name``).
+    Beside these the sink gets the source's ``kafka.*`` options and ``recordColumns``: it
+    reads the offset ranges the source hands on, and its tasks COPY the records straight
+    into the table, claiming their offsets (``offsetColumns``); each batch's commit stores
+    its offsets (``offsetStore.name``).
 
     Args:
         options: The table, schema and group.
-        bootstrapServers: The Kafka cluster.
         dsn: libpq connection string of the database.
-        kafkaParams: More librdkafka properties (security settings...), as the source's.
     """
-    sink = {f"kafka.{key}": str(value) for key, value in kafkaParams.items()}
-    sink["kafka.bootstrap.servers"] = bootstrapServers
-    sink.update({"dsn": dsn, "schema": options.schema, "table": options.table,
-                 "recordColumns": ",".join(_INGEST_COLUMNS),
-                 "columns": ",".join(_INGEST_NAMES),
-                 "offsetColumns": "topic,kafka_partition,kafka_offset",
-                 "offsetStore.name": options.group, "offsetStore.schema": options.schema})
-    return sink
+    return {"dsn": dsn, "schema": options.schema, "table": options.table,
+            "columns": ",".join(_INGEST_NAMES),
+            "offsetColumns": "topic,kafka_partition,kafka_offset",
+            "offsetStore.name": options.group, "offsetStore.schema": options.schema}
 
 
 #: Where Spark's local file system keeps a checkpoint without a shell command per file.
@@ -292,33 +270,28 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
             # when Spark closes it a minute later (see the module).
             end_lookup_daemon(sc)
         reader = spark.readStream.format(SOURCE_FORMAT)
-        extra = _metadata_selection(records if typed else None)
         given = source_options(options, bootstrapServers, dsn, kafkaParams or {})
         # A stop pauses the source first: no batch starts after the running one.
         given["pauseFile"] = str(pauseFile)
-        if typed:
-            if extra:  # the timestamp and header columns: the source builds them too
-                given["columns"] = ",".join((*_INGEST_COLUMNS, *extra))
-                given["includeHeaders"] = str("headers" in extra).lower()
-        else:
-            # The raw rows go as they are read: the source hands on the offset ranges and
-            # the sink's tasks read them (no record through Spark's JVM on the way).
-            del given["columns"]
-            given["emit"] = "offsetRanges"
         for key, value in given.items():
             reader = reader.option(key, value)
+        # The records never become Spark rows: the source hands on the offset ranges and
+        # the sink's tasks read them (the reading options are the source's).
+        ranges = reader.load()
+        reading = {key: value for key, value in given.items() if key.startswith("kafka.")}
+        columns = (*_INGEST_COLUMNS, *_metadata_selection(records if typed else None))
+        reading["recordColumns"] = ",".join(columns)
         if typed:
             assert records is not None
-            rows = _ingest_selection(reader.load(), extra)
-            query = _typed_query(spark, rows, records, options, dsn, location)
+            query = _typed_query(spark, ranges, records, options, dsn, location, reading)
         else:
-            writer = reader.load().writeStream.format(POSTGRES_SINK_FORMAT)
-            sink = sink_options(options, bootstrapServers, dsn, kafkaParams or {})
-            for key, value in sink.items():
+            writer = ranges.writeStream.format(POSTGRES_SINK_FORMAT)
+            sink = sink_options(options, dsn)
+            for key, value in {**sink, **reading}.items():
                 writer = writer.option(key, value)
             query = _trigger(writer.option("checkpointLocation", location)
                              .queryName(QUERY_NAME), options).start()
-        counts = None if typed else BatchCounts(dsn, options, str(query.id))
+        counts = BatchCounts(dsn, options, str(query.id))
         progress = QueryProgress(result, options.stopAfterIdleBatches, options.batchInterval,
                                  out, counts)
         try:
@@ -376,17 +349,21 @@ class BatchCounts:
         return records, records if rows is None else int(rows)
 
 
-def _typed_query(spark: Any, rows: Any, records: TypedOptions, options: IngestOptions,
-                 dsn: str, location: str) -> StreamingQuery:
-    """Start the query writing typed rows (:mod:`kafka_direct.app.typed.structured`)."""
+def _typed_query(spark: Any, ranges: Any, records: TypedOptions, options: IngestOptions,
+                 dsn: str, location: str, reading: Mapping[str, str]) -> StreamingQuery:
+    """Start the query writing typed rows (:mod:`kafka_direct.app.typed.structured`).
+
+    ``reading``: the options the sink's tasks read the source's offset ranges with.
+    """
     from kafka_direct.app.typed.formats import fetch_schemas
     from kafka_direct.app.typed.structured import FORMAT, TypedIngestSink, sink_options
 
     spark.dataSource.register(TypedIngestSink)
-    writer = rows.writeStream.format(FORMAT)
+    writer = ranges.writeStream.format(FORMAT)
     schemas = fetch_schemas(records, options.topics)  # the tasks need not ask the registry
-    for key, value in sink_options(records, dsn, options.schema, options.table, options.group,
-                                   options.statementTimeoutMs, schemas).items():
+    given = sink_options(records, dsn, options.schema, options.table, options.group,
+                         options.statementTimeoutMs, schemas)
+    for key, value in {**given, **reading}.items():
         writer = writer.option(key, value)
     query: StreamingQuery = _trigger(
         writer.option("checkpointLocation", location).queryName(QUERY_NAME), options).start()

@@ -39,8 +39,8 @@ def test_no_rate_no_cap_and_the_rest_of_the_mapping():
         "subscribePattern": "e.*", "startingOffsets": "latest", "offsetStore.name": "g",
         "offsetStore.dsn": "dbname=x", "offsetStore.schema": "s", "kafka.group.id": "g",
         "commitOffsetsToGroup": "true",
-        # Only the columns the table stores are built.
-        "columns": "topic,partition,offset,key,value",
+        # No record crosses Spark's JVM: the sink reads the offset ranges.
+        "emit": "offsetRanges",
         # The first batch pays for the query's start: a small one commits sooner.
         "maxOffsetsFirstTrigger": str(FIRST_BATCH_RECORDS)}
 
@@ -139,26 +139,18 @@ def test_spark_submits_parallelism_wins_over_the_jobs(tmp_path):
     assert lines[0].split()[1:] == ["7", "7", "9"]
 
 
-@pytest.mark.parametrize("extra", [(), ("timestamp", "headers")])
-def test_the_sources_columns_get_the_tables_names_and_keep_their_values(spark_session, extra):
-    # Named columns, not SQL expressions: the job never starts Spark's SQL parser.
-    from datetime import datetime
+def test_the_sink_writes_the_tables_columns_of_the_records_it_reads():
+    from kafka_direct.app.structured_ingest import sink_options
 
-    from kafka_direct.app.structured_ingest import _ingest_selection
-
-    row = {"topic": "t", "partition": 3, "offset": 17, "key": b"k", "value": b"v",
-           "timestamp": datetime(2026, 1, 2, 3, 4, 5), "headers": [("h", b"1")]}
-    schema = ("topic string, partition int, offset long, key binary, value binary, "
-              "timestamp timestamp, headers array<struct<key: string, value: binary>>")
-    source = spark_session.createDataFrame([tuple(row.values())], schema)
-    selected = _ingest_selection(source, extra)
-    assert selected.columns == ["topic", "kafka_partition", "kafka_offset", "key", "value",
-                                *extra]
-    [written] = selected.collect()
-    assert tuple(written) == (
-        "t", 3, 17, b"k", b"v", *(row[column] if column != "headers"
-                                  else [tuple(header) for header in row[column]]
-                                  for column in extra))
+    options = sink_options(_options(topics=("t",), group="g", schema="s", table="events"),
+                           "dbname=x")
+    assert options == {
+        "dsn": "dbname=x", "schema": "s", "table": "events",
+        # The records' topic, partition, offset, key and value (the source's offset
+        # ranges, read by the sink) go to these columns, claimed by the first three.
+        "columns": "topic,kafka_partition,kafka_offset,key,value",
+        "offsetColumns": "topic,kafka_partition,kafka_offset",
+        "offsetStore.name": "g", "offsetStore.schema": "s"}
 
 
 def test_available_now_is_for_the_structured_api_and_ends_the_run_itself():

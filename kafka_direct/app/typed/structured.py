@@ -1,7 +1,10 @@
 """The structured job's typed writer: a sink whose tasks stage and whose commit moves, once.
 
 ``format("kafka-direct-ingest-postgres")``, registered by the ingest job, takes the
-``kafka-direct`` source's rows (``topic, kafka_partition, kafka_offset, key, value``):
+``kafka-direct`` source's rows (``topic, kafka_partition, kafka_offset, key, value``), or
+its offset ranges (``emit=offsetRanges``, with the ``kafka.*`` and ``recordColumns``
+options of :mod:`kafka_direct.sql.sink.range_reads`: each task then reads its ranges'
+records itself, and no record crosses Spark's JVM):
 
 * each write task decodes its Arrow batches' records and stages them (:mod:`.stage`),
   registered in the structured sink's staging registry under Spark's query and batch ids;
@@ -25,7 +28,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -39,6 +42,7 @@ from kafka_direct.app.typed.options import TypedOptions
 from kafka_direct.app.typed.schema_registry import RegistrySettings
 from kafka_direct.app.typed.stage import StagedPart, Stager
 from kafka_direct.errors import ConfigurationError
+from kafka_direct.sql.sink.range_reads import RangeReads, parse_range_reads
 
 __all__ = ["FORMAT", "METADATA_COLUMNS", "TypedCommitMessage", "TypedIngestSink",
            "sink_options"]
@@ -87,6 +91,7 @@ class _Settings:
     options: TypedOptions
     statementTimeoutMs: int | None
     schemas: tuple[tuple[int, tuple[str, ...]], ...] = ()
+    reads: RangeReads | None = None
 
     def __repr__(self) -> str:
         return f"_Settings({self.schema}.{self.table})"
@@ -167,6 +172,10 @@ class _Writer(DataSourceStreamArrowWriter):
         s = self.settings
         stager = Stager(s.dsn, s.schema, s.table, s.options, str(queryId), int(batch),
                         s.statementTimeoutMs, s.schemas)
+        if s.reads is not None:  # offset ranges: their records, read here
+            from kafka_direct.rdd.arrow_reader import task_attempt
+
+            iterator = s.reads.records(iterator, task_attempt())
         part = stager.stage(context.partitionId(), _records(iterator))
         return TypedCommitMessage(str(queryId), int(batch), part)
 
@@ -227,18 +236,24 @@ def _sink_options(s: _Settings) -> Any:
 def _records(batches: Iterator[Any]) -> Iterator[tuple[Any, ...]]:
     """(topic, partition, offset, key, value[, timestamp, headers]) of the source's rows.
 
-    The last two when the job selected them, from Arrow record batches.
+    The last two when the job selected them, from Arrow record batches: the job's columns
+    (``kafka_partition``, ``kafka_offset``), or Kafka's (records read from offset ranges).
     """
     for batch in batches:
         if not batch.num_rows:
             continue
         names = batch.schema.names
-        column = {name: batch.column(i).to_pylist() for i, name in enumerate(names)}
+        column = {_JOB_NAMES.get(name, name): batch.column(i).to_pylist()
+                  for i, name in enumerate(names)}
         extra = [column[name] if name in column else [None] * batch.num_rows
                  for name in METADATA_COLUMNS] if any(n in column for n in
                                                       METADATA_COLUMNS) else []
         yield from zip(column["topic"], column["kafka_partition"], column["kafka_offset"],
                        column["key"], column["value"], *extra, strict=True)
+
+
+#: Kafka's names of the columns the job renames.
+_JOB_NAMES = {"partition": "kafka_partition", "offset": "kafka_offset"}
 
 
 class TypedIngestSink(DataSource):
@@ -254,9 +269,20 @@ class TypedIngestSink(DataSource):
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
         """The micro-batch writer."""
-        names = [f.name for f in schema.fields]
-        wanted = ["topic", "kafka_partition", "kafka_offset", "key", "value"]
+        return _carried(lambda: self._writer(schema))  # type: ignore[no-any-return]
+
+    def _writer(self, schema: Any) -> _Writer:
+        fields = [(f.name, f.dataType) for f in schema.fields]
+        reads = parse_range_reads(self.options, fields)
+        if reads is not None:  # offset ranges: the records' columns are Kafka's
+            names = list(reads.recordColumns)
+            wanted = ["topic", "partition", "offset", "key", "value"]
+            what = "option recordColumns names"
+        else:
+            names = [name for name, _ in fields]
+            wanted = ["topic", "kafka_partition", "kafka_offset", "key", "value"]
+            what = f"the {FORMAT} sink takes the columns"
         if names[:5] != wanted or not set(names[5:]) <= set(METADATA_COLUMNS):
-            raise ConfigurationError(f"the {FORMAT} sink takes the columns {wanted}, got "
-                                     f"{names}", setting="columns")
-        return _carried(lambda: _Writer(_settings(self.options)))  # type: ignore[no-any-return]
+            raise ConfigurationError(f"{what} {wanted}, then {list(METADATA_COLUMNS)} if "
+                                     f"wanted; got {names}", setting="columns")
+        return _Writer(replace(_settings(self.options), reads=reads))
