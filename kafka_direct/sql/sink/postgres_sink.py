@@ -68,6 +68,10 @@ Costs
   target and claims their offsets in the same transaction
   (:mod:`kafka_direct.postgres.direct_write`); the commit checks the claims. Rows then show
   task by task before their batch commits; see docs/sink.md, "Direct writes".
+* A DataFrame of offset ranges (the ``kafka-direct`` source's ``emit=offsetRanges``) with
+  the source's ``kafka.*`` options: each task reads its ranges' records itself and writes
+  them directly (:mod:`kafka_direct.sql.sink.range_reads`), so no record crosses Spark's
+  JVM between the source and the sink; see docs/sink.md, "Reading offset ranges".
 * Staged (the default), rows are written twice inside PostgreSQL: COPY into the unlogged
   staging tables (no WAL, no index, one backend per task, in parallel), then one ``INSERT
   ... SELECT`` into the target on the driver (WAL, one backend). Encoding is Arrow's C++ CSV
