@@ -45,7 +45,7 @@ class QueryProgress:
 
     def __init__(self, result: IngestResult, idleLimit: int, batchInterval: float,
                  out: TextIO | None,
-                 counts: Callable[[int], tuple[int, int]] | None = None) -> None:
+                 counts: Callable[[int], tuple[int, int] | None] | None = None) -> None:
         self.result = result
         self.counts = counts
         self.idleLimit = idleLimit
@@ -89,8 +89,9 @@ class QueryProgress:
             if batch <= self.seen:
                 continue
             self.seen = batch
-            if self.counts is not None:
-                records, rows = self.counts(batch)
+            counted = self.counts(batch) if self.counts is not None else None
+            if counted is not None:
+                records, rows = counted
             else:
                 records = rows = int(progress.get("numInputRows") or 0)
             self.result.batches += 1

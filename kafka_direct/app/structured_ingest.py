@@ -324,8 +324,23 @@ class BatchCounts:
     def __repr__(self) -> str:
         return f"BatchCounts({self.target})"  # the DSN stays out
 
-    def __call__(self, batchId: int) -> tuple[int, int]:
-        """``(records, rows)`` of batch ``batchId`` (zeros when it has no plan)."""
+    def __call__(self, batchId: int) -> tuple[int, int] | None:
+        """``(records, rows)`` of batch ``batchId`` (zeros when it has no plan).
+
+        None when the database does not answer (a warning): the counts only inform, and
+        the batch is committed.
+        """
+        try:
+            return self._counts(batchId)
+        except Exception as error:
+            from kafka_direct.postgres.errors import database_error
+
+            logger.warning("the counts of batch %d are not known: %s", batchId,
+                           database_error(error, self.database, doing="counting a batch",
+                                          table=self.target))
+            return None
+
+    def _counts(self, batchId: int) -> tuple[int, int]:
         from psycopg2 import sql
 
         from kafka_direct.postgres.connection import transaction

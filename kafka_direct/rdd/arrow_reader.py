@@ -138,8 +138,9 @@ def read_partition(offsetRange: OffsetRange, settings: PartitionReadSettings, *,
         raise DataLossError(
             f"offsets of {topic}-{partition} the batch planned no longer exist: {error}. The "
             "log shrank since the batch was planned (truncated, or its topic re-created) and "
-            "records were lost. Set the source option failOnDataLoss=false to read what "
-            "exists with a warning", topic=topic, partition=partition,
+            "records were lost. Set the option failOnDataLoss=false (the source's, and the "
+            "sink's when it reads the source's offset ranges) to read what exists with a "
+            "warning", topic=topic, partition=partition,
             fromOffset=offsetRange.fromOffset, untilOffset=offsetRange.untilOffset,
             logStartOffset=error.context.get("logStartOffset", -1),
             logEndOffset=error.context.get("logEndOffset", -1)) from error

@@ -61,6 +61,32 @@ def test_a_batch_reported_idle_first_counts_when_it_runs():
         "batch 0", "batch 1", "batch 2"]
 
 
+def test_a_batchs_counts_come_from_its_plan_when_spark_counts_ranges():
+    # The source hands on offset ranges: Spark's numInputRows counts ranges. The counts
+    # given win; where they are unknown (None: the database did not answer), Spark's.
+    query, result, out = FakeQuery(), IngestResult(), io.StringIO()
+    known = {0: (10_000, 9_998), 1: None}
+    progress = QueryProgress(result, idleLimit=1000, batchInterval=0.5, out=out,
+                             counts=known.__getitem__)
+    query.report(0, 2, RAN)  # two ranges
+    query.report(1, 3, RAN)
+    progress.poll(query)
+    assert (result.batches, result.records, result.rowsWritten) == (2, 10_003, 10_001)
+    assert out.getvalue().splitlines()[0].startswith("batch 0: 10000 records in")
+
+
+def test_a_batch_whose_plan_moved_no_offset_counts_as_idle():
+    # A batch that only binds its plan (a new query over a store that has everything):
+    # Spark counts its one empty range, the plan no offset, so it counts toward
+    # --stop-after-idle as an idle trigger.
+    query, result = FakeQuery(), IngestResult()
+    progress = QueryProgress(result, idleLimit=1, batchInterval=100.0, out=None,
+                             counts=lambda batch: (0, 0))
+    query.report(0, 1, RAN)
+    progress.poll(query)
+    assert progress.done.is_set() and result.records == 0
+
+
 def test_rows_after_an_idle_report_keep_the_job_from_stopping_as_idle(monkeypatch):
     clock = [100.0]
     monkeypatch.setattr("kafka_direct.app.query_progress.time.monotonic", lambda: clock[0])
