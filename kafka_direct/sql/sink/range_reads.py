@@ -106,6 +106,16 @@ def parse_range_reads(options: Mapping[str, Any], fields: Sequence[tuple[str, An
     if any(k.startswith(KAFKA_PREFIX) for k in lowered):
         given.insert(0, "kafka.*")
     if not is_range_schema(fields):
+        if given and tuple(name for name, _ in fields) == RANGE_COLUMNS:
+            # Named as ranges, typed otherwise: a hand-made DataFrame (createDataFrame infers
+            # a long partition), not options given by mistake.
+            types = ", ".join(f"{name} {dataType.simpleString()}" for name, dataType in fields)
+            raise ConfigurationError(
+                f"the DataFrame's columns are named as offset ranges but typed {types}; "
+                "offset ranges are topic string, partition int, fromOffset bigint and "
+                "untilOffset bigint: cast them (col('partition').cast('int')) or build the "
+                "DataFrame with kafka_direct.sql.range_rows.range_schema()",
+                setting="kafka.*")
         if given:
             raise ConfigurationError(
                 f"options {given} are for a DataFrame of offset ranges (the kafka-direct "
