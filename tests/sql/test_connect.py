@@ -67,3 +67,21 @@ def test_foreach_batch_sink_says_it_needs_classic_spark_over_connect(remote, pos
         query.awaitTermination(120)
     assert "needs classic Spark" in str(failure.value)
     assert postgres.dsn not in str(failure.value)
+
+
+def test_offset_ranges_read_by_the_sink_over_connect(remote, kafka, kafka_topic, postgres,
+                                                     pg_schema, tmp_path):
+    from kafka_direct.sql.link.source_side import SourceLink
+    from tests.sql.sink.test_sink_range_reads import create_table, rows_of, run
+
+    create_table(postgres, pg_schema)
+    topic = kafka_topic(partitions=2)
+    for partition in range(2):
+        kafka.produce(topic, [f"{partition}:{i}".encode() for i in range(25)],
+                      partition=partition)
+    error, _ = run(remote, kafka, postgres, pg_schema, topic, tmp_path / "a")
+    assert error is None, error
+    assert SourceLink(postgres.dsn, "ingest", pg_schema).committed() == {
+        topic: {"0": 25, "1": 25}}
+    assert [(p, o) for _, p, o, _, _ in rows_of(postgres, pg_schema)] == [
+        (p, o) for p in range(2) for o in range(25)]
