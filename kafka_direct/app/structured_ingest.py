@@ -291,7 +291,8 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
                 writer = writer.option(key, value)
             query = _trigger(writer.option("checkpointLocation", location)
                              .queryName(QUERY_NAME), options).start()
-        counts = BatchCounts(dsn, options, str(query.id))
+        # Raw rows are at their offsets: a batch's rows can be counted there afterwards.
+        counts = BatchCounts(dsn, options, str(query.id), rowsAtOffsets=not typed)
         progress = QueryProgress(result, options.stopAfterIdleBatches, options.batchInterval,
                                  out, counts)
         try:
@@ -310,16 +311,21 @@ class BatchCounts:
     The raw job's source hands on offset ranges, so Spark counts ranges, not records: the
     records are the offsets of the batch's plan in the link (transaction markers included,
     as the direct stream counts them), the rows those the sink's commit recorded for the
-    batch (its commit row holds the latest batch's; a batch found already overtaken counts
-    its offsets as rows).
+    batch. The commit row holds the newest batch's only: a batch asked about once the next
+    one committed (a poll that missed it) counts, on the raw path (``rowsAtOffsets``), the
+    table's rows at the plan's offsets, which direct writes put there once and never
+    change; the typed path then counts its offsets as rows.
     """
 
-    def __init__(self, dsn: str, options: IngestOptions, queryId: str) -> None:
+    def __init__(self, dsn: str, options: IngestOptions, queryId: str,
+                 rowsAtOffsets: bool = False) -> None:
         from kafka_direct.postgres.connection import Database
 
         self.database = Database(dsn)
         self.schema, self.store, self.queryId = options.schema, options.group, queryId
+        self.table = options.table
         self.target = f"{options.schema}.{options.table}"
+        self.rowsAtOffsets = rowsAtOffsets
 
     def __repr__(self) -> str:
         return f"BatchCounts({self.target})"  # the DSN stays out
@@ -356,11 +362,23 @@ class BatchCounts:
                      sql.Identifier(self.schema, COMMITS_TABLE)),
                 (self.store, self.queryId, batchId, self.queryId, self.target, batchId))
             plan, rows = cursor.fetchone()
-        records = 0
-        if plan is not None:
-            start, end = plan
-            records = sum(max(int(until) - int((start or {}).get(topic, {}).get(p, 0)), 0)
-                          for topic, parts in (end or {}).items() for p, until in parts.items())
+            ranges = []
+            if plan is not None:
+                start, end = plan
+                ranges = [(topic, int(p), int((start or {}).get(topic, {}).get(p, 0)),
+                           int(until)) for topic, parts in (end or {}).items()
+                          for p, until in parts.items()]
+                ranges = [r for r in ranges if r[3] > r[2]]
+            records = sum(until - first for _, _, first, until in ranges)
+            if rows is None and ranges and self.rowsAtOffsets:
+                cursor.execute(sql.SQL(
+                    "SELECT count(*) FROM {} AS t JOIN unnest(%s::text[], %s::int[], "
+                    "%s::bigint[], %s::bigint[]) AS r(topic, p, first, until) ON "
+                    "t.topic = r.topic AND t.kafka_partition = r.p AND "
+                    "t.kafka_offset >= r.first AND t.kafka_offset < r.until").format(
+                    sql.Identifier(self.schema, self.table)),
+                    [list(column) for column in zip(*ranges, strict=True)])
+                rows = cursor.fetchone()[0]
         return records, records if rows is None else int(rows)
 
 
