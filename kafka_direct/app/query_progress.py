@@ -100,7 +100,7 @@ class QueryProgress:
             if records:
                 self.lastData = time.monotonic()
                 self.idleTriggers = 0
-            else:  # offsets moved over no record (aborted transactions): read nothing
+            else:  # nothing read: Spark's count, or a plan that moved no offset
                 self.idleTriggers += 1
             if self.out is not None:
                 durations = progress.get("durationMs") or {}
