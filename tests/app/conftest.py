@@ -6,6 +6,8 @@ from tests.app.job_host import JobHost, grouped_by_api
 
 
 def _api(item):
+    if item.get_closest_marker("cluster") is not None:  # one local cluster for both APIs
+        return "local-cluster"
     callspec = getattr(item, "callspec", None)
     return callspec.params.get("api") if callspec is not None else None
 

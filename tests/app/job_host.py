@@ -128,9 +128,10 @@ class JobHost:
         shutil.rmtree(self._dir, ignore_errors=True)
 
 
-#: The order of the runs' APIs within a module: the direct stream's context, then those of
-#: tests that name no API in their parameters, then the structured job's.
-API_ORDER = {"dstream": 0, None: 1, "structured": 2}
+#: The order of the runs' contexts within a module: the direct stream's, a local cluster's
+#: (both APIs' runs on one: the tests marked ``cluster``), those of tests that name no API
+#: in their parameters, then the structured job's.
+API_ORDER = {"dstream": 0, "local-cluster": 1, None: 2, "structured": 3}
 
 
 def grouped_by_api(items: list[Any], module: Any, api: Any) -> list[Any]:
@@ -146,8 +147,8 @@ def grouped_by_api(items: list[Any], module: Any, api: Any) -> list[Any]:
     Args:
         items: The collected tests.
         module: A test's module.
-        api: The ``api`` a test is parametrized with (``"dstream"``, ``"structured"``), or
-            None.
+        api: The ``api`` a test is parametrized with (``"dstream"``, ``"structured"``),
+            ``"local-cluster"`` for a test whose runs use that master, or None.
     """
     result: list[Any] = []
     last = None  # the API the previous module's runs ended with: the next module's first
@@ -158,7 +159,7 @@ def grouped_by_api(items: list[Any], module: Any, api: Any) -> list[Any]:
             end += 1
         order = API_ORDER if last != "structured" else {
             name: len(API_ORDER) - 1 - rank for name, rank in API_ORDER.items()}
-        group = sorted(items[start:end], key=lambda item: order.get(api(item), 1))
+        group = sorted(items[start:end], key=lambda item: order.get(api(item), API_ORDER[None]))
         result.extend(group)
         last = next((api(item) for item in reversed(group) if api(item) is not None), last)
         start = end

@@ -53,3 +53,9 @@ def test_a_modules_runs_are_grouped_by_api_in_their_order_and_modules_keep_their
                        ("b", 1, "dstream"), ("c", 1, None), ("c", 2, None)]
     runs = [item[2] for item in grouped if item[2] is not None]
     assert sum(1 for x, y in itertools.pairwise(runs) if x != y) == 2  # as collected: 4
+    # A local cluster's runs stay together, both APIs' (one cluster), between the others.
+    cluster = [("m", 1, "structured"), ("m", 2, "local-cluster"), ("m", 3, "dstream"),
+               ("m", 2, "local-cluster")]
+    assert grouped_by_api(cluster, lambda item: item[0], lambda item: item[2]) == [
+        ("m", 3, "dstream"), ("m", 2, "local-cluster"), ("m", 2, "local-cluster"),
+        ("m", 1, "structured")]
