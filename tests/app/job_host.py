@@ -128,6 +128,44 @@ class JobHost:
         shutil.rmtree(self._dir, ignore_errors=True)
 
 
+#: The order of the runs' contexts within a module: the direct stream's, a local cluster's
+#: (both APIs' runs on one: the tests marked ``cluster``), those of tests that name no API
+#: in their parameters, then the structured job's.
+API_ORDER = {"dstream": 0, "local-cluster": 1, None: 2, "structured": 3}
+
+
+def grouped_by_api(items: list[Any], module: Any, api: Any) -> list[Any]:
+    """``items`` with each module's tests grouped by the API their runs use (stable).
+
+    The host keeps one SparkContext and makes another when a run needs a different
+    configuration: the structured job's context sets a default parallelism, the direct
+    stream's does not. Tests parametrized over both APIs, collected one after the other,
+    made the host stop one context and start the other before nearly every run. A module
+    starts with the API the module before it ended with. Only the order within a module
+    changes (its tests stay together); modules keep their order.
+
+    Args:
+        items: The collected tests.
+        module: A test's module.
+        api: The ``api`` a test is parametrized with (``"dstream"``, ``"structured"``),
+            ``"local-cluster"`` for a test whose runs use that master, or None.
+    """
+    result: list[Any] = []
+    last = None  # the API the previous module's runs ended with: the next module's first
+    start = 0
+    while start < len(items):
+        end = start + 1
+        while end < len(items) and module(items[end]) == module(items[start]):
+            end += 1
+        order = API_ORDER if last != "structured" else {
+            name: len(API_ORDER) - 1 - rank for name, rank in API_ORDER.items()}
+        group = sorted(items[start:end], key=lambda item: order.get(api(item), API_ORDER[None]))
+        result.extend(group)
+        last = next((api(item) for item in reversed(group) if api(item) is not None), last)
+        start = end
+    return result
+
+
 def _serve(address: str) -> None:
     import kafka_direct.runtime.spark as spark_module
 
