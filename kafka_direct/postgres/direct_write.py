@@ -167,19 +167,46 @@ def _planned_keys(cursor: Any, target: DirectTarget, queryId: str, batchId: int)
     return [str(r[0]) for r in cursor.fetchall()]
 
 
+def _behind(cursor: Any, target: DirectTarget, queryId: str, batchId: int,
+            ends: dict[tuple[str, int], int]) -> bool:
+    """Whether the batch's plan reads a Kafka partition from below the store's end.
+
+    The store's last committer may be this very query and still be ahead of it: a batch of
+    this query found covered by another query's commit made it the committer, and that
+    commit moved partitions the batch did not read.
+    """
+    from psycopg2 import sql
+
+    if target.store is None:
+        return False
+    schema, _, plans, store = target.store
+    cursor.execute(sql.SQL(
+        "SELECT start_offsets, end_offsets FROM {} WHERE store = %s AND query_id = %s AND "
+        "batch_id = %s ORDER BY plan_id DESC LIMIT 1").format(sql.Identifier(schema, plans)),
+        (store, queryId, batchId))
+    row = cursor.fetchone()
+    if row is None:
+        return False
+    start, end = row[0] or {}, row[1] or {}
+    return any(int(offset) < ends.get((str(topic), int(partition)), 0)
+               and int(offset) < int(end.get(topic, {}).get(partition, offset))
+               for topic, parts in start.items() for partition, offset in parts.items())
+
+
 def _must_look(cursor: Any, target: DirectTarget, queryId: str, batchId: int,
                firstKeys: Sequence[str]) -> bool:
     """Whether a claim may overlap this attempt's rows (then it keeps them and looks).
 
     Claims of its first rows' Kafka partitions may (a twin's, a piece of the same range);
     claims of another batch or query on a Kafka partition its batch reads may; so may the
-    store's offsets when another query committed them last (a checkpoint behind the store).
+    store's offsets when another query committed them last, or when the batch reads a
+    partition from below them (a checkpoint behind the store).
     Claims of the same batch's other tasks on other Kafka partitions may not.
     """
     from psycopg2 import sql
 
     committer, ends = _store(cursor, target)
-    if ends and committer != queryId:
+    if ends and (committer != queryId or _behind(cursor, target, queryId, batchId, ends)):
         return True
     planned = _planned_keys(cursor, target, queryId, batchId)
     cursor.execute(sql.SQL(
