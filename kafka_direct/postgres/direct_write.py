@@ -152,42 +152,30 @@ def _store(cursor: Any, target: DirectTarget) -> tuple[str | None, dict[tuple[st
     return (None if row[0] is None else str(row[0])), ends
 
 
-def _planned_keys(cursor: Any, target: DirectTarget, queryId: str, batchId: int) -> list[str]:
-    """The Kafka partitions the batch's plan reads (``topic/partition``), or none known."""
+def _plan(cursor: Any, target: DirectTarget, queryId: str, batchId: int
+          ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The batch's plan: its start and end offsets (JSON objects), or empty ones unknown."""
     from psycopg2 import sql
 
     if target.store is None:
-        return []
-    schema, _, plans, store = target.store
-    cursor.execute(sql.SQL(
-        "SELECT t.key || '/' || p.key FROM (SELECT end_offsets FROM {} WHERE store = %s AND "
-        "query_id = %s AND batch_id = %s ORDER BY plan_id DESC LIMIT 1) AS plan, "
-        "jsonb_each(plan.end_offsets) AS t, jsonb_each(t.value) AS p").format(
-        sql.Identifier(schema, plans)), (store, queryId, batchId))
-    return [str(r[0]) for r in cursor.fetchall()]
-
-
-def _behind(cursor: Any, target: DirectTarget, queryId: str, batchId: int,
-            ends: dict[tuple[str, int], int]) -> bool:
-    """Whether the batch's plan reads a Kafka partition from below the store's end.
-
-    The store's last committer may be this very query and still be ahead of it: a batch of
-    this query found covered by another query's commit made it the committer, and that
-    commit moved partitions the batch did not read.
-    """
-    from psycopg2 import sql
-
-    if target.store is None:
-        return False
+        return {}, {}
     schema, _, plans, store = target.store
     cursor.execute(sql.SQL(
         "SELECT start_offsets, end_offsets FROM {} WHERE store = %s AND query_id = %s AND "
         "batch_id = %s ORDER BY plan_id DESC LIMIT 1").format(sql.Identifier(schema, plans)),
         (store, queryId, batchId))
     row = cursor.fetchone()
-    if row is None:
-        return False
-    start, end = row[0] or {}, row[1] or {}
+    return ({}, {}) if row is None else (row[0] or {}, row[1] or {})
+
+
+def _behind(start: dict[str, Any], end: dict[str, Any], ends: dict[tuple[str, int], int]
+            ) -> bool:
+    """Whether a plan reads a Kafka partition from below the store's ``ends``.
+
+    The store's last committer may be this very query and still be ahead of it: a batch of
+    this query found covered by another query's commit made it the committer, and that
+    commit moved partitions the batch did not read.
+    """
     return any(int(offset) < ends.get((str(topic), int(partition)), 0)
                and int(offset) < int(end.get(topic, {}).get(partition, offset))
                for topic, parts in start.items() for partition, offset in parts.items())
@@ -206,9 +194,13 @@ def _must_look(cursor: Any, target: DirectTarget, queryId: str, batchId: int,
     from psycopg2 import sql
 
     committer, ends = _store(cursor, target)
-    if ends and (committer != queryId or _behind(cursor, target, queryId, batchId, ends)):
+    if ends and committer != queryId:
         return True
-    planned = _planned_keys(cursor, target, queryId, batchId)
+    start, end = _plan(cursor, target, queryId, batchId)
+    if _behind(start, end, ends):
+        return True
+    # The Kafka partitions the batch's plan reads (``topic/partition``), or none known.
+    planned = [f"{topic}/{partition}" for topic, parts in end.items() for partition in parts]
     cursor.execute(sql.SQL(
         "SELECT EXISTS (SELECT 1 FROM {} WHERE target = %s AND (topic || '/' || "
         "kafka_partition = ANY(%s) OR (NOT (query_id = %s AND batch_id = %s) AND "
