@@ -6,8 +6,6 @@ read their records and COPY them with their claims. Checked against the records 
 (the same query with the records as rows) on the same topic: the same table.
 """
 
-import pytest
-
 from kafka_direct.sql.link.source_side import SourceLink
 from tests.sql.sink.test_sink_stream import execute
 
@@ -61,7 +59,7 @@ def test_ranges_are_read_by_the_sink_and_written_once(spark_session, kafka, kafk
     for partition in range(2):
         kafka.produce(topic, [f"{partition}:{i}".encode() for i in range(25)],
                       partition=partition)
-    error, inputs = run(spark_session, kafka, postgres, pg_schema, topic, tmp_path / "a")
+    error, _ = run(spark_session, kafka, postgres, pg_schema, topic, tmp_path / "a")
     assert error is None
     link = SourceLink(postgres.dsn, "ingest", pg_schema)
     assert link.committed() == {topic: {"0": 25, "1": 25}}
