@@ -267,6 +267,38 @@ def test_a_query_behind_the_store_it_committed_last_writes_nothing_twice(postgre
         link.release()
 
 
+def test_a_batch_run_again_with_a_shorter_plan_keeps_the_claim_past_the_store(postgres,
+                                                                               pg_schema):
+    # An attempt of batch 0 wrote offsets [0, 2) and the driver died. The query restarts
+    # from an older copy of its checkpoint: batch 0 is planned again, now [0, 1). Its
+    # attempt relies on the first one's claim; the commit stores 1. The claim still holds
+    # offset 1's row beyond the store: it must stay, or batch 1 writes that row again.
+    from kafka_direct.sql.link.source_side import SourceLink
+
+    link = SourceLink(postgres.dsn, f"store-{uuid.uuid4().hex[:6]}", pg_schema)
+    sink = make_sink(postgres, pg_schema, **{"offsetStore.name": link.store,
+                                              "offsetStore.schema": pg_schema})
+    query = query_id()
+    try:
+        link.bind_read(link.record_plan({"t": {"0": 0}}, {"t": {"0": 2}}), query, 0)
+        crashed = write(sink, query, 0, 0, records(0, 0, 2))
+        link.bind_read(link.record_plan({"t": {"0": 0}}, {"t": {"0": 1}}), query, 0)
+        again = write(sink, query, 0, 0, records(0, 0, 1))
+        assert again.rows == 0 and again.covered == (crashed.token,)
+        commit_batch(sink, 0, [again])
+        assert link.committed() == {"t": {"0": 1}}
+        assert claims_left(postgres, sink) == [("t", 0, 0, 2)]
+        link.bind_read(link.record_plan({"t": {"0": 1}}, {"t": {"0": 2}}), query, 1)
+        nextBatch = write(sink, query, 1, 0, records(0, 1, 1))
+        assert nextBatch.rows == 0
+        commit_batch(sink, 1, [nextBatch])
+        assert link.committed() == {"t": {"0": 2}}
+        assert table_rows(postgres, sink) == records(0, 0, 2)
+        assert claims_left(postgres, sink) == []
+    finally:
+        link.release()
+
+
 @pytest.mark.parametrize(("overwrite", "extra"), [
     (False, {"mode": "update", "keyColumns": "v"}), (True, {})])
 def test_upserts_and_replacements_stage_instead(overwrite, extra):
