@@ -152,19 +152,33 @@ def _store(cursor: Any, target: DirectTarget) -> tuple[str | None, dict[tuple[st
     return (None if row[0] is None else str(row[0])), ends
 
 
-def _planned_keys(cursor: Any, target: DirectTarget, queryId: str, batchId: int) -> list[str]:
-    """The Kafka partitions the batch's plan reads (``topic/partition``), or none known."""
+def _plan(cursor: Any, target: DirectTarget, queryId: str, batchId: int
+          ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The batch's plan: its start and end offsets (JSON objects), or empty ones unknown."""
     from psycopg2 import sql
 
     if target.store is None:
-        return []
+        return {}, {}
     schema, _, plans, store = target.store
     cursor.execute(sql.SQL(
-        "SELECT t.key || '/' || p.key FROM (SELECT end_offsets FROM {} WHERE store = %s AND "
-        "query_id = %s AND batch_id = %s ORDER BY plan_id DESC LIMIT 1) AS plan, "
-        "jsonb_each(plan.end_offsets) AS t, jsonb_each(t.value) AS p").format(
-        sql.Identifier(schema, plans)), (store, queryId, batchId))
-    return [str(r[0]) for r in cursor.fetchall()]
+        "SELECT start_offsets, end_offsets FROM {} WHERE store = %s AND query_id = %s AND "
+        "batch_id = %s ORDER BY plan_id DESC LIMIT 1").format(sql.Identifier(schema, plans)),
+        (store, queryId, batchId))
+    row = cursor.fetchone()
+    return ({}, {}) if row is None else (row[0] or {}, row[1] or {})
+
+
+def _behind(start: dict[str, Any], end: dict[str, Any], ends: dict[tuple[str, int], int]
+            ) -> bool:
+    """Whether a plan reads a Kafka partition from below the store's ``ends``.
+
+    The store's last committer may be this very query and still be ahead of it: a batch of
+    this query found covered by another query's commit made it the committer, and that
+    commit moved partitions the batch did not read.
+    """
+    return any(int(offset) < ends.get((str(topic), int(partition)), 0)
+               and int(offset) < int(end.get(topic, {}).get(partition, offset))
+               for topic, parts in start.items() for partition, offset in parts.items())
 
 
 def _must_look(cursor: Any, target: DirectTarget, queryId: str, batchId: int,
@@ -173,7 +187,8 @@ def _must_look(cursor: Any, target: DirectTarget, queryId: str, batchId: int,
 
     Claims of its first rows' Kafka partitions may (a twin's, a piece of the same range);
     claims of another batch or query on a Kafka partition its batch reads may; so may the
-    store's offsets when another query committed them last (a checkpoint behind the store).
+    store's offsets when another query committed them last, or when the batch reads a
+    partition from below them (a checkpoint behind the store).
     Claims of the same batch's other tasks on other Kafka partitions may not.
     """
     from psycopg2 import sql
@@ -181,7 +196,11 @@ def _must_look(cursor: Any, target: DirectTarget, queryId: str, batchId: int,
     committer, ends = _store(cursor, target)
     if ends and committer != queryId:
         return True
-    planned = _planned_keys(cursor, target, queryId, batchId)
+    start, end = _plan(cursor, target, queryId, batchId)
+    if _behind(start, end, ends):
+        return True
+    # The Kafka partitions the batch's plan reads (``topic/partition``), or none known.
+    planned = [f"{topic}/{partition}" for topic, parts in end.items() for partition in parts]
     cursor.execute(sql.SQL(
         "SELECT EXISTS (SELECT 1 FROM {} WHERE target = %s AND (topic || '/' || "
         "kafka_partition = ANY(%s) OR (NOT (query_id = %s AND batch_id = %s) AND "

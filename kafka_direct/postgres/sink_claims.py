@@ -153,16 +153,21 @@ def release_claims(cursor: Any, stagingSchema: str, target: str, queryId: str, b
                    stored: dict[str, dict[str, int]] | None) -> int:
     """In the commit: delete the claims a committed batch makes needless; returns how many.
 
-    The query's claims of this batch and earlier ones go (their batches are committed),
-    and, given the offset store's offsets after the commit, every claim of the target
-    that lies below them (a failed batch's, whose offsets a committed batch has passed).
+    Without an offset store, the query's claims of this batch and earlier ones go (their
+    batches are committed). Given the offset store's offsets after the commit, every claim
+    of the target that lies below them goes (this batch's, and a failed batch's whose
+    offsets a committed batch has passed), and only those: a claim of an attempt of this
+    batch id that read further (planned again shorter, from an older copy of the
+    checkpoint) holds rows past the store, and stays until a batch passes them.
     """
     from psycopg2 import sql
 
     ranges = sql.Identifier(stagingSchema, RANGES_TABLE)
-    cursor.execute(sql.SQL("DELETE FROM {} WHERE target = %s AND query_id = %s AND "
-                           "batch_id <= %s").format(ranges), (target, queryId, batchId))
-    released = int(cursor.rowcount)
+    released = 0
+    if stored is None:
+        cursor.execute(sql.SQL("DELETE FROM {} WHERE target = %s AND query_id = %s AND "
+                               "batch_id <= %s").format(ranges), (target, queryId, batchId))
+        released = int(cursor.rowcount)
     if stored:
         pairs = [(t, int(p), int(u)) for t, parts in stored.items() for p, u in parts.items()]
         cursor.execute(sql.SQL(

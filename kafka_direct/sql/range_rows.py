@@ -89,6 +89,11 @@ def ranges_of(batches: Iterable[Any]) -> Iterator[OffsetRange]:
 
 
 def _offset_range(row: Sequence[Any]) -> OffsetRange:
+    if len(row) != len(RANGE_COLUMNS):
+        raise ConfigurationError(
+            f"the sink got a row of {len(row)} values, which is no offset range (topic, "
+            "partition, fromOffset, untilOffset); write the kafka-direct source's "
+            "emit=offsetRanges output as it comes, without changing its rows", setting="emit")
     topic, partition, fromOffset, untilOffset = (row[0], row[1], row[2], row[3])
     if (not isinstance(topic, str) or not topic or not isinstance(partition, int)
             or not isinstance(fromOffset, int) or not isinstance(untilOffset, int)

@@ -178,7 +178,9 @@ def _commit_once(options: SinkOptions, queryId: str, batchId: int,
                 dropped = drop_staged(cursor, options.stagingSchema,
                                       sql.SQL("query_id = %s AND batch_id <= %s"),
                                       (queryId, batchId))
-                if options.direct:
+                if options.direct and options.link is None:
+                    # (With an offset store, its commit released the claims the store
+                    # passes; the others hold rows past it.)
                     release_claims(cursor, options.stagingSchema, options.target, queryId,
                                    batchId, None)
                 logger.info("batch %d of query %s was committed before (newest: %d): "
@@ -189,7 +191,6 @@ def _commit_once(options: SinkOptions, queryId: str, batchId: int,
         direct = [a for a in attempts if isinstance(a, DirectAttempt)]
         withRows = [a for a in staged if a.rows]
         _check_staged(cursor, options, queryId, batchId, withRows)
-        check_claims(cursor, options.stagingSchema, options.target, queryId, batchId, direct)
         written = sum(a.rows for a in direct)
         plan = None
         if options.link is not None and record:
@@ -197,6 +198,12 @@ def _commit_once(options: SinkOptions, queryId: str, batchId: int,
                                     queryId, batchId,
                                     hasRows=bool(withRows or written
                                                  or any(a.covered for a in direct)))
+        if plan is None or not plan.covered:
+            # A batch the store covers was committed by another query, whose commit
+            # released the claims its offsets pass, these attempts' too (it relied on
+            # them): their rows are in the target, once.
+            check_claims(cursor, options.stagingSchema, options.target, queryId, batchId,
+                         direct)
         if direct and record:  # the batch's claims, and those its stored offsets pass
             release_claims(cursor, options.stagingSchema, options.target, queryId, batchId,
                            None if plan is None else plan.end)

@@ -109,6 +109,12 @@ class SinkOptions:
             raise ConfigurationError(
                 f"mode {self.mode!r} is unknown: use one of {list(MODES)}", setting="mode",
                 value=self.mode)
+        if self.mode != "append" and self.reads is not None:
+            # Before the modes' own checks: their fixes (keyColumns...) would not help.
+            raise ConfigurationError(
+                f"a sink reading offset ranges writes each record straight into the target, "
+                f"for mode=append; mode={self.mode} needs the records as rows: use the "
+                "source's emit=records (its default)", setting="mode", value=self.mode)
         if self.mode == "update":
             if not self.keyColumns:
                 raise ConfigurationError(
@@ -155,11 +161,6 @@ class SinkOptions:
                 f"offsetColumns {missing} are not among the written columns "
                 f"{list(self.columns)}: write the source's topic, partition and offset "
                 "columns", setting="offsetColumns", value=list(self.offsetColumns))
-        if self.mode != "append" and self.reads is not None:
-            raise ConfigurationError(
-                f"a sink reading offset ranges writes each record straight into the target, "
-                f"for mode=append; mode={self.mode} needs the records as rows: use the "
-                "source's emit=records (its default)", setting="mode", value=self.mode)
         if self.mode != "append":
             raise ConfigurationError(
                 f"offsetColumns writes rows straight into the target, for mode=append; "
@@ -317,8 +318,17 @@ def parse_options(options: Mapping[str, Any], fieldNames: Sequence[str], overwri
     timeout = _number(lowered, "statementtimeoutms", "statementTimeoutMs")
     stale = _number(lowered, "stalestagingminutes", "staleStagingMinutes")
     offsetColumns = _names(lowered.get("offsetcolumns"))
-    if reads is not None and not offsetColumns:
-        offsetColumns = _record_offsets(reads, columns)
+    if reads is not None:
+        # The sink knows which record columns are the coordinates: claims taken from any
+        # other column would name offsets the task never wrote.
+        claimed = _record_offsets(reads, columns)
+        if offsetColumns and offsetColumns != claimed:
+            raise ConfigurationError(
+                f"option offsetColumns {list(offsetColumns)} must be the target columns of "
+                f"the records' topic, partition and offset (recordColumns), "
+                f"{list(claimed)}: give those, or leave offsetColumns out",
+                setting="offsetColumns", value=list(offsetColumns))
+        offsetColumns = claimed
     return SinkOptions(
         database=database, table=table, schema=schema, columns=columns, mode=mode,
         keyColumns=keyColumns, createTable=_flag(lowered, "createtable", False),

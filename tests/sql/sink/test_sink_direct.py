@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from kafka_direct.errors import ConfigurationError, SinkWriteError
-from kafka_direct.postgres.direct_write import DirectTarget, write_direct
+from kafka_direct.postgres.direct_write import write_direct
 from kafka_direct.postgres.sink_claims import RANGES_TABLE
 from kafka_direct.sql.sink.commit import abort_batch, commit_batch
 from kafka_direct.sql.sink.options import parse_options
@@ -40,9 +40,10 @@ def make_sink(postgres, schema, table="target", **options):
 
 
 def direct_target(options):
-    o = options.offsetColumns
-    return DirectTarget(options.database, options.schema, options.table, options.columns,
-                        (o[0], o[1], o[2]), options.stagingSchema, options.statementTimeoutMs)
+    """The sink's own target: with its linked store (whose offsets count as claims)."""
+    from kafka_direct.sql.sink.postgres_sink import _direct_target
+
+    return _direct_target(options)
 
 
 def records(partition, start, count, topic="t", tag="v", value=None):
@@ -199,6 +200,103 @@ def test_a_new_query_over_a_failed_batch_writes_only_its_other_offsets(postgres,
         (6, 10)]
     commit_batch(sink, 0, [attempt])
     assert table_rows(postgres, sink) == records(0, 0, 10)
+
+
+def test_a_batch_another_query_committed_over_its_claims_is_covered(postgres, pg_schema):
+    # A second query (its checkpoint lost) runs the batch a first query has in flight: its
+    # task finds the first's claims and relies on them, and its commit stores the offsets
+    # and releases those claims. The first's commit then finds its batch covered by the
+    # store, as a staged batch would be, not its claims missing.
+    from kafka_direct.sql.link.source_side import SourceLink
+
+    link = SourceLink(postgres.dsn, f"store-{uuid.uuid4().hex[:6]}", pg_schema)
+    sink = make_sink(postgres, pg_schema, **{"offsetStore.name": link.store,
+                                              "offsetStore.schema": pg_schema})
+    first, second = query_id(), query_id()
+    try:
+        link.bind_read(link.record_plan({"t": {"0": 0}}, {"t": {"0": 2}}), first, 0)
+        commit_batch(sink, 0, [write(sink, first, 0, 0, records(0, 0, 2))])
+        link.bind_read(link.record_plan({"t": {"0": 2}}, {"t": {"0": 5}}), first, 1)
+        inFlight = write(sink, first, 1, 0, records(0, 2, 3))
+        link.bind_read(link.record_plan({"t": {"0": 2}}, {"t": {"0": 5}}), second, 0)
+        relying = write(sink, second, 0, 0, records(0, 2, 3))
+        assert relying.rows == 0 and relying.covered == (inFlight.token,)
+        commit_batch(sink, 0, [relying])
+        result = commit_batch(sink, 1, [inFlight])
+        assert result.plan is not None and result.plan.covered
+        assert link.committed() == {"t": {"0": 5}}
+        assert table_rows(postgres, sink) == records(0, 0, 5)
+    finally:
+        link.release()
+
+
+def test_a_query_behind_the_store_it_committed_last_writes_nothing_twice(postgres,
+                                                                         pg_schema):
+    # The store last committed by this query (a batch found covered) is ahead of its
+    # checkpoint on a partition that batch did not read: the next batch reads it from
+    # behind the store. Its task must look (the store's offsets are claims), not stream
+    # rows the target holds (a unique key on the coordinates failed the COPY; without
+    # one, the claim's check rolled it back and stopped the query).
+    from kafka_direct.sql.link.source_side import SourceLink
+
+    link = SourceLink(postgres.dsn, f"store-{uuid.uuid4().hex[:6]}", pg_schema)
+    sink = make_sink(postgres, pg_schema, **{"offsetStore.name": link.store,
+                                              "offsetStore.schema": pg_schema})
+    query, other = query_id(), query_id()
+    try:
+        link.bind_read(link.record_plan({"t": {"0": 0, "1": 0}}, {"t": {"0": 2, "1": 2}}),
+                       query, 0)
+        commit_batch(sink, 0, [write(sink, query, 0, 0, records(0, 0, 2)),
+                               write(sink, query, 0, 1, records(1, 0, 2))])
+        link.bind_read(link.record_plan({"t": {"0": 2, "1": 2}}, {"t": {"0": 2, "1": 4}}),
+                       query, 1)
+        inFlight = write(sink, query, 1, 0, records(1, 2, 2))
+        link.bind_read(link.record_plan({"t": {"0": 2, "1": 2}}, {"t": {"0": 5, "1": 4}}),
+                       other, 0)
+        commit_batch(sink, 0, [write(sink, other, 0, 0, records(0, 2, 3)),
+                               write(sink, other, 0, 1, records(1, 2, 2))])
+        assert commit_batch(sink, 1, [inFlight]).plan.covered
+        link.bind_read(link.record_plan({"t": {"0": 2, "1": 4}}, {"t": {"0": 5, "1": 4}}),
+                       query, 2)
+        behind = write(sink, query, 2, 0, records(0, 2, 3))
+        assert behind.rows == 0
+        assert commit_batch(sink, 2, [behind]).plan.covered  # stored by the other query
+        assert link.committed() == {"t": {"0": 5, "1": 4}}
+        assert table_rows(postgres, sink) == sorted(records(0, 0, 5) + records(1, 0, 4))
+    finally:
+        link.release()
+
+
+def test_a_batch_run_again_with_a_shorter_plan_keeps_the_claim_past_the_store(postgres,
+                                                                               pg_schema):
+    # An attempt of batch 0 wrote offsets [0, 2) and the driver died. The query restarts
+    # from an older copy of its checkpoint: batch 0 is planned again, now [0, 1). Its
+    # attempt relies on the first one's claim; the commit stores 1. The claim still holds
+    # offset 1's row beyond the store: it must stay, or batch 1 writes that row again.
+    from kafka_direct.sql.link.source_side import SourceLink
+
+    link = SourceLink(postgres.dsn, f"store-{uuid.uuid4().hex[:6]}", pg_schema)
+    sink = make_sink(postgres, pg_schema, **{"offsetStore.name": link.store,
+                                              "offsetStore.schema": pg_schema})
+    query = query_id()
+    try:
+        link.bind_read(link.record_plan({"t": {"0": 0}}, {"t": {"0": 2}}), query, 0)
+        crashed = write(sink, query, 0, 0, records(0, 0, 2))
+        link.bind_read(link.record_plan({"t": {"0": 0}}, {"t": {"0": 1}}), query, 0)
+        again = write(sink, query, 0, 0, records(0, 0, 1))
+        assert again.rows == 0 and again.covered == (crashed.token,)
+        commit_batch(sink, 0, [again])
+        assert link.committed() == {"t": {"0": 1}}
+        assert claims_left(postgres, sink) == [("t", 0, 0, 2)]
+        link.bind_read(link.record_plan({"t": {"0": 1}}, {"t": {"0": 2}}), query, 1)
+        nextBatch = write(sink, query, 1, 0, records(0, 1, 1))
+        assert nextBatch.rows == 0
+        commit_batch(sink, 1, [nextBatch])
+        assert link.committed() == {"t": {"0": 2}}
+        assert table_rows(postgres, sink) == records(0, 0, 2)
+        assert claims_left(postgres, sink) == []
+    finally:
+        link.release()
 
 
 @pytest.mark.parametrize(("overwrite", "extra"), [

@@ -6,7 +6,6 @@ read their records and COPY them with their claims. Checked against the records 
 (the same query with the records as rows) on the same topic: the same table.
 """
 
-
 from kafka_direct.sql.link.source_side import SourceLink
 from tests.sql.sink.test_sink_stream import execute
 
