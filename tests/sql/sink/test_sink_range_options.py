@@ -85,10 +85,11 @@ def test_a_dataframe_of_records_takes_no_reading_option():
 
 
 def test_a_range_schema_of_other_types_is_no_dataframe_of_ranges():
-    # The types too: a long partition is not the source's output (nothing is read).
+    # The types too: a long partition is not the source's output (nothing is read). Given
+    # the reading options, the error names the types and the cast.
     longs = [(n, LongType() if n == "partition" else t) for n, t in RANGES]
     assert parse_range_reads({"table": "events"}, longs) is None
-    with pytest.raises(ConfigurationError, match="are for a DataFrame of offset ranges"):
+    with pytest.raises(ConfigurationError, match=r"typed .*partition bigint.*cast"):
         parse_range_reads(BASE, longs)
 
 
