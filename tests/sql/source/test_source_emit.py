@@ -21,30 +21,15 @@ from kafka_direct import ConfigurationError
 from kafka_direct.offset_range import OffsetRange
 from kafka_direct.sql.range_rows import RANGE_COLUMNS, range_schema
 from kafka_direct.sql.source import stream_reader
-from kafka_direct.sql.source.kafka_source import KafkaDirectSource
 from kafka_direct.sql.source.options import SourceOptions, parse_source_options
 from kafka_direct.sql.source.planning import KafkaInputPartition
 from kafka_direct.sql.source.stream_reader import KafkaDirectStreamReader
-from kafka_direct.task_errors import CarriedTaskError, carried_error
-
-BASE = {"kafka.bootstrap.servers": "localhost:9092", "subscribe": "t"}
+from tests.sql.source.test_source_datasource import BASE, refused, source
 
 
 def parse(streaming=True, schema=None, **extra):
     return parse_source_options({**BASE, **extra}, streaming=streaming, schema=schema,
                                 check_client=False)
-
-
-def source(**options):
-    return KafkaDirectSource({**BASE, **options})
-
-
-def refused(call):
-    with pytest.raises(CarriedTaskError) as raised:
-        call()
-    error = carried_error(raised.value)
-    assert isinstance(error, ConfigurationError)
-    return str(error)
 
 
 @pytest.mark.parametrize("given, emit", [
