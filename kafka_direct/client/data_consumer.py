@@ -341,10 +341,11 @@ class KafkaDataConsumer:
                         f"offsets [{position}, {min(low, untilOffset)}) of {self.topic}-"
                         f"{self.partition} are gone: the log now starts at {low} (retention "
                         f"or delete_records removed them) while reading [{fromOffset}, "
-                        f"{untilOffset}). Set failOnDataLoss=false (KafkaRDD's and the direct "
-                        "stream's read setting, the kafka-direct source's option, or that of "
-                        "the sink reading its offset ranges) to skip to the earliest offset "
-                        "with a warning, or restart from offsets that still exist",
+                        f"{untilOffset}). Set failOnDataLoss=False (KafkaRDD's and the direct "
+                        "stream's read setting; the option failOnDataLoss=false of the "
+                        "kafka-direct source, or of the sink reading its offset ranges) to "
+                        "skip to the earliest offset with a warning, or restart from offsets "
+                        "that still exist",
                         logStartOffset=low, **context)
                 logger.warning(
                     "data loss on %s-%d: offsets [%d, %d) were deleted; reading on from %d "
