@@ -31,6 +31,7 @@ from kafka_direct.app.interrupts import TwoStageInterrupt
 from kafka_direct.app.query_progress import QueryProgress, follow
 from kafka_direct.app.typed.options import TypedOptions
 from kafka_direct.offsets_json import offsets_from_json, offsets_to_json
+from kafka_direct.sql.kafka_options import KAFKA_PREFIX
 from kafka_direct.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
@@ -278,7 +279,8 @@ def run_structured_ingest(options: IngestOptions, bootstrapServers: str, dsn: st
         # The records never become Spark rows: the source hands on the offset ranges and
         # the sink's tasks read them (the reading options are the source's).
         ranges = reader.load()
-        reading = {key: value for key, value in given.items() if key.startswith("kafka.")}
+        reading = {key: value for key, value in given.items()
+                   if key.startswith(KAFKA_PREFIX)}
         columns = (*_INGEST_COLUMNS, *_metadata_selection(records if typed else None))
         reading["recordColumns"] = ",".join(columns)
         if typed:
@@ -351,24 +353,19 @@ class BatchCounts:
 
         from kafka_direct.postgres.connection import transaction
         from kafka_direct.postgres.staging import COMMITS_TABLE
-        from kafka_direct.sql.link.tables import PLANS_TABLE
+        from kafka_direct.sql.link.sink_side import bound_plan
+        from kafka_direct.sql.link.tables import PLANS_TABLE, table_identifier
 
         with transaction(self.database) as cursor:
-            cursor.execute(sql.SQL(
-                "SELECT (SELECT ARRAY[start_offsets, end_offsets] FROM {} WHERE store = %s "
-                "AND query_id = %s AND batch_id = %s ORDER BY plan_id DESC LIMIT 1), "
-                "(SELECT rows FROM {} WHERE query_id = %s AND target = %s AND batch_id = %s)"
-            ).format(sql.Identifier(self.schema, PLANS_TABLE),
-                     sql.Identifier(self.schema, COMMITS_TABLE)),
-                (self.store, self.queryId, batchId, self.queryId, self.target, batchId))
-            plan, rows = cursor.fetchone()
-            ranges = []
-            if plan is not None:
-                start, end = plan
-                ranges = [(topic, int(p), int((start or {}).get(topic, {}).get(p, 0)),
-                           int(until)) for topic, parts in (end or {}).items()
-                          for p, until in parts.items()]
-                ranges = [r for r in ranges if r[3] > r[2]]
+            plan = bound_plan(cursor, table_identifier(self.schema, PLANS_TABLE), self.store,
+                              self.queryId, batchId)
+            cursor.execute(sql.SQL("SELECT rows FROM {} WHERE query_id = %s AND target = %s "
+                                   "AND batch_id = %s").format(
+                sql.Identifier(self.schema, COMMITS_TABLE)),
+                (self.queryId, self.target, batchId))
+            found = cursor.fetchone()
+            rows = None if found is None else int(found[0])
+            ranges = [] if plan is None else _plan_ranges(plan[1], plan[2])
             records = sum(until - first for _, _, first, until in ranges)
             if rows is None and ranges and self.rowsAtOffsets:
                 cursor.execute(sql.SQL(
@@ -378,8 +375,20 @@ class BatchCounts:
                     "t.kafka_offset >= r.first AND t.kafka_offset < r.until").format(
                     sql.Identifier(self.schema, self.table)),
                     [list(column) for column in zip(*ranges, strict=True)])
-                rows = cursor.fetchone()[0]
-        return records, records if rows is None else int(rows)
+                rows = int(cursor.fetchone()[0])
+        return records, records if rows is None else rows
+
+
+def _plan_ranges(start: Any, end: Any) -> list[tuple[str, int, int, int]]:
+    """A plan's non-empty ranges, ``(topic, partition, from, until)``.
+
+    Its start holds every partition of its end
+    (:func:`~kafka_direct.sql.source.stream_reader.plan_offsets`).
+    """
+    first = offsets_from_json(start, "a batch plan's start")
+    return [(tp.topic, tp.partition, first.get(tp, 0), until)
+            for tp, until in offsets_from_json(end, "a batch plan's end").items()
+            if until > first.get(tp, 0)]
 
 
 def _typed_query(spark: Any, ranges: Any, records: TypedOptions, options: IngestOptions,

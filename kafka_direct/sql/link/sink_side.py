@@ -16,7 +16,8 @@ from kafka_direct.errors import ConfigurationError, OffsetMismatchError
 from kafka_direct.offsets_json import SourceOffsets, normalise_offsets, offsets_json
 from kafka_direct.sql.link.tables import PLANS_TABLE, STORES_TABLE, lock_key, table_identifier
 
-__all__ = ["AppliedPlan", "apply_batch_plan", "check_committed_before", "source_holds"]
+__all__ = ["AppliedPlan", "apply_batch_plan", "bound_plan", "check_committed_before",
+           "source_holds"]
 
 logger = logging.getLogger(__name__)
 
@@ -144,7 +145,7 @@ def _read_partitions(start: SourceOffsets, end: SourceOffsets) -> list[tuple[str
             if partitions[partition] != start[topic][partition]]
 
 
-def _bound_plan(cursor: Any, plans: Any, store: str, queryId: str, batchId: int
+def bound_plan(cursor: Any, plans: Any, store: str, queryId: str, batchId: int
                 ) -> tuple[int, SourceOffsets, SourceOffsets, SourceOffsets] | None:
     """The newest plan the batch's read tasks bound: (id, start, end, resets), or None."""
     from psycopg2 import sql
@@ -177,7 +178,7 @@ def check_committed_before(cursor: Any, schema: str, store: str, queryId: str, b
     """
     from psycopg2 import sql
 
-    bound = _bound_plan(cursor, table_identifier(schema, PLANS_TABLE), store, queryId,
+    bound = bound_plan(cursor, table_identifier(schema, PLANS_TABLE), store, queryId,
                         batchId)
     if bound is None:
         return
@@ -242,7 +243,7 @@ def apply_batch_plan(cursor: Any, schema: str, store: str, queryId: str, batchId
     stored_json, applied, appliedBy = cursor.fetchone()
     stored = None if stored_json is None else normalise_offsets(
         stored_json, f"the stored offsets of store {store!r}")
-    bound = _bound_plan(cursor, plans, store, queryId, batchId)
+    bound = bound_plan(cursor, plans, store, queryId, batchId)
     if bound is None:
         # No read task of this batch bound a plan: the batch read nothing from the source.
         cursor.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE store = %s)").format(
